@@ -1,0 +1,148 @@
+"""Analytic accounting beside the model: parameters, FLOPs per token, KV bytes.
+
+Sources: SPEC.md section 5 (KV bytes, which reproduce the paper's Table 10
+exactly), paper Table 1 (complexities), nanoGPT/Chinchilla convention for
+training FLOPs (6 × matmul parameters applied per token + attention).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .config import ModelConfig, expand_plan
+
+DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+
+
+def dtype_bytes(dtype: str | torch.dtype) -> int:
+    """Bytes per element for a dtype name (``bf16``, ``fp32``, ...) or torch dtype.
+
+    Raises:
+        ValueError: unknown dtype name.
+    """
+    if isinstance(dtype, torch.dtype):
+        return torch.empty((), dtype=dtype).element_size()
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"unknown dtype {dtype!r}; expected one of {sorted(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
+def kv_cache_bytes(cfg: ModelConfig, seq_len: int, *, batch_size: int = 1, dtype: str | torch.dtype = "bf16",
+                   by_kind: bool = False) -> int | dict[str, int]:
+    """Bytes of the KV cache for ``batch_size`` sequences of ``seq_len`` tokens.
+
+    Per sequence, with ``d_kv = n_kv_heads · head_dim`` and ``b`` bytes per element,
+    each global self-attention application holds ``2·b·d_kv·N``, each sliding-window
+    application ``2·b·d_kv·W`` and each shared K̂V̂ slot ``2·b·d_kv·N`` (SPEC.md
+    section 5). Summed over the plan this gives, e.g., YOCO-U
+    ``2·b·d_kv·N + 2·b·T·L_s·W·d_kv``.
+
+    Returns an int, or with ``by_kind`` a dict ``{"global", "window", "shared"}``.
+    """
+    if seq_len < 1 or batch_size < 1:
+        raise ValueError(f"seq_len and batch_size must be >= 1, got {seq_len}, {batch_size}")
+    row = 2 * dtype_bytes(dtype) * cfg.d_kv * batch_size
+    out = {"global": 0, "window": 0, "shared": 0}
+    for a in expand_plan(cfg):
+        if a.kind == "kv":
+            out["shared"] += row * seq_len
+        elif a.kind == "self":
+            if a.window is None:
+                out["global"] += row * seq_len
+            else:
+                out["window"] += row * a.window
+    return out if by_kind else sum(out.values())
+
+
+def param_count(cfg: ModelConfig, *, embedding: bool = True) -> int:
+    """Number of parameters, from the shapes alone (tests compare with the module).
+
+    ``embedding=False`` leaves out the input embedding (not the LM head).
+    """
+    D, H, G, Dh = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    ffn = _ffn_params(cfg)
+    self_layer = 2 * D + D * H * Dh * 2 + 2 * D * G * Dh + ffn
+    cross_layer = 2 * D + D * H * Dh * 2 + ffn
+    kv_maker = D + 2 * D * G * Dh
+    total = 0
+    for st in cfg.stages:
+        if st.kind == "self":
+            total += st.n_layers * self_layer
+        else:
+            total += st.n_layers * cross_layer + kv_maker
+    total += D + D * cfg.vocab_size  # final norm + LM head
+    if embedding:
+        total += cfg.vocab_size * D
+    return total
+
+
+def _ffn_params(cfg: ModelConfig) -> int:
+    D = cfg.d_model
+    if not cfg.n_experts:
+        return 3 * D * cfg.d_ff
+    return D * cfg.n_experts + cfg.n_experts * 3 * D * cfg.d_expert + 3 * D * cfg.d_shared_expert
+
+
+def _ffn_active(cfg: ModelConfig) -> int:
+    D = cfg.d_model
+    if not cfg.n_experts:
+        return 3 * D * cfg.d_ff
+    return D * cfg.n_experts + cfg.top_k * 3 * D * cfg.d_expert + 3 * D * cfg.d_shared_expert
+
+
+def active_params_per_token(cfg: ModelConfig) -> int:
+    """Matrix parameters multiplied per token in one forward, counting each loop
+    application (so YOCO-U's self-decoder counts T times); embedding lookup excluded."""
+    D, H, G, Dh = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    ffn = _ffn_active(cfg)
+    n = D * cfg.vocab_size
+    for a in expand_plan(cfg):
+        if a.kind == "self":
+            n += 2 * D * H * Dh + 2 * D * G * Dh + ffn
+        elif a.kind == "cross":
+            n += 2 * D * H * Dh + ffn
+        else:
+            n += 2 * D * G * Dh
+    return n
+
+
+def attention_context(window: int | None, seq_len: int) -> float:
+    """Mean number of keys a query attends to in a causal sequence of ``seq_len``."""
+    N = seq_len
+    if window is None or window >= N:
+        return (N + 1) / 2
+    W = window
+    # positions 0..W-1 see i+1 keys, the rest see W.
+    return (W * (W + 1) / 2 + (N - W) * W) / N
+
+
+def forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """Forward FLOPs per token of a training sequence of ``seq_len`` tokens.
+
+    ``2 × active matmul parameters + Σ_attention 4·H·Dh·ctx`` with ctx the mean
+    causal context (:func:`attention_context`); window layers use W.
+    """
+    f = 2.0 * active_params_per_token(cfg)
+    hd = cfg.n_heads * cfg.head_dim
+    for a in expand_plan(cfg):
+        if a.kind == "self":
+            f += 4 * hd * attention_context(a.window, seq_len)
+        elif a.kind == "cross":
+            f += 4 * hd * attention_context(None, seq_len)
+    return f
+
+
+def train_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
+    """Training FLOPs per token: 3 × forward (backward is twice the forward)."""
+    return 3.0 * forward_flops_per_token(cfg, seq_len)
+
+
+def summary(cfg: ModelConfig, seq_len: int) -> dict[str, float | int]:
+    """Parameters, active parameters and FLOPs per token, for logs and tables."""
+    return {
+        "params": param_count(cfg),
+        "params_non_embedding": param_count(cfg, embedding=False),
+        "active_params_per_token": active_params_per_token(cfg),
+        "train_flops_per_token": train_flops_per_token(cfg, seq_len),
+        "n_layer_applications": sum(1 for a in expand_plan(cfg) if a.kind != "kv"),
+    }

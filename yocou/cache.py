@@ -1,0 +1,149 @@
+"""The explicit KV cache of one batch of sequences (SPEC.md sections 4-5).
+
+Shape legend: B batch, H_kv key/value heads, S slot capacity (tokens), D_h head dim.
+
+Slot kinds, one per cache-writing :class:`~yocou.config.Application` of the plan:
+
+* ``global``: a ``self`` application with global attention; capacity ``max_len``.
+* ``window``: a ``self`` application with sliding window W; a ring buffer of W
+  positions (position p lives at index ``p % W``).
+* ``shared``: the K̂V̂ of a YOCO cross stage (one per stage, or one per loop with
+  ``kv_per_loop``); capacity ``max_len``.
+
+The bytes it holds are ``sum(k.nbytes + v.nbytes)`` over slots; they must equal
+:func:`yocou.accounting.kv_cache_bytes` with ``seq_len = max_len`` exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .config import Application, ModelConfig, expand_plan
+
+
+@dataclass
+class Slot:
+    """One cache slot: ``k_BHSD`` and ``v_BHSD`` of shape ``[B, H_kv, S, D_h]``."""
+
+    kind: str  # "global" | "window" | "shared"
+    k_BHSD: torch.Tensor
+    v_BHSD: torch.Tensor
+    window: int | None = None
+
+
+class KVCache:
+    """Per-batch cache passed explicitly into :meth:`yocou.model.LM.forward`.
+
+    Args:
+        cfg: the model's config (its plan decides the slots).
+        batch_size: B.
+        max_len: the longest total length (prompt + generated) in tokens.
+        dtype: element dtype of cached K/V (bytes per element ``b`` in SPEC.md section 5).
+        device: where to allocate.
+        fill: value of fresh slots. Tests use ``float('nan')`` so that a read of an
+            unwritten position shows up in the logits.
+
+    Attributes:
+        pos: number of tokens already written (next position to write).
+
+    Raises:
+        ValueError: ``batch_size`` or ``max_len`` below 1.
+    """
+
+    def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu", fill: float = 0.0) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        self.cfg = cfg
+        self.batch_size = batch_size
+        self.max_len = max_len
+        self.pos = 0
+        self.slots: dict[int, Slot] = {}
+        for a in expand_plan(cfg):
+            if a.kind == "cross":
+                continue
+            if a.kind == "kv":
+                kind, cap = "shared", max_len
+            elif a.window is None:
+                kind, cap = "global", max_len
+            else:
+                kind, cap = "window", a.window
+            shape = (batch_size, cfg.n_kv_heads, cap, cfg.head_dim)
+            self.slots[a.slot] = Slot(
+                kind,
+                torch.full(shape, fill, dtype=dtype, device=device),
+                torch.full(shape, fill, dtype=dtype, device=device),
+                a.window if kind == "window" else None,
+            )
+
+    def nbytes(self) -> int:
+        """Bytes held by all K and V tensors of the cache."""
+        return sum(s.k_BHSD.nbytes + s.v_BHSD.nbytes for s in self.slots.values())
+
+    def nbytes_by_kind(self) -> dict[str, int]:
+        """Bytes per slot kind (``global``, ``window``, ``shared``)."""
+        out: dict[str, int] = {}
+        for s in self.slots.values():
+            out[s.kind] = out.get(s.kind, 0) + s.k_BHSD.nbytes + s.v_BHSD.nbytes
+        return out
+
+    def check_room(self, n_new: int) -> None:
+        """Raise ValueError if ``n_new`` more tokens would not fit."""
+        if self.pos + n_new > self.max_len:
+            raise ValueError(
+                f"KVCache full: {self.pos} tokens cached + {n_new} new > max_len {self.max_len}; "
+                "allocate the cache with a larger max_len"
+            )
+
+    # -- reads and writes used by the attention modules ---------------------
+    def write_and_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Store a chunk's keys/values at positions ``pos .. pos+C-1`` and return what its queries see.
+
+        Returns ``(k_BHKD, v_BHKD, kpos_K)``: the keys and values to attend over and
+        their absolute positions. Only written entries are returned, so an unread
+        NaN-filled slot never enters the attention. For a ``window`` slot the
+        returned keys are the ring's valid entries (positions ``pos-W .. pos-1``)
+        followed by the chunk; the chunk's last ``min(C, W)`` entries are then
+        written into the ring.
+        """
+        slot = self.slots[app.slot]
+        C = k_BHCD.shape[2]
+        dev = k_BHCD.device
+        if slot.kind in ("global", "shared"):
+            slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
+            slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
+            kpos = torch.arange(pos + C, device=dev)
+            return slot.k_BHSD[:, :, :pos + C], slot.v_BHSD[:, :, :pos + C], kpos
+        W = slot.window
+        assert W is not None
+        n_valid = min(pos, W)
+        s = torch.arange(n_valid, device=dev)
+        # The ring index s holds the latest position p' < pos with p' % W == s.
+        ring_pos = s + W * torch.div(pos - 1 - s, W, rounding_mode="floor")
+        k_all = torch.cat([slot.k_BHSD[:, :, :n_valid].to(k_BHCD.dtype), k_BHCD], dim=2)
+        v_all = torch.cat([slot.v_BHSD[:, :, :n_valid].to(v_BHCD.dtype), v_BHCD], dim=2)
+        kpos = torch.cat([ring_pos, torch.arange(pos, pos + C, device=dev)])
+        n_keep = min(C, W)
+        keep = torch.arange(pos + C - n_keep, pos + C, device=dev)
+        idx = keep % W
+        slot.k_BHSD[:, :, idx] = k_BHCD[:, :, C - n_keep:].to(slot.k_BHSD.dtype)
+        slot.v_BHSD[:, :, idx] = v_BHCD[:, :, C - n_keep:].to(slot.v_BHSD.dtype)
+        return k_all, v_all, kpos
+
+    def write_shared(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int) -> None:
+        """Store K̂V̂ rows of a chunk at positions ``pos .. pos+C-1`` in a ``shared`` slot."""
+        slot = self.slots[app.slot]
+        C = k_BHCD.shape[2]
+        slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
+        slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
+
+    def read_shared(self, slot_id: int, end: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """K̂V̂ of positions ``0 .. end-1`` and those positions."""
+        slot = self.slots[slot_id]
+        return (slot.k_BHSD[:, :, :end], slot.v_BHSD[:, :, :end],
+                torch.arange(end, device=slot.k_BHSD.device))

@@ -1,0 +1,412 @@
+"""Model configuration: one frozen config type for every variant of the paper.
+
+The architecture is data (``Stage`` tuples), never branches in ``forward``.
+``expand_plan`` turns the stages into the fixed sequence of layer applications
+that the model, the cache and the analytic accounting all walk.
+
+Variants (SPEC.md section 3; paper Sections 2-4):
+
+=========================  =====================================================
+Transformer                ``(Stage("self", L),)``
+YOCO                       ``(Stage("self", L/2, window=W), Stage("cross", L/2))``
+YOCO-U                     ``(Stage("self", L/2, n_loops=T, window=W), Stage("cross", L/2))``
+Loop / Universal TRM       ``(Stage("self", L, n_loops=T_ut),)``
+RINS (A^r B)               ``(Stage("self", L/2, n_loops=r), Stage("self", L/2))``
+Upper Loop                 ``(Stage("self", L/2, window=W), Stage("cross", L/2, n_loops=T))``
+Upper Loop w/o shared KV   as Upper Loop with ``kv_per_loop=True``
+Deep (instead of wide)     parent variant at 2L layers, smaller ``d_model``
+=========================  =====================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Mapping
+
+StageKind = Literal["self", "cross"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage of the layer stack.
+
+    Attributes:
+        kind: ``"self"`` (self-attention layers with their own K/V) or ``"cross"``
+            (YOCO cross-decoder layers reading the one shared K̂V̂ made from the
+            stage's input; YOCO paper Section 2.2).
+        n_layers: number of distinct layers (weights) in the stage.
+        n_loops: how many times the stage's layers are applied in a row with shared
+            weights (layers 1..n, then 1..n again, ...). Paper: T.
+        window: sliding-window size W in tokens for self-attention; ``None`` means
+            global causal attention. Ignored for ``cross`` stages.
+        kv_per_loop: cross stages only. ``False``: K̂V̂ is made once from the stage
+            input and read by every loop (YOCO, Upper Loop). ``True``: K̂V̂ is
+            recomputed from the hidden state entering each loop with the same
+            projection weights ("Upper Loop w/o shared KV", SPEC.md section 3
+            [assume]).
+    """
+
+    kind: StageKind
+    n_layers: int
+    n_loops: int = 1
+    window: int | None = None
+    kv_per_loop: bool = False
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        if self.kind not in ("self", "cross"):
+            raise ValueError(f"Stage.kind must be 'self' or 'cross', got {self.kind!r}")
+        if self.n_layers < 1:
+            raise ValueError(f"Stage.n_layers must be >= 1, got {self.n_layers}")
+        if self.n_loops < 1:
+            raise ValueError(f"Stage.n_loops must be >= 1, got {self.n_loops}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"Stage.window must be >= 1 or None, got {self.window}")
+        if self.kind == "cross" and self.window is not None:
+            raise ValueError("Stage.window must be None for a 'cross' stage (cross attention is global)")
+        if self.kind == "self" and self.kv_per_loop:
+            raise ValueError("Stage.kv_per_loop applies to 'cross' stages only")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Every hyperparameter of a model, frozen and keyword-only.
+
+    Shapes use the field's names: ``d_model`` (D), ``n_heads`` (h),
+    ``n_kv_heads`` (h_kv), ``head_dim`` (d_h), ``d_ff`` (SwiGLU inner size).
+
+    Attributes:
+        name: variant name, recorded in results (``transformer``, ``yoco``, ...).
+        vocab_size: tokenizer vocabulary size V.
+        d_model: hidden size D.
+        n_heads: query heads h.
+        n_kv_heads: key/value heads h_kv (grouped-query attention); must divide h.
+        head_dim: d_h.
+        d_ff: SwiGLU inner size (SPEC.md section 2: about 8/3·D rounded to 64).
+        stages: the architecture, see module docstring.
+        rope_theta: RoPE base (SPEC.md section 2: 10000).
+        cross_rope: whether cross-decoder queries/keys get RoPE. The YOCO-U paper uses
+            none in the cross-decoder (SPEC.md section 3) [assume].
+        norm_eps: RMSNorm epsilon [assume].
+        init_std: std of the normal init of every weight matrix [assume].
+        init_scaled_out: scale output projections (wo, w2) by 1/sqrt(2·applications)
+            as GPT-2 does [assume].
+        n_experts, top_k, d_expert, d_shared_expert: MoE SwiGLU (Table 6). ``n_experts
+            = 0`` is a dense SwiGLU of size ``d_ff``.
+        moe_aux_weight: weight of the load-balancing loss [assume].
+    """
+
+    name: str = "model"
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    stages: tuple[Stage, ...]
+    rope_theta: float = 10000.0
+    cross_rope: bool = False
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    init_scaled_out: bool = True
+    n_experts: int = 0
+    top_k: int = 0
+    d_expert: int = 0
+    d_shared_expert: int = 0
+    moe_aux_weight: float = 0.01
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        for f in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"ModelConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"ModelConfig.n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"ModelConfig.head_dim must be even for RoPE, got {self.head_dim}")
+        if not self.stages:
+            raise ValueError("ModelConfig.stages must hold at least one Stage")
+        if self.stages[0].kind != "self":
+            raise ValueError("ModelConfig.stages[0] must be a 'self' stage (a cross stage needs an input)")
+        if self.n_experts:
+            if not (1 <= self.top_k <= self.n_experts):
+                raise ValueError(f"ModelConfig.top_k must be in [1, n_experts={self.n_experts}], got {self.top_k}")
+            if self.d_expert < 1:
+                raise ValueError("ModelConfig.d_expert must be >= 1 when n_experts > 0")
+
+    # -- derived quantities -------------------------------------------------
+    @property
+    def d_kv(self) -> int:
+        """Width of one K (or V) row in the cache: ``n_kv_heads * head_dim``."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def n_layers(self) -> int:
+        """Distinct layers L (self + cross), as Table 7 counts them."""
+        return sum(s.n_layers for s in self.stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON/YAML ready); inverse of :func:`config_from_dict`."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _check_types(obj: Any) -> None:
+    """Reject wrong types with the field's name (bools are not ints here)."""
+    hints = typing.get_type_hints(type(obj))
+    cls = type(obj).__name__
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        hint = hints[f.name]
+        if not _type_ok(value, hint):
+            raise TypeError(f"{cls}.{f.name} must be {_hint_name(hint)}, got {type(value).__name__} ({value!r})")
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return isinstance(value, tuple) and all(_type_ok(v, args[0]) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _hint_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
+    """Build a :class:`ModelConfig` from a plain mapping (e.g. YAML).
+
+    Raises:
+        ValueError: an unknown key, naming it and the allowed keys.
+        TypeError: a value of the wrong type, naming the field.
+    """
+    if not isinstance(d, Mapping):
+        raise TypeError(f"model config must be a mapping, got {type(d).__name__}")
+    allowed = {f.name for f in fields(ModelConfig)}
+    unknown = set(d) - allowed
+    if unknown:
+        raise ValueError(f"unknown ModelConfig key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    d = dict(d)
+    if "stages" in d:
+        if not isinstance(d["stages"], (list, tuple)):
+            raise TypeError("ModelConfig.stages must be a list of stage mappings")
+        stages = []
+        s_allowed = {f.name for f in fields(Stage)}
+        for i, s in enumerate(d["stages"]):
+            if isinstance(s, Stage):
+                stages.append(s)
+                continue
+            if not isinstance(s, Mapping):
+                raise TypeError(f"ModelConfig.stages[{i}] must be a mapping, got {type(s).__name__}")
+            bad = set(s) - s_allowed
+            if bad:
+                raise ValueError(f"unknown Stage key(s) {sorted(bad)} in stages[{i}]; allowed: {sorted(s_allowed)}")
+            stages.append(Stage(**s))
+        d["stages"] = tuple(stages)
+    try:
+        return ModelConfig(**d)
+    except TypeError as e:
+        if "missing" in str(e):
+            raise TypeError(f"ModelConfig is missing required field(s): {e}") from None
+        raise
+
+
+# ---------------------------------------------------------------------------
+# The plan: stages expanded into layer applications with their cache slots.
+# ---------------------------------------------------------------------------
+AppKind = Literal["self", "kv", "cross"]
+
+
+@dataclass(frozen=True)
+class Application:
+    """One step of the forward pass.
+
+    ``kind``: ``self`` (a self-attention layer), ``kv`` (make the shared K̂V̂ of a
+    cross stage from the current hidden state) or ``cross`` (a cross-decoder
+    layer). ``slot`` names the cache slot written (``self``, ``kv``) or read
+    (``cross``); ``window`` is the slot's ring size (``None``: grows with N).
+    """
+
+    kind: AppKind
+    stage: int
+    loop: int
+    layer: int
+    slot: int
+    window: int | None
+
+
+def expand_plan(cfg: ModelConfig) -> tuple[Application, ...]:
+    """Expand stages into the ordered layer applications (SPEC.md sections 3-4).
+
+    Each ``self`` application of each loop gets its own cache slot (its inputs
+    differ per loop: Table 10). A cross stage gets one ``kv`` application (one
+    shared slot) or one per loop when ``kv_per_loop``.
+    """
+    apps: list[Application] = []
+    slot = 0
+    for si, st in enumerate(cfg.stages):
+        kv_slot = -1
+        for t in range(st.n_loops):
+            if st.kind == "cross" and (t == 0 or st.kv_per_loop):
+                kv_slot = slot
+                apps.append(Application("kv", si, t, -1, slot, None))
+                slot += 1
+            for li in range(st.n_layers):
+                if st.kind == "self":
+                    apps.append(Application("self", si, t, li, slot, st.window))
+                    slot += 1
+                else:
+                    apps.append(Application("cross", si, t, li, kv_slot, None))
+    return tuple(apps)
+
+
+def early_exit_index(plan: tuple[Application, ...]) -> int:
+    """Index of the first application after the last cache write.
+
+    During prefill, applications from this index on only matter at the last
+    prompt position, because nothing after them is cached: YOCO's early exit
+    (SPEC.md section 4). For a Transformer it is ``len(plan)`` (only the head is
+    skipped at non-final positions).
+    """
+    last = -1
+    for i, a in enumerate(plan):
+        if a.kind in ("self", "kv"):
+            last = i
+    return last + 1
+
+
+# ---------------------------------------------------------------------------
+# Presets (SPEC.md section 3). Each returns a ModelConfig.
+# ---------------------------------------------------------------------------
+def swiglu_hidden(d_model: int, multiple: int = 64) -> int:
+    """SwiGLU inner size: 8/3·D rounded up to a multiple (SPEC.md section 2)."""
+    return int(math.ceil(8 * d_model / 3 / multiple) * multiple)
+
+
+def _base(name: str, *, vocab_size: int, d_model: int, n_heads: int, n_kv_heads: int, head_dim: int | None,
+          d_ff: int | None, stages: tuple[Stage, ...], **kw: Any) -> ModelConfig:
+    return ModelConfig(
+        name=name, vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+        head_dim=head_dim if head_dim is not None else d_model // n_heads,
+        d_ff=d_ff if d_ff is not None else swiglu_hidden(d_model), stages=stages, **kw,
+    )
+
+
+def _halves(n_layers: int, what: str) -> int:
+    if n_layers % 2:
+        raise ValueError(f"n_layers must be even for {what} (L/2 self + L/2 cross), got {n_layers}")
+    return n_layers // 2
+
+
+def transformer(*, n_layers: int, **kw: Any) -> ModelConfig:
+    """Transformer baseline: L full-attention layers (paper Table 3)."""
+    return _base("transformer", stages=(Stage(kind="self", n_layers=n_layers),), **kw)
+
+
+def loop(*, n_layers: int, n_loops: int = 2, **kw: Any) -> ModelConfig:
+    """Loop / Universal Transformer: the whole stack applied ``n_loops`` times (Table 3, T_ut = 2)."""
+    return _base("loop", stages=(Stage(kind="self", n_layers=n_layers, n_loops=n_loops),), **kw)
+
+
+def rins(*, n_layers: int, n_loops: int = 3, **kw: Any) -> ModelConfig:
+    """RINS A^r B: first L/2 layers applied r times, then last L/2 once (Table 3, r = 3)."""
+    h = _halves(n_layers, "rins")
+    return _base("rins", stages=(Stage(kind="self", n_layers=h, n_loops=n_loops), Stage(kind="self", n_layers=h)), **kw)
+
+
+def yoco(*, n_layers: int, window: int, **kw: Any) -> ModelConfig:
+    """YOCO: L/2 SWA self-decoder layers, then L/2 cross-decoder layers over one K̂V̂."""
+    h = _halves(n_layers, "yoco")
+    return _base("yoco", stages=(Stage(kind="self", n_layers=h, window=window), Stage(kind="cross", n_layers=h)), **kw)
+
+
+def yocou(*, n_layers: int, window: int, n_loops: int = 3, **kw: Any) -> ModelConfig:
+    """YOCO-U: the SWA self-decoder applied T times with shared weights, then the cross-decoder (paper Sec. 2)."""
+    h = _halves(n_layers, "yocou")
+    return _base("yocou", stages=(Stage(kind="self", n_layers=h, n_loops=n_loops, window=window),
+                                  Stage(kind="cross", n_layers=h)), **kw)
+
+
+def upper_loop(*, n_layers: int, window: int, n_loops: int = 3, shared_kv: bool = True, **kw: Any) -> ModelConfig:
+    """Upper Loop (Table 5): YOCO with the cross-decoder looped T times; ``shared_kv=False``
+    recomputes K̂V̂ at each loop ("w/o shared KV")."""
+    h = _halves(n_layers, "upper_loop")
+    name = "upper_loop" if shared_kv else "upper_loop_noshare"
+    return _base(name, stages=(Stage(kind="self", n_layers=h, window=window),
+                               Stage(kind="cross", n_layers=h, n_loops=n_loops, kv_per_loop=not shared_kv)), **kw)
+
+
+PRESETS = {
+    "transformer": transformer,
+    "loop": loop,
+    "rins": rins,
+    "yoco": yoco,
+    "yocou": yocou,
+    "upper_loop": upper_loop,
+}
+
+# Table 7 sizes (d_model, n_layers, n_heads); head_dim 128, 4 KV heads (SPEC.md sections 5-6).
+PAPER_SIZES = {
+    "300m": (1536, 12, 12),
+    "500m": (2048, 12, 16),
+    "870m": (2304, 16, 18),
+    "1.3b": (2560, 20, 20),
+    "3.4b": (4096, 20, 32),
+    "6.4b": (5120, 24, 40),
+}
+
+
+def preset(name: str, **overrides: Any) -> ModelConfig:
+    """A variant by name with explicit shape overrides.
+
+    ``name`` is a key of :data:`PRESETS`, or ``"<variant>-paper-<size>"`` (e.g.
+    ``yocou-paper-1.3b``) for the Table 7 shapes with W = 512, T = 3, h_kv = 4,
+    d_h = 128, cl100k vocabulary (100,277) — Table 10's configuration.
+    ``"paper-1.3b"`` alone means the YOCO-U 1.3B model.
+
+    Raises:
+        ValueError: unknown preset name or size.
+    """
+    if name.startswith("paper-"):
+        name = "yocou-" + name
+    if "-paper-" in name:
+        variant, size = name.split("-paper-", 1)
+        if size not in PAPER_SIZES:
+            raise ValueError(f"unknown paper size {size!r}; known: {sorted(PAPER_SIZES)}")
+        d, n_layers, n_heads = PAPER_SIZES[size]
+        kw: dict[str, Any] = dict(vocab_size=100277, d_model=d, n_layers=n_layers, n_heads=n_heads,
+                                  n_kv_heads=4, head_dim=128, d_ff=swiglu_hidden(d, 128))
+        if variant in ("yoco", "yocou", "upper_loop"):
+            kw["window"] = 512
+        if variant in ("yocou", "rins", "upper_loop"):
+            kw["n_loops"] = 3
+        if variant == "loop":
+            kw["n_loops"] = 2
+        kw.update(overrides)
+        name = variant
+        overrides = kw
+    if name not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}; known: {sorted(PRESETS)} or '<variant>-paper-<size>'")
+    return PRESETS[name](**overrides)

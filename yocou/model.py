@@ -1,0 +1,364 @@
+"""The decoder: one module for every variant, driven by the plan of the config.
+
+Shape legend: B batch, N sequence (or chunk) length, K attended keys, D d_model,
+H query heads, G key/value heads, Dh head dim, V vocabulary, F SwiGLU inner size,
+E experts.
+
+Building block (SPEC.md section 2): pre-norm residual blocks
+``h = x + Mix(RMSNorm(x))``, ``out = h + SwiGLU(RMSNorm(h))``, no biases, RoPE
+(theta 10000) on self-attention, grouped-query attention, untied LM head,
+final RMSNorm. YOCO cross-decoder (YOCO paper Sec. 2.2, official code):
+``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V`` made once from the
+self-decoder's output and read by every cross layer; each cross layer has its
+own W_Q, W_O, norms and FFN; the residual stream entering it is the
+un-normalised self-decoder output.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .cache import KVCache
+from .config import Application, ModelConfig, early_exit_index, expand_plan
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm computed in fp32 (as Llama): ``x / sqrt(mean(x²) + eps) · weight``."""
+
+    def __init__(self, d: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
+        dtype = x_BND.dtype
+        x = x_BND.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * x.to(dtype)
+
+
+def rope_cos_sin(pos_N: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE tables ``[N, Dh]`` for absolute positions (half-split layout of Llama)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=pos_N.device, dtype=torch.float32) / head_dim))
+    ang = pos_N.float()[:, None] * inv_freq[None, :]
+    emb = torch.cat([ang, ang], dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x_BHND: torch.Tensor, cos_ND: torch.Tensor, sin_ND: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` by position: ``x·cos + rotate_half(x)·sin``."""
+    h = x_BHND.shape[-1] // 2
+    rot = torch.cat([-x_BHND[..., h:], x_BHND[..., :h]], dim=-1)
+    return x_BHND * cos_ND + rot * sin_ND
+
+
+def attend(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, qpos_N: torch.Tensor,
+           kpos_K: torch.Tensor, window: int | None) -> torch.Tensor:
+    """Causal (optionally sliding-window) grouped-query attention by absolute positions.
+
+    Query at position i sees key at position j iff ``j <= i`` and, with a window W,
+    ``i - j < W``. Runs ``scaled_dot_product_attention``; no mask is built when every
+    key is visible (a decode step) or when the pattern is the plain causal one.
+
+    Returns ``[B, H, N, Dh]``.
+    """
+    k_BGKD = k_BGKD.to(q_BHND.dtype)
+    v_BGKD = v_BGKD.to(q_BHND.dtype)
+    N, K = q_BHND.shape[2], k_BGKD.shape[2]
+    gqa = q_BHND.shape[1] != k_BGKD.shape[1]
+    q_max, q_min = int(qpos_N[-1]), int(qpos_N[0])
+    k_max, k_min = int(kpos_K.max()), int(kpos_K.min())
+    all_visible = k_max <= q_min and (window is None or q_max - k_min < window)
+    if all_visible:
+        return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, enable_gqa=gqa)
+    plain_causal = N == K and window is None and q_min == k_min and q_max == k_max
+    if plain_causal:
+        return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, is_causal=True, enable_gqa=gqa)
+    diff = qpos_N[:, None] - kpos_K[None, :]
+    mask_NK = diff >= 0
+    if window is not None:
+        mask_NK &= diff < window
+    return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, attn_mask=mask_NK, enable_gqa=gqa)
+
+
+class SwiGLU(nn.Module):
+    """``w2(silu(w1 x) * w3 x)``; ``[B, N, D] -> [B, N, D]``."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff, bias=False)
+        self.w3 = nn.Linear(d_model, d_ff, bias=False)
+        self.w2 = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x_BND)) * self.w3(x_BND))
+
+
+class MoE(nn.Module):
+    """Routed SwiGLU experts with top-k routing and shared experts (paper Table 6).
+
+    Router: softmax over E experts, top-k, weights renormalised over the chosen k
+    [assume]. Load-balancing loss (Switch Transformer): ``E · Σ_e f_e · P_e`` with
+    f_e the fraction of routed slots sent to e and P_e the mean router probability.
+    ``[B, N, D] -> [B, N, D]``; the last loss is kept in ``self.aux_loss``.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.top_k = cfg.top_k
+        self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
+        self.experts = nn.ModuleList(SwiGLU(cfg.d_model, cfg.d_expert) for _ in range(cfg.n_experts))
+        self.shared = SwiGLU(cfg.d_model, cfg.d_shared_expert) if cfg.d_shared_expert else None
+        self.aux_loss = torch.zeros(())
+
+    def route(self, x_TD: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Router probabilities ``[T, E]``, chosen experts ``[T, k]`` and their weights ``[T, k]``."""
+        probs_TE = torch.softmax(self.router(x_TD).float(), dim=-1)
+        w_Tk, idx_Tk = probs_TE.topk(self.top_k, dim=-1)
+        w_Tk = w_Tk / w_Tk.sum(-1, keepdim=True)
+        return probs_TE, idx_Tk, w_Tk
+
+    def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
+        B, N, D = x_BND.shape
+        x_TD = x_BND.reshape(-1, D)
+        probs_TE, idx_Tk, w_Tk = self.route(x_TD)
+        out_TD = torch.zeros_like(x_TD)
+        flat_e = idx_Tk.reshape(-1)
+        flat_t = torch.arange(x_TD.shape[0], device=x_TD.device).repeat_interleave(self.top_k)
+        flat_w = w_Tk.reshape(-1)
+        for e, expert in enumerate(self.experts):
+            sel = (flat_e == e).nonzero(as_tuple=True)[0]
+            if sel.numel() == 0:
+                continue
+            t = flat_t[sel]
+            y = expert(x_TD[t]) * flat_w[sel, None].to(x_TD.dtype)
+            out_TD.index_add_(0, t, y.to(out_TD.dtype))
+        if self.shared is not None:
+            out_TD = out_TD + self.shared(x_TD)
+        E = len(self.experts)
+        frac_E = torch.bincount(flat_e, minlength=E).float() / flat_e.numel()
+        self.aux_loss = E * (frac_E * probs_TE.mean(0)).sum()
+        return out_TD.reshape(B, N, D)
+
+
+def make_ffn(cfg: ModelConfig) -> nn.Module:
+    return MoE(cfg) if cfg.n_experts else SwiGLU(cfg.d_model, cfg.d_ff)
+
+
+class SelfLayer(nn.Module):
+    """Self-attention block (global or sliding-window), ``[B, N, D] -> [B, N, D]``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        H, G, Dh, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_model
+        self.attn_norm = RMSNorm(D, cfg.norm_eps)
+        self.wq = nn.Linear(D, H * Dh, bias=False)
+        self.wk = nn.Linear(D, G * Dh, bias=False)
+        self.wv = nn.Linear(D, G * Dh, bias=False)
+        self.wo = nn.Linear(H * Dh, D, bias=False)
+        self.ffn_norm = RMSNorm(D, cfg.norm_eps)
+        self.ffn = make_ffn(cfg)
+
+    def forward(self, x_BND: torch.Tensor, app: Application, pos_N: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                cache: KVCache | None, start: int) -> torch.Tensor:
+        cfg = self.cfg
+        B, N, _ = x_BND.shape
+        h = self.attn_norm(x_BND)
+        q = self.wq(h).view(B, N, cfg.n_heads, cfg.head_dim).transpose(1, 2)
+        k = self.wk(h).view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
+        v = self.wv(h).view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
+        cos, sin = rope
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is None:
+            kpos = pos_N
+        else:
+            k, v, kpos = cache.write_and_read(app, k, v, start)
+        o = attend(q, k, v, pos_N, kpos, app.window)
+        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
+        return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+
+class SharedKV(nn.Module):
+    """YOCO's K̂V̂ maker: ``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V``; ``[B,N,D] -> 2×[B,G,N,Dh]``."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.wk = nn.Linear(cfg.d_model, cfg.d_kv, bias=False)
+        self.wv = nn.Linear(cfg.d_model, cfg.d_kv, bias=False)
+
+    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        B, N, _ = x_BND.shape
+        h = self.norm(x_BND)
+        k = self.wk(h).view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
+        v = self.wv(h).view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
+        if rope is not None:
+            k = apply_rope(k, *rope)
+        return k, v
+
+
+class CrossLayer(nn.Module):
+    """Cross-decoder block: causal attention of own queries over the shared K̂V̂."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        D = cfg.d_model
+        self.attn_norm = RMSNorm(D, cfg.norm_eps)
+        self.wq = nn.Linear(D, cfg.n_heads * cfg.head_dim, bias=False)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, D, bias=False)
+        self.ffn_norm = RMSNorm(D, cfg.norm_eps)
+        self.ffn = make_ffn(cfg)
+
+    def forward(self, x_BND: torch.Tensor, pos_N: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, kpos_K: torch.Tensor) -> torch.Tensor:
+        B, N, _ = x_BND.shape
+        q = self.wq(self.attn_norm(x_BND)).view(B, N, self.cfg.n_heads, self.cfg.head_dim).transpose(1, 2)
+        if rope is not None:
+            q = apply_rope(q, *rope)
+        o = attend(q, k_BGKD, v_BGKD, pos_N, kpos_K, None)
+        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
+        return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+
+@dataclass
+class ForwardOut:
+    """What :meth:`LM.forward` returns.
+
+    ``logits_BNV``: logits (``N`` = all positions, or 1 with ``last_only``; ``None``
+    for a non-final prefill chunk). ``aux_loss``: summed MoE load-balancing loss
+    (0 for dense). ``hidden``: with ``return_hidden``, the residual stream after the
+    embedding and after each layer application, each ``[B, N, D]``.
+    """
+
+    logits_BNV: torch.Tensor | None
+    aux_loss: torch.Tensor
+    hidden: list[torch.Tensor] = field(default_factory=list)
+
+
+class LM(nn.Module):
+    """Decoder-only LM for every variant of :mod:`yocou.config`.
+
+    ``forward`` is a plain loop over :func:`~yocou.config.expand_plan`.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.plan = expand_plan(cfg)
+        self.exit_at = early_exit_index(self.plan)
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.stages = nn.ModuleList()
+        self.kv_makers = nn.ModuleDict()
+        for si, st in enumerate(cfg.stages):
+            cls = SelfLayer if st.kind == "self" else CrossLayer
+            self.stages.append(nn.ModuleList(cls(cfg) for _ in range(st.n_layers)))
+            if st.kind == "cross":
+                self.kv_makers[str(si)] = SharedKV(cfg)
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Normal(0, init_std) for every matrix; output projections scaled by
+        1/sqrt(2·layer applications) when ``init_scaled_out`` [assume, GPT-2 style]."""
+        std = self.cfg.init_std
+        n_apps = sum(1 for a in self.plan if a.kind != "kv")
+        for name, p in self.named_parameters():
+            if p.ndim == 1:
+                nn.init.ones_(p)
+            elif self.cfg.init_scaled_out and (name.endswith("wo.weight") or name.endswith("w2.weight")):
+                nn.init.normal_(p, 0.0, std / math.sqrt(2 * n_apps))
+            else:
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, input_ids_BN: torch.Tensor, *, cache: KVCache | None = None, last_only: bool = False,
+                compute_logits: bool = True, return_hidden: bool = False) -> ForwardOut:
+        """Run the model over tokens.
+
+        Args:
+            input_ids_BN: token ids ``[B, N]`` (int64).
+            cache: ``None`` for a plain full forward from position 0 (training).
+                With a cache, the tokens are positions ``cache.pos .. cache.pos+N-1``: a
+                prefill chunk or (N = 1) a decode step; the cache is written and
+                ``cache.pos`` advances by N.
+            last_only: compute applications after the last cache write (YOCO's
+                cross-decoder; SPEC.md section 4 "early exit") and the LM head for the
+                last position only. Output ``[B, 1, V]``.
+            compute_logits: ``False`` for a non-final prefill chunk: stop after the last
+                cache write (nothing after it is needed).
+            return_hidden: also return the residual stream after each application.
+
+        Returns:
+            :class:`ForwardOut`.
+
+        Raises:
+            ValueError: the chunk does not fit in the cache, or its batch size differs.
+        """
+        B, N = input_ids_BN.shape
+        start = 0
+        if cache is not None:
+            if B != cache.batch_size:
+                raise ValueError(f"input batch size {B} != cache batch_size {cache.batch_size}")
+            cache.check_room(N)
+            start = cache.pos
+        dev = input_ids_BN.device
+        pos_N = torch.arange(start, start + N, device=dev)
+        x = self.embed(input_ids_BN)
+        dtype = torch.get_autocast_dtype(dev.type) if torch.is_autocast_enabled(dev.type) else x.dtype
+        rope_full = rope_cos_sin(pos_N, self.cfg.head_dim, self.cfg.rope_theta, dtype)
+        hidden = [x] if return_hidden else []
+        aux = torch.zeros((), device=dev)
+        shared_kv: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        cut = self.exit_at if (last_only or not compute_logits) else len(self.plan)
+        for i, app in enumerate(self.plan):
+            if i == cut:
+                if not compute_logits:
+                    break
+                x, pos_N = x[:, -1:], pos_N[-1:]
+                rope_full = (rope_full[0][-1:], rope_full[1][-1:])
+            if app.kind == "kv":
+                rope = rope_full if self.cfg.cross_rope else None
+                k, v = self.kv_makers[str(app.stage)](x, rope)
+                if cache is None:
+                    shared_kv[app.slot] = (k, v, pos_N)
+                else:
+                    cache.write_shared(app, k, v, start)
+                continue
+            layer = self.stages[app.stage][app.layer]
+            if app.kind == "self":
+                x = layer(x, app, pos_N, rope_full, cache, start)
+            else:
+                rope = rope_full if self.cfg.cross_rope else None
+                if cache is None:
+                    k, v, kpos = shared_kv[app.slot]
+                else:
+                    k, v, kpos = cache.read_shared(app.slot, start + N)
+                x = layer(x, pos_N, rope, k, v, kpos)
+            if isinstance(layer.ffn, MoE):
+                aux = aux + layer.ffn.aux_loss
+            if return_hidden:
+                hidden.append(x)
+        if cache is not None:
+            cache.pos += N
+        if not compute_logits:
+            return ForwardOut(None, aux, hidden)
+        if last_only and cut == len(self.plan):
+            x = x[:, -1:]
+        logits = self.lm_head(self.norm(x))
+        return ForwardOut(logits, aux, hidden)
+
+    def new_cache(self, batch_size: int, max_len: int, *, dtype: torch.dtype | None = None,
+                  fill: float = 0.0) -> KVCache:
+        """Allocate a :class:`KVCache` for this model on its device."""
+        p = next(self.parameters())
+        return KVCache(self.cfg, batch_size, max_len, dtype=dtype or p.dtype, device=p.device, fill=fill)
