@@ -58,33 +58,46 @@ def apply_rope(x_BHND: torch.Tensor, cos_ND: torch.Tensor, sin_ND: torch.Tensor)
     return x_BHND * cos_ND + rot * sin_ND
 
 
-def attend(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, qpos_N: torch.Tensor,
-           kpos_K: torch.Tensor, window: int | None) -> torch.Tensor:
-    """Causal (optionally sliding-window) grouped-query attention by absolute positions.
+def attend(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *, causal: bool = False,
+           mask_NK: torch.Tensor | None = None) -> torch.Tensor:
+    """Grouped-query attention through ``scaled_dot_product_attention``.
 
-    Query at position i sees key at position j iff ``j <= i`` and, with a window W,
-    ``i - j < W``. Runs ``scaled_dot_product_attention``; no mask is built when every
-    key is visible (a decode step) or when the pattern is the plain causal one.
-
+    ``causal``: the plain causal pattern with N == K. ``mask_NK``: boolean
+    ``[N, K]``, True where the query may attend (see :func:`position_mask`).
+    Neither: every key is visible (a decode step on a global slot).
     Returns ``[B, H, N, Dh]``.
     """
     k_BGKD = k_BGKD.to(q_BHND.dtype)
     v_BGKD = v_BGKD.to(q_BHND.dtype)
-    N, K = q_BHND.shape[2], k_BGKD.shape[2]
     gqa = q_BHND.shape[1] != k_BGKD.shape[1]
-    q_max, q_min = int(qpos_N[-1]), int(qpos_N[0])
-    k_max, k_min = int(kpos_K.max()), int(kpos_K.min())
-    all_visible = k_max <= q_min and (window is None or q_max - k_min < window)
-    if all_visible:
-        return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, enable_gqa=gqa)
-    plain_causal = N == K and window is None and q_min == k_min and q_max == k_max
-    if plain_causal:
-        return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, is_causal=True, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, attn_mask=mask_NK, is_causal=causal,
+                                          enable_gqa=gqa)
+
+
+def position_mask(qpos_N: torch.Tensor, kpos_K: torch.Tensor, window: int | None) -> torch.Tensor:
+    """``[N, K]`` boolean: query at position i sees key at j iff ``j <= i`` and,
+    with a sliding window W, ``i - j < W`` (W keys including itself)."""
     diff = qpos_N[:, None] - kpos_K[None, :]
-    mask_NK = diff >= 0
+    mask = diff >= 0
     if window is not None:
-        mask_NK &= diff < window
-    return F.scaled_dot_product_attention(q_BHND, k_BGKD, v_BGKD, attn_mask=mask_NK, enable_gqa=gqa)
+        mask &= diff < window
+    return mask
+
+
+def _mask_for(qpos_N: torch.Tensor, kpos_K: torch.Tensor | None, window: int | None, full: bool
+              ) -> tuple[bool, torch.Tensor | None]:
+    """(causal, mask) for :func:`attend`: the cheapest exact form of the pattern.
+
+    ``full``: keys are exactly the queries' positions 0..N-1 (a plain forward).
+    """
+    if full:
+        if window is None or window >= qpos_N.shape[0]:
+            return True, None
+        return False, position_mask(qpos_N, qpos_N, window)
+    if qpos_N.shape[0] == 1 and window is None:
+        return False, None  # a decode step over a global slot sees every cached key
+    assert kpos_K is not None
+    return False, position_mask(qpos_N, kpos_K, window)
 
 
 class SwiGLU(nn.Module):
@@ -177,10 +190,11 @@ class SelfLayer(nn.Module):
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is None:
-            kpos = pos_N
+            causal, mask = _mask_for(pos_N, None, app.window, full=True)
         else:
             k, v, kpos = cache.write_and_read(app, k, v, start)
-        o = attend(q, k, v, pos_N, kpos, app.window)
+            causal, mask = _mask_for(pos_N, kpos, app.window, full=False)
+        o = attend(q, k, v, causal=causal, mask_NK=mask)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
@@ -220,12 +234,14 @@ class CrossLayer(nn.Module):
         self.ffn = make_ffn(cfg)
 
     def forward(self, x_BND: torch.Tensor, pos_N: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, kpos_K: torch.Tensor) -> torch.Tensor:
+                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, kpos_K: torch.Tensor | None) -> torch.Tensor:
+        """``kpos_K=None``: keys are positions 0..N-1 of a plain forward (causal)."""
         B, N, _ = x_BND.shape
         q = self.wq(self.attn_norm(x_BND)).view(B, N, self.cfg.n_heads, self.cfg.head_dim).transpose(1, 2)
         if rope is not None:
             q = apply_rope(q, *rope)
-        o = attend(q, k_BGKD, v_BGKD, pos_N, kpos_K, None)
+        causal, mask = _mask_for(pos_N, kpos_K, None, full=kpos_K is None)
+        o = attend(q, k_BGKD, v_BGKD, causal=causal, mask_NK=mask)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
@@ -330,7 +346,7 @@ class LM(nn.Module):
                 rope = rope_full if self.cfg.cross_rope else None
                 k, v = self.kv_makers[str(app.stage)](x, rope)
                 if cache is None:
-                    shared_kv[app.slot] = (k, v, pos_N)
+                    shared_kv[app.slot] = (k, v, None)
                 else:
                     cache.write_shared(app, k, v, start)
                 continue

@@ -1,0 +1,260 @@
+"""Model correctness in fp32: cached decoding against the full forward, degenerate
+cases against their simpler equals, parameters against the shapes, HF Llama parity."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from yocou import config as C
+from yocou.accounting import param_count
+from yocou.generate import decode_step, generate, prefill
+from yocou.model import LM
+
+KW = dict(vocab_size=101, d_model=48, n_heads=4, n_kv_heads=2, head_dim=12, d_ff=96)
+W = 6  # window, shorter than the test sequences
+
+
+def variants() -> list[C.ModelConfig]:
+    return [
+        C.transformer(n_layers=2, **KW),
+        C.yoco(n_layers=4, window=W, **KW),
+        C.yocou(n_layers=4, window=W, n_loops=3, **KW),
+        C.loop(n_layers=2, n_loops=2, **KW),
+        C.rins(n_layers=4, n_loops=3, **KW),
+        C.upper_loop(n_layers=4, window=W, n_loops=2, **KW),
+        C.upper_loop(n_layers=4, window=W, n_loops=2, shared_kv=False, **KW),
+        C.yoco(n_layers=4, window=W, cross_rope=True, **KW),
+        C.yocou(n_layers=4, window=W, n_loops=2, **{**KW, "n_experts": 4, "top_k": 2, "d_expert": 32,
+                                                    "d_shared_expert": 32}),
+    ]
+
+
+def _model(cfg: C.ModelConfig, seed: int = 0) -> LM:
+    torch.manual_seed(seed)
+    m = LM(cfg).eval()
+    # Perturb norms so that a norm applied twice or skipped shows in the logits.
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.3)
+    return m
+
+
+IDS = [f"{c.name}{'-rope' if c.cross_rope else ''}{'-moe' if c.n_experts else ''}" for c in variants()]
+
+
+@pytest.mark.parametrize("cfg", variants(), ids=IDS)
+@pytest.mark.parametrize("prompt_len,chunk", [(1, 4), (7, 3), (13, 5), (17, 16)])
+def test_prefill_then_decode_equals_full_forward(cfg: C.ModelConfig, prompt_len: int, chunk: int) -> None:
+    """Chunked early-exit prefill + token-by-token decode == full forward at every position."""
+    m = _model(cfg)
+    N = 23  # > window, not a multiple of any chunk
+    ids = torch.randint(0, cfg.vocab_size, (2, N), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = m(ids).logits_BNV
+    cache = m.new_cache(2, N, fill=float("nan"))
+    got = [prefill(m, ids[:, :prompt_len], cache, chunk_size=chunk)]
+    for p in range(prompt_len, N):
+        got.append(decode_step(m, ids[:, p], cache))
+    got_BNV = torch.stack(got, dim=1)
+    torch.testing.assert_close(got_BNV, full[:, prompt_len - 1:], rtol=0, atol=1e-5)
+    assert cache.pos == N
+
+
+@pytest.mark.parametrize("cfg", variants(), ids=IDS)
+def test_chunked_all_logits_equal_full_forward(cfg: C.ModelConfig) -> None:
+    """Chunks of 5 with logits at every position (no early exit) == full forward."""
+    m = _model(cfg)
+    N = 19
+    ids = torch.randint(0, cfg.vocab_size, (3, N), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        full = m(ids).logits_BNV
+        cache = m.new_cache(3, N, fill=float("nan"))
+        parts = [m(ids[:, s:s + 5], cache=cache).logits_BNV for s in range(0, N, 5)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+
+
+def _copy_weights(dst: LM, src: LM) -> None:
+    dst.load_state_dict(src.state_dict())
+
+
+def test_yocou_one_loop_equals_yoco() -> None:
+    a, b = C.yocou(n_layers=4, window=W, n_loops=1, **KW), C.yoco(n_layers=4, window=W, **KW)
+    ma, mb = _model(a), _model(b, seed=5)
+    _copy_weights(mb, ma)
+    ids = torch.randint(0, 101, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(ma(ids).logits_BNV, mb(ids).logits_BNV, rtol=0, atol=0)
+
+
+def test_upper_loop_one_loop_equals_yoco() -> None:
+    for shared in (True, False):
+        a, b = C.upper_loop(n_layers=4, window=W, n_loops=1, shared_kv=shared, **KW), C.yoco(n_layers=4, window=W, **KW)
+        ma, mb = _model(a), _model(b, seed=5)
+        _copy_weights(mb, ma)
+        ids = torch.randint(0, 101, (2, 20))
+        with torch.no_grad():
+            torch.testing.assert_close(ma(ids).logits_BNV, mb(ids).logits_BNV, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("other", [C.rins(n_layers=4, n_loops=1, **KW), C.loop(n_layers=4, n_loops=1, **KW)],
+                         ids=["rins-r1", "loop-t1"])
+def test_single_pass_loops_equal_transformer(other: C.ModelConfig) -> None:
+    t = C.transformer(n_layers=4, **KW)
+    mt, mo = _model(t), _model(other, seed=7)
+    # Same layers in the same order; only the module nesting differs.
+    src = [l for st in mt.stages for l in st]
+    dst = [l for st in mo.stages for l in st]
+    for s, d in zip(src, dst, strict=True):
+        d.load_state_dict(s.state_dict())
+    for name in ("embed", "norm", "lm_head"):
+        getattr(mo, name).load_state_dict(getattr(mt, name).state_dict())
+    ids = torch.randint(0, 101, (2, 20))
+    with torch.no_grad():
+        torch.testing.assert_close(mo(ids).logits_BNV, mt(ids).logits_BNV, rtol=0, atol=0)
+
+
+def test_loop_applies_shared_weights_twice() -> None:
+    """Loop T=2 over L layers == Transformer of 2L layers whose second half copies the first."""
+    lp, t = C.loop(n_layers=2, n_loops=2, **KW), C.transformer(n_layers=4, **KW)
+    ml, mt = _model(lp), _model(t, seed=3)
+    for i in range(4):
+        mt.stages[0][i].load_state_dict(ml.stages[0][i % 2].state_dict())
+    for name in ("embed", "norm", "lm_head"):
+        getattr(mt, name).load_state_dict(getattr(ml, name).state_dict())
+    ids = torch.randint(0, 101, (2, 15))
+    with torch.no_grad():
+        torch.testing.assert_close(ml(ids).logits_BNV, mt(ids).logits_BNV, rtol=0, atol=1e-6)
+
+
+def test_window_at_least_sequence_equals_global() -> None:
+    N = 16
+    a = C.ModelConfig(**{**KW, "stages": (C.Stage(kind="self", n_layers=2, window=N),)})
+    b = C.transformer(n_layers=2, **KW)
+    ma, mb = _model(a), _model(b, seed=9)
+    _copy_weights(mb, ma)
+    ids = torch.randint(0, 101, (2, N))
+    with torch.no_grad():
+        torch.testing.assert_close(ma(ids).logits_BNV, mb(ids).logits_BNV, rtol=0, atol=1e-6)
+        # and through the cache, where the window path (ring buffer) is used
+        cache = ma.new_cache(2, N, fill=float("nan"))
+        torch.testing.assert_close(ma(ids, cache=cache).logits_BNV, mb(ids).logits_BNV, rtol=0, atol=1e-5)
+
+
+def test_sliding_window_matches_slow_reference() -> None:
+    """One SWA layer against an explicit per-query loop over its window."""
+    cfg = C.ModelConfig(**{**KW, "n_kv_heads": 4, "stages": (C.Stage(kind="self", n_layers=1, window=W),)})
+    m = _model(cfg)
+    layer = m.stages[0][0]
+    x = torch.randn(1, 14, KW["d_model"])
+    from yocou.model import apply_rope, rope_cos_sin
+    with torch.no_grad():
+        out = layer(x, m.plan[0], torch.arange(14), rope_cos_sin(torch.arange(14), 12, 10000.0, x.dtype), None, 0)
+        h = layer.attn_norm(x)
+        q = layer.wq(h).view(1, 14, 4, 12).transpose(1, 2)
+        k = layer.wk(h).view(1, 14, 4, 12).transpose(1, 2)
+        v = layer.wv(h).view(1, 14, 4, 12).transpose(1, 2)
+        cos, sin = rope_cos_sin(torch.arange(14), 12, 10000.0, x.dtype)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        o = torch.zeros_like(q)
+        for i in range(14):
+            lo = max(0, i - W + 1)
+            s = q[:, :, i:i + 1] @ k[:, :, lo:i + 1].transpose(-1, -2) / 12 ** 0.5
+            o[:, :, i] = (s.softmax(-1) @ v[:, :, lo:i + 1])[:, :, 0]
+        h2 = x + layer.wo(o.transpose(1, 2).reshape(1, 14, -1))
+        ref = h2 + layer.ffn(layer.ffn_norm(h2))
+    torch.testing.assert_close(out, ref, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("cfg", variants(), ids=IDS)
+def test_param_count_matches_module(cfg: C.ModelConfig) -> None:
+    m = LM(cfg)
+    assert param_count(cfg) == sum(p.numel() for p in m.parameters())
+    assert param_count(cfg, embedding=False) == sum(p.numel() for p in m.parameters()) - m.embed.weight.numel()
+
+
+def test_yocou_shares_weights_across_loops() -> None:
+    """YOCO-U has exactly YOCO's parameters (paper: same model size)."""
+    assert param_count(C.yocou(n_layers=4, window=W, n_loops=3, **KW)) == param_count(C.yoco(n_layers=4, window=W, **KW))
+
+
+def test_generate_greedy_matches_argmax_of_full_forward() -> None:
+    m = _model(C.yocou(n_layers=4, window=W, **KW))
+    prompt = torch.randint(0, 101, (2, 9))
+    out = generate(m, prompt, 8, chunk_size=4)
+    seq = prompt
+    with torch.no_grad():
+        for _ in range(8):
+            nxt = m(seq).logits_BNV[:, -1].argmax(-1)
+            seq = torch.cat([seq, nxt[:, None]], dim=1)
+    assert torch.equal(out, seq[:, 9:])
+
+
+def test_generate_sampling_is_seeded() -> None:
+    m = _model(C.yoco(n_layers=4, window=W, **KW))
+    prompt = torch.randint(0, 101, (1, 5))
+    a = generate(m, prompt, 6, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
+    b = generate(m, prompt, 6, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(a, b) and a.shape == (1, 6)
+
+
+def test_cache_overflow_is_a_clear_error() -> None:
+    m = _model(C.yoco(n_layers=4, window=W, **KW))
+    cache = m.new_cache(1, 4)
+    with pytest.raises(ValueError, match="max_len"):
+        prefill(m, torch.zeros(1, 5, dtype=torch.long), cache)
+
+
+def test_moe_routed_equals_dense_masked_reference() -> None:
+    """Every expert computed densely and masked by the router == the routed computation."""
+    cfg = C.yocou(n_layers=2, window=W, **{**KW, "n_experts": 5, "top_k": 2, "d_expert": 16, "d_shared_expert": 16})
+    moe = _model(cfg).stages[0][0].ffn
+    x = torch.randn(3, 7, KW["d_model"])
+    with torch.no_grad():
+        got = moe(x)
+        xt = x.reshape(-1, KW["d_model"])
+        probs, idx, w = moe.route(xt)
+        gate = torch.zeros_like(probs).scatter(1, idx, w)  # [T, E], zero off the top-k
+        dense = torch.stack([e(xt) for e in moe.experts], dim=1)  # [T, E, D]
+        ref = (gate[:, :, None] * dense).sum(1) + moe.shared(xt)
+    torch.testing.assert_close(got, ref.reshape(3, 7, -1), rtol=0, atol=1e-5)
+
+
+def test_moe_one_expert_top1_equals_dense_swiglu() -> None:
+    from yocou.model import SwiGLU
+    cfg = C.yoco(n_layers=2, window=W, **{**KW, "n_experts": 1, "top_k": 1, "d_expert": 32})
+    moe = _model(cfg).stages[0][0].ffn
+    dense = SwiGLU(KW["d_model"], 32)
+    dense.load_state_dict(moe.experts[0].state_dict())
+    x = torch.randn(2, 5, KW["d_model"])
+    with torch.no_grad():
+        torch.testing.assert_close(moe(x), dense(x), rtol=0, atol=1e-6)
+
+
+def test_hf_llama_parity() -> None:
+    """The Transformer preset equals HF transformers' Llama with copied weights."""
+    transformers = pytest.importorskip("transformers")
+    cfg = C.transformer(n_layers=2, **KW)
+    m = _model(cfg)
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
+        num_hidden_layers=2, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, max_position_embeddings=64,
+    )
+    hf = transformers.LlamaForCausalLM(hf_cfg).eval()
+    sd = {"model.embed_tokens.weight": m.embed.weight, "model.norm.weight": m.norm.weight,
+          "lm_head.weight": m.lm_head.weight}
+    names = {"wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
+             "ffn.w1": "mlp.gate_proj", "ffn.w3": "mlp.up_proj", "ffn.w2": "mlp.down_proj",
+             "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+    for i, layer in enumerate(m.stages[0]):
+        for ours, theirs in names.items():
+            sd[f"model.layers.{i}.{theirs}.weight"] = layer.get_submodule(ours).weight
+    missing, unexpected = hf.load_state_dict({k: v.detach().clone() for k, v in sd.items()}, strict=False)
+    assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
+    ids = torch.randint(0, cfg.vocab_size, (2, 17))
+    with torch.no_grad():
+        torch.testing.assert_close(m(ids).logits_BNV, hf(ids).logits, rtol=0, atol=1e-5)
