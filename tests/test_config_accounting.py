@@ -40,7 +40,7 @@ def test_invalid_values_are_named() -> None:
     with pytest.raises(ValueError, match="n_layers must be even"):
         C.yoco(n_layers=3, window=4, **KW)
     with pytest.raises(ValueError, match="unknown preset"):
-        C.preset("yocoo")
+        C.preset("yocoo-tiny")
 
 
 def test_config_round_trips_through_dict() -> None:

@@ -367,46 +367,47 @@ PRESETS = {
     "upper_loop": upper_loop,
 }
 
-# Table 7 sizes (d_model, n_layers, n_heads); head_dim 128, 4 KV heads (SPEC.md sections 5-6).
-PAPER_SIZES = {
-    "300m": (1536, 12, 12),
-    "500m": (2048, 12, 16),
-    "870m": (2304, 16, 18),
-    "1.3b": (2560, 20, 20),
-    "3.4b": (4096, 20, 32),
-    "6.4b": (5120, 24, 40),
+# Named sizes. Paper sizes: Table 7 (d_model, n_layers, n_heads) with head_dim 128,
+# 4 KV heads, W = 512, cl100k vocabulary (SPEC.md sections 5-6; Table 10's
+# configuration at 1.3b). "tiny" and "smoke" are this harness's CPU scales [assume].
+SIZES: dict[str, dict[str, Any]] = {
+    **{f"paper-{k}": dict(vocab_size=100277, d_model=d, n_layers=nl, n_heads=nh, n_kv_heads=4, head_dim=128,
+                          d_ff=swiglu_hidden(d, 128), window=512)
+       for k, (d, nl, nh) in {"300m": (1536, 12, 12), "500m": (2048, 12, 16), "870m": (2304, 16, 18),
+                              "1.3b": (2560, 20, 20), "3.4b": (4096, 20, 32), "6.4b": (5120, 24, 40)}.items()},
+    "tiny": dict(vocab_size=8192, d_model=256, n_layers=8, n_heads=4, n_kv_heads=2, head_dim=64,
+                 d_ff=swiglu_hidden(256), window=128),
+    "smoke": dict(vocab_size=512, d_model=64, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=32,
+                  d_ff=swiglu_hidden(64), window=16),
 }
+
+# Loop counts of the paper's baselines (SPEC.md section 3): YOCO-U T = 3, RINS r = 3, Loop T_ut = 2.
+DEFAULT_LOOPS = {"yocou": 3, "rins": 3, "upper_loop": 3, "loop": 2}
+_WINDOWED = ("yoco", "yocou", "upper_loop")
 
 
 def preset(name: str, **overrides: Any) -> ModelConfig:
-    """A variant by name with explicit shape overrides.
+    """A variant at a named size: ``"<variant>-<size>"``, e.g. ``yocou-paper-1.3b``, ``yoco-tiny``.
 
-    ``name`` is a key of :data:`PRESETS`, or ``"<variant>-paper-<size>"`` (e.g.
-    ``yocou-paper-1.3b``) for the Table 7 shapes with W = 512, T = 3, h_kv = 4,
-    d_h = 128, cl100k vocabulary (100,277) — Table 10's configuration.
-    ``"paper-1.3b"`` alone means the YOCO-U 1.3B model.
+    ``variant`` is a key of :data:`PRESETS`; ``size`` a key of :data:`SIZES`
+    (``"paper-1.3b"`` alone means YOCO-U at 1.3B, the model of Table 10).
+    ``overrides`` replace any size or variant argument (``n_loops``, ``window``,
+    ``shared_kv``, ``vocab_size``, ...).
 
     Raises:
-        ValueError: unknown preset name or size.
+        ValueError: unknown variant or size, naming the known ones.
     """
-    if name.startswith("paper-"):
+    if name in SIZES:
         name = "yocou-" + name
-    if "-paper-" in name:
-        variant, size = name.split("-paper-", 1)
-        if size not in PAPER_SIZES:
-            raise ValueError(f"unknown paper size {size!r}; known: {sorted(PAPER_SIZES)}")
-        d, n_layers, n_heads = PAPER_SIZES[size]
-        kw: dict[str, Any] = dict(vocab_size=100277, d_model=d, n_layers=n_layers, n_heads=n_heads,
-                                  n_kv_heads=4, head_dim=128, d_ff=swiglu_hidden(d, 128))
-        if variant in ("yoco", "yocou", "upper_loop"):
-            kw["window"] = 512
-        if variant in ("yocou", "rins", "upper_loop"):
-            kw["n_loops"] = 3
-        if variant == "loop":
-            kw["n_loops"] = 2
-        kw.update(overrides)
-        name = variant
-        overrides = kw
-    if name not in PRESETS:
-        raise ValueError(f"unknown preset {name!r}; known: {sorted(PRESETS)} or '<variant>-paper-<size>'")
-    return PRESETS[name](**overrides)
+    variant, _, size = name.partition("-")
+    if variant not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}: variant {variant!r} not in {sorted(PRESETS)}")
+    if size not in SIZES:
+        raise ValueError(f"unknown preset {name!r}: size {size!r} not in {sorted(SIZES)}")
+    kw = dict(SIZES[size])
+    if variant not in _WINDOWED:
+        kw.pop("window")
+    if variant in DEFAULT_LOOPS:
+        kw["n_loops"] = DEFAULT_LOOPS[variant]
+    kw.update(overrides)
+    return PRESETS[variant](**kw)

@@ -1,0 +1,246 @@
+"""Token files: encode corpus splits to flat binary token streams, and sample / read them back.
+
+Layout written by :func:`encode_corpus` for each split ``S`` in ``train``, ``heldout_book``,
+``heldout_code`` (splits whose JSONL file is missing are skipped):
+
+* ``S.bin``: all documents' token ids concatenated, each document followed by the EOS id; raw
+  little-endian ``uint16`` when every id fits (vocab <= 65,536), else ``uint32``.
+* ``S.offsets.npy``: ``int64[n_docs + 1]``; document ``i`` is ``tokens[offsets[i]:offsets[i+1]]``
+  (its trailing EOS included as the last token).
+* ``S.json``: metadata (dtype, n_tokens, n_docs, doc ids, eos_id, vocab_size, tokenizer fingerprint).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from ..io import atomic_path, atomic_write_json, sha256_file
+from .corpus import SPLITS, read_jsonl
+from .tokenizer import load_tokenizer, tokenizer_fingerprint
+
+__all__ = ["encode_corpus", "TokenStream"]
+
+
+def _dtype_for(vocab_size: int) -> np.dtype:
+    return np.dtype("<u2") if vocab_size <= 65536 else np.dtype("<u4")
+
+
+def encode_corpus(corpus_dir: str | os.PathLike, tokenizer_path: str | os.PathLike,
+                  out_dir: str | os.PathLike | None = None, *, batch_docs: int = 64,
+                  show_progress: bool = True) -> dict:
+    """Tokenize every split of a corpus built by :func:`yocou.data.corpus.build_corpus`.
+
+    Args:
+        corpus_dir: directory holding ``{split}.jsonl`` and ``manifest.json``.
+        tokenizer_path: anything :func:`yocou.data.tokenizer.load_tokenizer` accepts (a
+            ``tokenizer.json`` path, ``"gpt2-offline"``, ``"cl100k_base"``).
+        out_dir: where to write ``{split}.bin``, ``{split}.offsets.npy``, ``{split}.json``
+            (default: ``corpus_dir``).
+        batch_docs: documents per ``encode_batch`` call.
+        show_progress: tqdm progress bar per split.
+
+    Side effects:
+        Writes the files above atomically and updates ``corpus_dir/manifest.json`` in place (atomically):
+        ``files[*].n_tokens`` (tokens of the document, EOS excluded), ``sources[*].n_tokens`` and
+        ``splits[*].n_tokens`` (sums, EOS excluded) and ``tokenization`` (tokenizer fingerprint, eos
+        handling, per-split stream sizes including EOS).
+
+    Returns:
+        ``{split: meta}`` with the per-split metadata written to ``{split}.json``.
+
+    Raises:
+        FileNotFoundError: ``corpus_dir`` has no ``manifest.json`` or no split file; tokenizer missing.
+        ValueError: the tokenizer produced an id >= its ``vocab_size``.
+    """
+    corpus_dir = Path(corpus_dir)
+    out_dir = Path(out_dir) if out_dir is not None else corpus_dir
+    manifest_path = corpus_dir / "manifest.json"
+    if not manifest_path.is_file():
+        raise FileNotFoundError(f"encode_corpus: {manifest_path} not found (corpus_dir must be a build_corpus output)")
+    present = [s for s in SPLITS if (corpus_dir / f"{s}.jsonl").is_file()]
+    if not present:
+        raise FileNotFoundError(f"encode_corpus: no {{train,heldout_book,heldout_code}}.jsonl in {corpus_dir}")
+    tok = load_tokenizer(tokenizer_path)
+    fp = tokenizer_fingerprint(tokenizer_path)
+    dtype = _dtype_for(tok.vocab_size)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(manifest_path, encoding="utf-8") as fh:
+        manifest = json.load(fh)
+
+    doc_tokens: dict[str, int] = {}
+    metas: dict[str, dict] = {}
+    for split in present:
+        rows = read_jsonl(corpus_dir / f"{split}.jsonl")
+        lengths = np.zeros(len(rows), dtype=np.int64)
+        chunks: list[np.ndarray] = []
+        bar = tqdm(total=sum(len(r["text"]) for r in rows), desc=f"encode {split}", unit="char",
+                   unit_scale=True, disable=not show_progress)
+        for start in range(0, len(rows), batch_docs):
+            batch = rows[start:start + batch_docs]
+            encoded = tok.encode_batch([r["text"] for r in batch])
+            for j, ids in enumerate(encoded):
+                arr = np.asarray(ids, dtype=np.int64)
+                if arr.size and (arr.max() >= tok.vocab_size or arr.min() < 0):
+                    raise ValueError(f"tokenizer {tokenizer_path} produced id {int(arr.max())} outside "
+                                     f"[0, {tok.vocab_size})")
+                if arr.size and (arr == tok.eos_id).any():
+                    raise ValueError(f"document {batch[j]['id']} encodes to the EOS id {tok.eos_id}")
+                chunks.append(arr.astype(dtype))
+                chunks.append(np.asarray([tok.eos_id], dtype=dtype))
+                lengths[start + j] = arr.size
+                doc_tokens[batch[j]["id"]] = int(arr.size)
+            bar.update(sum(len(r["text"]) for r in batch))
+        bar.close()
+        tokens = np.concatenate(chunks) if chunks else np.zeros(0, dtype=dtype)
+        offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+        np.cumsum(lengths + 1, out=offsets[1:])
+        assert offsets[-1] == tokens.size
+        with atomic_path(out_dir / f"{split}.bin") as tmp:
+            tokens.tofile(tmp)
+        with atomic_path(out_dir / f"{split}.offsets.npy") as tmp:
+            np.save(tmp, offsets)
+        meta = {
+            "format": "yocou-tokens-v1",
+            "split": split,
+            "dtype": dtype.str.lstrip("<|="),
+            "byte_order": "little",
+            "n_tokens": int(tokens.size),
+            "n_docs": len(rows),
+            "eos_id": tok.eos_id,
+            "eos_after_each_doc": True,
+            "vocab_size": tok.vocab_size,
+            "tokenizer": fp,
+            "bin_file": f"{split}.bin",
+            "bin_sha256": sha256_file(out_dir / f"{split}.bin"),
+            "offsets_file": f"{split}.offsets.npy",
+            "doc_ids": [r["id"] for r in rows],
+            "source_jsonl_sha256": sha256_file(corpus_dir / f"{split}.jsonl"),
+        }
+        atomic_write_json(out_dir / f"{split}.json", meta)
+        metas[split] = meta
+
+    # ---- manifest update ---------------------------------------------------------------------------
+    for f in manifest.get("files", []):
+        if f["id"] in doc_tokens:
+            f["n_tokens"] = doc_tokens[f["id"]]
+    for key, table in (("source", manifest.get("sources", {})), ("split", manifest.get("splits", {}))):
+        for name, entry in table.items():
+            vals = [f["n_tokens"] for f in manifest.get("files", []) if f[key] == name]
+            entry["n_tokens"] = int(sum(vals)) if vals and all(v is not None for v in vals) else (0 if not vals else None)
+    manifest["tokenization"] = {
+        "tokenizer": fp,
+        "vocab_size": tok.vocab_size,
+        "eos_id": tok.eos_id,
+        "n_tokens_note": "n_tokens counts document tokens without the EOS separator appended after each document",
+        "streams": {s: {"out_dir": "." if out_dir.resolve() == corpus_dir.resolve() else str(out_dir), "n_tokens_with_eos": m["n_tokens"], "dtype": m["dtype"]}
+                    for s, m in metas.items()},
+    }
+    atomic_write_json(manifest_path, manifest)
+    return metas
+
+
+class TokenStream:
+    """Read-only, memory-mapped view of a ``{split}.bin`` file written by :func:`encode_corpus`.
+
+    Args:
+        path: the ``.bin`` file (its ``.json`` / ``.offsets.npy`` siblings are read too), or the
+            ``.json`` metadata file.
+
+    Raises:
+        FileNotFoundError: the ``.bin`` or ``.json`` file is missing.
+        ValueError: file size disagrees with the metadata.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        path = Path(path)
+        if path.suffix == ".json":
+            path = path.with_suffix(".bin")
+        self.path = path
+        meta_path = path.with_suffix(".json")
+        if not path.is_file():
+            raise FileNotFoundError(f"TokenStream: token file {path} not found (run encode_corpus)")
+        if not meta_path.is_file():
+            raise FileNotFoundError(f"TokenStream: metadata {meta_path} not found next to {path}")
+        with open(meta_path, encoding="utf-8") as fh:
+            self.meta = json.load(fh)
+        self.dtype = np.dtype("<" + self.meta["dtype"]) if self.meta["dtype"][0] not in "<>|=" else np.dtype(self.meta["dtype"])
+        n = int(self.meta["n_tokens"])
+        if path.stat().st_size != n * self.dtype.itemsize:
+            raise ValueError(f"TokenStream: {path} has {path.stat().st_size} bytes, metadata says "
+                             f"{n} tokens of {self.dtype} ({n * self.dtype.itemsize} bytes)")
+        self.tokens = np.memmap(path, dtype=self.dtype, mode="r", shape=(n,)) if n else np.zeros(0, self.dtype)
+        self.eos_id = int(self.meta["eos_id"])
+        self.vocab_size = int(self.meta["vocab_size"])
+        self.doc_ids: list[str] = list(self.meta.get("doc_ids", []))
+        self._offsets: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        """Number of tokens in the stream (EOS separators included)."""
+        return int(self.tokens.shape[0])
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """``int64[n_docs + 1]`` document start offsets (last entry = ``len(self)``)."""
+        if self._offsets is None:
+            off_path = self.path.parent / self.meta.get("offsets_file", self.path.stem + ".offsets.npy")
+            if not off_path.is_file():
+                raise FileNotFoundError(f"TokenStream: offsets file {off_path} not found")
+            self._offsets = np.load(off_path)
+        return self._offsets
+
+    @property
+    def n_docs(self) -> int:
+        """Number of documents in the stream."""
+        return int(self.offsets.shape[0] - 1)
+
+    def document(self, i: int, include_eos: bool = False) -> np.ndarray:
+        """Token ids of document ``i`` (``np.ndarray`` of the file dtype; a copy, not a view).
+
+        Args:
+            i: document index in ``[0, n_docs)`` (order of ``doc_ids``; negative indexes allowed).
+            include_eos: keep the EOS separator that follows the document.
+
+        Raises:
+            IndexError: ``i`` out of range.
+        """
+        n = self.n_docs
+        if not -n <= i < n:
+            raise IndexError(f"TokenStream: document index {i} out of range for {n} documents in {self.path}")
+        i %= n
+        start, end = int(self.offsets[i]), int(self.offsets[i + 1])
+        if not include_eos:
+            end -= 1
+        return np.array(self.tokens[start:end])
+
+    def sample_batch(self, batch_size: int, seq_len: int,
+                     generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """Random training windows.
+
+        Each row starts at ``s ~ Uniform{0, ..., len - seq_len - 1}`` (drawn with ``torch.randint`` from
+        ``generator``, so batches are reproducible from the generator state, e.g. seeded by (seed, step));
+        ``x = tokens[s : s + seq_len]``, ``y = tokens[s + 1 : s + seq_len + 1]``.
+
+        Returns:
+            ``(x, y)``: ``torch.int64`` tensors of shape ``[batch_size, seq_len]``.
+
+        Raises:
+            ValueError: non-positive sizes, or the stream has fewer than ``seq_len + 1`` tokens.
+        """
+        if batch_size <= 0 or seq_len <= 0:
+            raise ValueError(f"sample_batch: batch_size and seq_len must be positive, got {batch_size}, {seq_len}")
+        n = len(self)
+        if n < seq_len + 1:
+            raise ValueError(f"sample_batch: {self.path} has {n} tokens, need at least seq_len + 1 = {seq_len + 1}")
+        starts = torch.randint(0, n - seq_len, (batch_size,), generator=generator).numpy()
+        idx = starts[:, None] + np.arange(seq_len + 1)[None, :]
+        window = torch.from_numpy(np.asarray(self.tokens[idx], dtype=np.int64))
+        return window[:, :-1].contiguous(), window[:, 1:].contiguous()
+
+    def __repr__(self) -> str:
+        return f"TokenStream({str(self.path)!r}, n_tokens={len(self)}, dtype={self.dtype})"

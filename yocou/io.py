@@ -1,0 +1,244 @@
+"""Small I/O helpers used across yocou: atomic writes, hashing and provenance records.
+
+Every artefact the harness writes (corpora, manifests, tokens, checkpoints, results) goes through the
+``atomic_*`` helpers so that an interrupted run never leaves a half-written file under its final name:
+data is written to a temporary file in the same directory, flushed, ``fsync``-ed and then moved into
+place with :func:`os.replace` (atomic on POSIX and Windows when source and target share a filesystem).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+__all__ = [
+    "atomic_path",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "atomic_write_json",
+    "sha256_bytes",
+    "sha256_file",
+    "git_state",
+    "provenance",
+]
+
+
+def _default_mode() -> int:
+    """Permissions a plain ``open(path, "w")`` would give (0o666 minus the umask); mkstemp uses 0o600."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Best-effort fsync of a directory so that a rename survives a crash (no-op where unsupported)."""
+    try:
+        fd = os.open(str(directory), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Context manager yielding a temporary path next to ``path``; on success it is moved onto ``path``.
+
+    Use it for writers that want a file name rather than bytes (``np.save``, ``torch.save``,
+    ``ndarray.tofile``). The temporary file is fsync-ed before the rename. If the body raises, the
+    temporary file is removed and ``path`` is left untouched.
+
+    Args:
+        path: final destination. Its parent directory is created if missing.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # keep the final suffix so writers that append one (np.save adds ".npy") write to tmp_path itself
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as fh:
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp_path, _default_mode())
+        os.replace(tmp_path, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Atomically write ``data`` to ``path`` (temp file in the same directory, fsync, ``os.replace``).
+
+    Raises:
+        TypeError: if ``data`` is not bytes-like.
+    """
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"atomic_write_bytes expects bytes, got {type(data).__name__}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, _default_mode())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:
+    """Atomically write ``text`` (encoded with ``encoding``, no newline translation) to ``path``."""
+    if not isinstance(text, str):
+        raise TypeError(f"atomic_write_text expects str, got {type(text).__name__}")
+    atomic_write_bytes(path, text.encode(encoding))
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None = 2,
+                      sort_keys: bool = False) -> None:
+    """Atomically write ``obj`` as UTF-8 JSON (``ensure_ascii=False``, trailing newline).
+
+    Output is deterministic for equal inputs (dict insertion order is kept unless ``sort_keys``).
+    NaN/inf are rejected (``allow_nan=False``) so files stay valid JSON.
+
+    Raises:
+        TypeError / ValueError: if ``obj`` is not JSON-serialisable.
+    """
+    text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False)
+    atomic_write_text(path, text + "\n")
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex sha256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike, chunk_size: int = 1 << 20) -> str:
+    """Hex sha256 of the bytes of the file at ``path`` (read in 1 MiB chunks).
+
+    Raises:
+        FileNotFoundError: if ``path`` does not exist.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while True:
+            block = fh.read(chunk_size)
+            if not block:
+                break
+            h.update(block)
+    return h.hexdigest()
+
+
+def _run_git(args: list[str], cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", *args], cwd=str(cwd), capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout
+
+
+def git_state(start: str | os.PathLike | None = None) -> dict:
+    """Git commit and dirtiness of the repository containing ``start`` (default: the yocou package).
+
+    Returns:
+        ``{"commit": <40-hex sha or "unknown">, "dirty": bool | None}``; ``dirty`` is None when git is
+        unavailable or ``start`` is not inside a repository (or it has no commits yet).
+    """
+    cwd = Path(start) if start is not None else Path(__file__).resolve().parent
+    head = _run_git(["rev-parse", "HEAD"], cwd)
+    if head is None:
+        return {"commit": "unknown", "dirty": None}
+    status = _run_git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    return {"commit": head.strip(), "dirty": None if status is None else bool(status.strip())}
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _version(module: str) -> str | None:
+    try:
+        from importlib import metadata
+        return metadata.version(module)
+    except Exception:  # noqa: BLE001 - package absent or without metadata
+        return None
+
+
+def provenance(config: dict, seed: int | None) -> dict:
+    """Provenance record to store next to every result.
+
+    Args:
+        config: the fully resolved configuration used for the run (stored as-is; must be JSON-able).
+        seed: the run's random seed, or None when nothing random happened.
+
+    Returns:
+        dict with keys ``config``, ``git_commit`` (sha or "unknown"), ``git_dirty`` (bool or None),
+        ``git`` (``{"commit", "dirty"}``), ``versions`` (python, torch, numpy, tokenizers, yocou, ...;
+        None for packages that are not installed), ``device`` (platform, cpu model from /proc/cpuinfo,
+        ``n_threads`` = ``torch.get_num_threads()``, ``cuda`` device name or None), ``seed``,
+        ``created_utc`` (ISO 8601, seconds) and ``argv``.
+    """
+    git = git_state()
+    versions = {"python": platform.python_version()}
+    for name in ("torch", "numpy", "tokenizers", "yocou", "tqdm", "pyyaml", "tiktoken"):
+        versions[name] = _version(name)
+    device: dict[str, Any] = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": _cpu_model(),
+        "n_cpus": os.cpu_count(),
+        "n_threads": None,
+        "cuda": None,
+    }
+    try:
+        import torch
+
+        versions["torch"] = torch.__version__
+        device["n_threads"] = torch.get_num_threads()
+        if torch.cuda.is_available():
+            device["cuda"] = torch.cuda.get_device_name(0)
+            versions["cuda"] = torch.version.cuda
+    except Exception:  # noqa: BLE001 - torch missing or broken must not break provenance
+        pass
+    return {
+        "config": config,
+        "git_commit": git["commit"],
+        "git_dirty": git["dirty"],
+        "git": git,
+        "versions": versions,
+        "device": device,
+        "seed": seed,
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "argv": list(sys.argv),
+    }
