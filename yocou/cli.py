@@ -82,14 +82,8 @@ def _cmd_kv_table(a: argparse.Namespace) -> int:
 
 
 def _load_yaml_or_json(path: str) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise SystemExit(f"config file {p} not found")
-    text = p.read_text(encoding="utf-8")
-    if p.suffix in (".yaml", ".yml"):
-        import yaml
-        return yaml.safe_load(text)
-    return json.loads(text)
+    from .io import load_config_file
+    return load_config_file(path)
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
@@ -129,6 +123,76 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
     return 0
 
 
+def _pipeline_section(path: str, *keys: str) -> Any:
+    cfg = _load_yaml_or_json(path)
+    for k in keys:
+        if not isinstance(cfg, dict) or k not in cfg:
+            raise SystemExit(f"{path}: missing key {'.'.join(keys)}")
+        cfg = cfg[k]
+    return cfg
+
+
+def _cmd_corpus(a: argparse.Namespace) -> int:
+    from .data import build_corpus
+
+    manifest = build_corpus(Path(a.out), _pipeline_section(a.config, "data", "corpus"))
+    print(json.dumps({k: v for k, v in manifest.items() if k in ("splits", "totals", "sources")}, indent=2,
+                     default=str)[:4000])
+    return 0
+
+
+def _cmd_tokenizer(a: argparse.Namespace) -> int:
+    from .data import train_tokenizer
+
+    vocab = a.vocab_size or _pipeline_section(a.config, "data", "vocab_size")
+    train_tokenizer(Path(a.corpus) / "train.jsonl", vocab, Path(a.out))
+    print(json.dumps({"tokenizer": a.out, "vocab_size": vocab}))
+    return 0
+
+
+def _cmd_tokenize(a: argparse.Namespace) -> int:
+    from .data import encode_corpus
+
+    meta = encode_corpus(Path(a.corpus), Path(a.tokenizer), Path(a.out))
+    print(json.dumps({s: {"n_tokens": m.get("n_tokens"), "n_docs": m.get("n_docs")} for s, m in meta.items()},
+                     indent=2))
+    return 0
+
+
+def _cmd_kv_measure(a: argparse.Namespace) -> int:
+    """Measured vs analytic cache bytes after a prefill of N tokens, per run config."""
+    import torch
+
+    from .accounting import kv_cache_bytes
+    from .config import config_from_dict
+    from .generate import prefill
+    from .io import atomic_write_json, provenance
+    from .model import LM
+
+    tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
+    rows = []
+    for rc_path in a.run_configs:
+        rc = _load_yaml_or_json(rc_path)
+        cfg = config_from_dict(rc["model"])
+        torch.manual_seed(0)
+        model = LM(cfg).eval()
+        for n in a.seq_lens:
+            cache = model.new_cache(1, n, dtype=tdtype)
+            ids = torch.randint(0, cfg.vocab_size, (1, n))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+                prefill(model, ids, cache, chunk_size=512)
+            analytic = kv_cache_bytes(cfg, n, dtype=a.dtype)
+            rows.append({"variant": rc.get("variant", cfg.name), "seq_len": n, "dtype": a.dtype,
+                         "measured_bytes": cache.nbytes(), "analytic_bytes": analytic,
+                         "equal": cache.nbytes() == analytic})
+            print(json.dumps(rows[-1]))
+    if not all(r["equal"] for r in rows):
+        raise ValueError("measured KV bytes differ from the formula: " + json.dumps([r for r in rows if not r["equal"]]))
+    atomic_write_json(a.out, {"rows": rows, "provenance": provenance({"run_configs": a.run_configs,
+                                                                      "seq_lens": a.seq_lens, "dtype": a.dtype}, 0)})
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="yocou", description="Universal YOCO reproduction harness")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -153,6 +217,31 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--out", required=True, help="run folder")
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=_cmd_train)
+
+    c = sub.add_parser("corpus", help="build the corpus (documents, hold-outs, manifest)")
+    c.add_argument("--config", required=True, help="pipeline config (reads data.corpus)")
+    c.add_argument("--out", required=True)
+    c.set_defaults(func=_cmd_corpus)
+
+    tk = sub.add_parser("tokenizer", help="train the BPE tokenizer on the training split")
+    tk.add_argument("--corpus", required=True)
+    tk.add_argument("--config", default=None, help="pipeline config (reads data.vocab_size)")
+    tk.add_argument("--vocab-size", type=int, default=None)
+    tk.add_argument("--out", required=True)
+    tk.set_defaults(func=_cmd_tokenizer)
+
+    te = sub.add_parser("tokenize", help="encode every split into token streams")
+    te.add_argument("--corpus", required=True)
+    te.add_argument("--tokenizer", required=True)
+    te.add_argument("--out", required=True)
+    te.set_defaults(func=_cmd_tokenize)
+
+    km = sub.add_parser("kv-measure", help="measured vs analytic KV bytes after prefill, per run config")
+    km.add_argument("--run-configs", nargs="+", required=True)
+    km.add_argument("--seq-lens", nargs="+", type=int, required=True)
+    km.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    km.add_argument("--out", required=True)
+    km.set_defaults(func=_cmd_kv_measure)
 
     pp = sub.add_parser("ppl", help="held-out perplexity of a trained model")
     pp.add_argument("--model", required=True, help="model.pt")

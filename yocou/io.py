@@ -242,3 +242,23 @@ def provenance(config: dict, seed: int | None) -> dict:
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "argv": list(sys.argv),
     }
+
+
+def load_config_file(path: str | os.PathLike) -> Any:
+    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: the file does not parse, naming it.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"config file {p} not found")
+    text = p.read_text(encoding="utf-8")
+    try:
+        if p.suffix in (".yaml", ".yml"):
+            import yaml
+            return yaml.safe_load(text)
+        return json.loads(text)
+    except Exception as e:  # noqa: BLE001 - re-raised with the file's name
+        raise ValueError(f"cannot parse config file {p}: {e}") from None

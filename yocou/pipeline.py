@@ -1,0 +1,90 @@
+"""Resolve the pipeline's YAML config into per-run configs (model + training).
+
+The pipeline config (``workflows/config/<scale>.yaml``, schema in
+``workflows/schemas/config.schema.yaml``) names a size, the variants and the
+training budget. :func:`resolve_run` turns one variant into the exact
+``ModelConfig`` and ``TrainConfig`` a run uses, together with the [assume]
+fields of SPEC.md, so that every run logs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any, Mapping
+
+from .config import ModelConfig, preset
+from .train import TrainConfig, train_config_from_dict
+
+# Fields of ModelConfig that SPEC.md marks [assume]; logged with every run.
+ASSUMPTION_FIELDS = ("init_std", "init_scaled_out", "norm_eps", "cross_rope", "moe_aux_weight")
+
+
+def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = None) -> ModelConfig:
+    """The ModelConfig of ``variant`` under pipeline config ``cfg``.
+
+    ``cfg["variants"][variant]`` holds ``preset`` (a key of
+    :data:`yocou.config.PRESETS`), optionally ``size`` (default ``cfg["model"]["size"]``)
+    and any preset argument (``n_loops``, ``window``, ``n_layers``, ``d_model``, ...).
+    ``cfg["model"]["overrides"]`` and ``cfg["model"]["assumptions"]`` apply to all
+    variants; the variant's own keys win.
+
+    Raises:
+        ValueError: unknown variant, naming the configured ones.
+    """
+    variants = cfg.get("variants", {})
+    if variant not in variants:
+        raise ValueError(f"variant {variant!r} is not in the config's 'variants' ({sorted(variants)})")
+    spec = dict(variants[variant])
+    kind = spec.pop("preset")
+    size = spec.pop("size", cfg["model"]["size"])
+    kw: dict[str, Any] = {**cfg["model"].get("overrides", {}), **cfg["model"].get("assumptions", {}), **spec}
+    if vocab_size is not None:
+        kw["vocab_size"] = vocab_size
+    mc = preset(f"{kind}-{size}", **kw)
+    return mc.replace(name=variant)
+
+
+def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = None) -> dict[str, Any]:
+    """``{"variant", "scale", "model", "train", "assumptions"}`` for one training run.
+
+    ``cfg["train"]`` is shared; ``cfg["variants"][variant]["train"]`` (optional)
+    overrides it for this run (e.g. a different budget).
+    """
+    spec = dict(cfg["variants"].get(variant, {}))
+    train_over = spec.pop("train", {})
+    cfg2 = {**cfg, "variants": {**cfg["variants"], variant: spec}}
+    mc = resolve_model(cfg2, variant, vocab_size)
+    tc = train_config_from_dict({"seed": cfg.get("seed", 0), **cfg["train"], **train_over})
+    return {
+        "variant": variant,
+        "scale": cfg.get("scale"),
+        "model": mc.to_dict(),
+        "train": dataclasses.asdict(tc),
+        "assumptions": {f: getattr(mc, f) for f in ASSUMPTION_FIELDS},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m yocou.pipeline --config CFG.yaml --variant V [--tokenizer T] --out run.json``."""
+    from .data import load_tokenizer
+    from .io import atomic_write_json, load_config_file
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--variant", required=True)
+    ap.add_argument("--tokenizer", default=None, help="take vocab_size from this tokenizer")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    cfg = load_config_file(a.config)
+    vocab = load_tokenizer(a.tokenizer).vocab_size if a.tokenizer else None
+    rc = resolve_run(cfg, a.variant, vocab)
+    atomic_write_json(a.out, rc)
+    print(json.dumps(rc, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

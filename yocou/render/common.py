@@ -1,0 +1,66 @@
+"""Shared writers for tables (CSV + Markdown + JSON with provenance) and figures (PNG + PDF)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ..io import atomic_path, atomic_write_json, atomic_write_text, provenance
+
+
+def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: Iterable[str] = (),
+                config: dict[str, Any] | None = None, floatfmt: str = ".4g") -> dict[str, Path]:
+    """Write ``<stem>.csv``, ``<stem>.md`` and ``<stem>.json`` (rows + provenance) atomically.
+
+    The Markdown carries the title, the notes (data substitutes, CPU labels, units)
+    and a provenance line (git commit, versions); the JSON carries the full provenance.
+    """
+    stem = Path(out_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    prov = provenance(config or {}, None)
+    atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
+    md = io.StringIO()
+    md.write(f"### {title}\n\n")
+    md.write(df.to_markdown(index=False, floatfmt=floatfmt))
+    md.write("\n\n")
+    for n in notes:
+        md.write(f"- {n}\n")
+    md.write(f"\n<sub>yocou {prov['versions'].get('yocou')} · commit {prov['git_commit'][:10]}"
+             f"{' (dirty)' if prov.get('git_dirty') else ''} · torch {prov['versions'].get('torch')} · "
+             f"{prov['device'].get('cpu_model', '')} · {prov['created_utc']}</sub>\n")
+    atomic_write_text(stem.with_suffix(".md"), md.getvalue())
+    atomic_write_json(stem.with_suffix(".json"), {"title": title, "notes": list(notes),
+                                                  "rows": json.loads(df.to_json(orient="records")),
+                                                  "provenance": prov})
+    return {"csv": stem.with_suffix(".csv"), "md": stem.with_suffix(".md"), "json": stem.with_suffix(".json")}
+
+
+def save_figure(fig: Any, out_stem: str | Path, *, config: dict[str, Any] | None = None) -> None:
+    """Save ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` atomically, plus ``<stem>.provenance.json``."""
+    stem = Path(out_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    for ext, kw in ((".png", {"dpi": 150}), (".pdf", {})):
+        with atomic_path(stem.with_suffix(ext)) as tmp:
+            fig.savefig(tmp, format=ext[1:], bbox_inches="tight", **kw)
+    atomic_write_json(stem.with_name(stem.name + ".provenance.json"), provenance(config or {}, None))
+
+
+# Paper-like colours and labels, one per variant name used in configs.
+LABELS = {"transformer": "Transformer", "yoco": "YOCO", "rins": "RINS", "yocou": "YOCO-U", "loop": "Loop/Universal TRM",
+          "upper_loop": "Upper Loop", "upper_loop_noshare": "Upper Loop w/o Shared KV"}
+COLORS = {"transformer": "#7f7f7f", "yoco": "#1f77b4", "rins": "#2ca02c", "yocou": "#d62728", "loop": "#9467bd"}
+
+
+def label(variant: str) -> str:
+    return LABELS.get(variant, variant)
+
+
+def read_json(path: str | Path) -> Any:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"result file {p} not found")
+    return json.loads(p.read_text(encoding="utf-8"))

@@ -1,0 +1,77 @@
+"""Figure 2: training loss against training FLOPs (left) and against tokens (right).
+
+Inputs: each run's ``metrics.jsonl`` (analytic training FLOPs per row) and
+``summary.json``. Output: ``<out>.png/.pdf`` and the tidy data ``<data>.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .common import COLORS, label, save_figure, write_table
+
+
+def load_curves(run_dirs: list[str]) -> pd.DataFrame:
+    """Tidy ``variant, step, tokens, train_flops, loss`` from run folders (FileNotFoundError if absent)."""
+    frames = []
+    for d in run_dirs:
+        p = Path(d) / "metrics.jsonl"
+        if not p.is_file():
+            raise FileNotFoundError(f"{p} not found (train the model first)")
+        rows = [json.loads(l) for l in p.read_text(encoding="utf-8").splitlines() if l.strip()]
+        df = pd.DataFrame(rows)
+        df["variant"] = Path(d).name
+        frames.append(df[["variant", "step", "tokens", "train_flops", "loss"]])
+    return pd.concat(frames, ignore_index=True)
+
+
+def smooth(s: pd.Series, alpha: float) -> pd.Series:
+    return s.ewm(alpha=alpha).mean() if alpha < 1 else s
+
+
+def main(argv: list[str] | None = None) -> int:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--runs", nargs="+", required=True, help="run folders (named by variant)")
+    ap.add_argument("--out", required=True, help="figure stem (png + pdf)")
+    ap.add_argument("--data", required=True, help="table stem for the plotted data")
+    ap.add_argument("--smooth", type=float, default=0.3, help="EMA alpha for display (1 = raw)")
+    ap.add_argument("--scale-name", default="")
+    a = ap.parse_args(argv)
+    df = load_curves(a.runs)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for v, g in df.groupby("variant", sort=False):
+        g = g.sort_values("step")
+        y = smooth(g["loss"], a.smooth)
+        kw = dict(label=label(v), color=COLORS.get(v), lw=1.8)
+        axes[0].plot(g["train_flops"], y, **kw)
+        axes[1].plot(g["tokens"], y, **kw)
+    axes[0].set_xlabel("Training FLOPs (analytic)")
+    axes[1].set_xlabel("Training tokens")
+    for ax in axes:
+        ax.set_ylabel("Training loss")
+        ax.set_xscale("log")
+        ax.grid(alpha=0.3, which="both")
+        lo = df["loss"].quantile(0.02)
+        hi = df.groupby("variant")["loss"].apply(lambda s: s.iloc[min(len(s) - 1, max(1, len(s) // 10))]).max()
+        ax.set_ylim(lo - 0.1, hi + 0.2)
+    axes[1].legend(frameon=False)
+    fig.suptitle(f"Figure 2 (ours, {a.scale_name} scale, CPU): loss vs training FLOPs and tokens", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, a.out, config=vars(a))
+    final = df.sort_values("step").groupby("variant", sort=False).tail(1)
+    write_table(final.reset_index(drop=True), a.data, title="Figure 2 data: final logged training loss",
+                notes=["Full curves in each run's metrics.jsonl; FLOPs are analytic (yocou.accounting)."],
+                config=vars(a))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
