@@ -19,6 +19,7 @@ import dataclasses
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -197,6 +198,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         start_step = ck["step"]
+        if rank == 0:
+            print(f"resuming from step {start_step} ({ckpt_path})", file=sys.stderr, flush=True)
     if rank == 0:
         _truncate_metrics(metrics_path, start_step)
 

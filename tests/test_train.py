@@ -1,0 +1,170 @@
+"""Training: exact resume after a kill, DDP on 2 CPU processes == 1 process, schedule, NaN stop."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from yocou import config as C
+from yocou.train import TrainConfig, lr_at, train
+
+MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
+                head_dim=16, d_ff=64)
+
+
+def _run_config(tmp: Path, **train_kw) -> Path:
+    tc = dict(seed=3, steps=12, batch_size=4, seq_len=32, lr=3e-3, warmup_steps=2, dtype="fp32", log_every=1,
+              ckpt_every=3)
+    tc.update(train_kw)
+    p = tmp / "run_config.json"
+    p.write_text(json.dumps({"model": MODEL.to_dict(), "train": tc}))
+    return p
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "yocou.cli", *args]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+
+def _losses(run: Path) -> list[float]:
+    return [json.loads(l)["loss"] for l in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "model.pt", weights_only=False)["model"]
+
+
+@pytest.mark.slow
+def test_resume_after_kill_gives_identical_weights(tmp_path: Path, token_dir: Path) -> None:
+    steps = 60
+    rc = _run_config(tmp_path, steps=steps, ckpt_every=5)
+    data = str(token_dir / "train.bin")
+    full = tmp_path / "full"
+    subprocess.run(_cli("train", "--run-config", str(rc), "--data", data, "--out", str(full), "--no-progress"),
+                   check=True, env=_env(), capture_output=True)
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_cli("train", "--run-config", str(rc), "--data", data, "--out", str(killed),
+                                 "--no-progress"), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    t0 = time.time()
+    while not (killed / "ckpt.pt").exists():
+        assert proc.poll() is None, "training finished before a checkpoint could be interrupted"
+        assert time.time() - t0 < 120
+        time.sleep(0.02)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "model.pt").exists(), "the run was not interrupted"
+    ck_step = torch.load(killed / "ckpt.pt", weights_only=False)["step"]
+    assert 0 < ck_step < steps
+    res = subprocess.run(_cli("train", "--run-config", str(rc), "--data", data, "--out", str(killed),
+                              "--no-progress"), check=True, env=_env(), capture_output=True, text=True)
+    assert f"resuming from step {ck_step}" in res.stderr
+    a, b = _weights(full), _weights(killed)
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    assert _losses(full) == _losses(killed)
+    assert not (killed / "ckpt.pt").exists()
+
+
+@pytest.mark.slow
+def test_ddp_two_processes_equal_one_process(tmp_path: Path, token_dir: Path) -> None:
+    rc = _run_config(tmp_path, steps=8)
+    data = str(token_dir / "train.bin")
+    one, two = tmp_path / "one", tmp_path / "two"
+    subprocess.run(_cli("train", "--run-config", str(rc), "--data", data, "--out", str(one), "--no-progress"),
+                   check=True, env=_env(), capture_output=True)
+    res = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          "-m", "yocou.cli", "train", "--run-config", str(rc), "--data", data, "--out", str(two),
+                          "--no-progress"], env=_env(), capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-3000:]
+    summary = json.loads((two / "summary.json").read_text())
+    assert summary["provenance"]["world_size"] == 2
+    l1, l2 = _losses(one), _losses(two)
+    assert len(l1) == len(l2) == 8
+    for x, y in zip(l1, l2):
+        assert abs(x - y) < 1e-5, (l1, l2)
+    a, b = _weights(one), _weights(two)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-5)
+
+
+def test_grad_accum_equals_full_batch(tmp_path: Path, token_dir: Path) -> None:
+    base = dict(seed=1, steps=4, batch_size=4, seq_len=16, lr=1e-3, dtype="fp32", log_every=1)
+    s1 = train(MODEL, TrainConfig(**base), token_dir / "train.bin", tmp_path / "a", progress=False)
+    s2 = train(MODEL, TrainConfig(**base, grad_accum=2), token_dir / "train.bin", tmp_path / "b", progress=False)
+    assert s1["tokens"] == s2["tokens"]
+    for x, y in zip(_losses(tmp_path / "a"), _losses(tmp_path / "b")):
+        assert abs(x - y) < 1e-5
+
+
+def test_lr_schedule_by_hand() -> None:
+    tc = TrainConfig(steps=110, batch_size=1, seq_len=4, lr=1.0, min_lr_ratio=0.1, warmup_steps=10)
+    assert lr_at(0, tc) == pytest.approx(0.1)
+    assert lr_at(9, tc) == pytest.approx(1.0)
+    assert lr_at(10, tc) == pytest.approx(1.0)
+    assert lr_at(60, tc) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.5)))
+    assert lr_at(110, tc) == pytest.approx(0.1)
+
+
+def test_metrics_rows_and_flops(tmp_path: Path, token_dir: Path) -> None:
+    from yocou.accounting import train_flops_per_token
+    tc = TrainConfig(steps=3, batch_size=2, seq_len=16, dtype="bf16", log_every=1)
+    train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+    rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        assert set(r) >= {"step", "tokens", "train_flops", "loss", "lr", "tokens_per_s"}
+        assert r["tokens"] == r["step"] * 32
+        assert r["train_flops"] == pytest.approx(r["tokens"] * train_flops_per_token(MODEL, 16))
+    summ = json.loads((tmp_path / "summary.json").read_text())
+    assert {"config", "git_commit", "versions", "device", "seed"} <= set(summ["provenance"])
+
+
+def test_nan_loss_stops_with_clear_error(tmp_path: Path, token_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import yocou.train as T
+
+    real = T._loss
+
+    def poisoned(*a, **k):
+        loss, ce = real(*a, **k)
+        return loss * float("nan"), ce * float("nan")
+
+    monkeypatch.setattr(T, "_loss", poisoned)
+    with pytest.raises(FloatingPointError, match="step 0"):
+        train(MODEL, TrainConfig(steps=2, batch_size=2, seq_len=8), token_dir / "train.bin", tmp_path, progress=False)
+
+
+def test_resume_refuses_a_different_config(tmp_path: Path, token_dir: Path) -> None:
+    tc = TrainConfig(steps=4, batch_size=2, seq_len=8, ckpt_every=2, dtype="fp32")
+    train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+    # Fake an interrupted run of another config: a checkpoint with other settings.
+    ck = torch.load(tmp_path / "model.pt", weights_only=False)
+    ck["optimizer"] = {}
+    ck["train_config"] = {**ck["train_config"], "lr": 0.5}
+    torch.save(ck, tmp_path / "ckpt.pt")
+    with pytest.raises(ValueError, match="different config"):
+        train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+
+
+def test_bad_train_config_names_the_field() -> None:
+    from yocou.train import train_config_from_dict
+    with pytest.raises(ValueError, match="stepz"):
+        train_config_from_dict({"stepz": 3, "steps": 1, "batch_size": 1, "seq_len": 4})
+    with pytest.raises(ValueError, match="warmup_steps"):
+        TrainConfig(steps=3, batch_size=1, seq_len=4, warmup_steps=5)
+    with pytest.raises(TypeError, match="lr"):
+        TrainConfig(steps=3, batch_size=1, seq_len=4, lr="big")
