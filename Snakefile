@@ -3,6 +3,7 @@
 #   snakemake --cores all reproduce_all --config scale=smoke
 #   snakemake --cores all table10                          # one table or figure by name
 # Heavy imports stay out of this file so that `snakemake -n` is fast.
+import importlib.util
 import json
 from pathlib import Path
 
@@ -22,6 +23,8 @@ RUN = f"runs/{SCALE}"
 RES = f"results/{SCALE}"
 FIG = f"figures/{SCALE}"
 CORE = config["core_variants"]
+# The installed package's folder: render rules list their module as an input, so editing it reruns them.
+PKG = importlib.util.find_spec("yocou").submodule_search_locations[0]
 for _v in CORE:
     if _v not in config["variants"]:
         raise ValueError(f"core_variants names {_v!r}, which is not in 'variants' of workflows/config/{SCALE}.yaml")

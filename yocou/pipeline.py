@@ -53,7 +53,12 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     ``cfg["train"]`` is shared; ``cfg["variants"][variant]["train"]`` (optional)
     overrides it for this run (e.g. a different budget).
     """
-    spec = dict(cfg["variants"].get(variant, {}))
+    if variant not in cfg.get("variants", {}):
+        raise ValueError(f"variant {variant!r} is not in the config's 'variants' ({sorted(cfg.get('variants', {}))})")
+    spec = dict(cfg["variants"][variant])
+    if "preset" not in spec:
+        raise ValueError(f"variants.{variant}: missing key 'preset' (one of transformer, loop, rins, yoco, yocou, "
+                         "upper_loop)")
     train_over = spec.pop("train", {})
     cfg2 = {**cfg, "variants": {**cfg["variants"], variant: spec}}
     mc = resolve_model(cfg2, variant, vocab_size)

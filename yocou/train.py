@@ -189,6 +189,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     tokens_per_step = tc.batch_size * tc.seq_len
 
     start_step = 0
+    ck: dict[str, Any] = {}
     ckpt_path = out / "ckpt.pt"
     metrics_path = out / "metrics.jsonl"
     if ckpt_path.exists():
@@ -201,7 +202,9 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         if rank == 0:
             print(f"resuming from step {start_step} ({ckpt_path})", file=sys.stderr, flush=True)
     if rank == 0:
-        _truncate_metrics(metrics_path, start_step)
+        # Rewrite the log as it was at the checkpoint (a workflow manager may have deleted it).
+        rows = ck.get("metrics_rows", []) if start_step else []
+        atomic_write_text(metrics_path, "".join(r + "\n" for r in rows))
 
     fwd = wrap_ddp(model, world, device)
     if tc.compile:
@@ -256,7 +259,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
                 fh.write(json.dumps(row) + "\n")
             bar.set_postfix(loss=f"{loss_val:.3f}", lr=f"{lr:.2e}")
         if done % tc.ckpt_every == 0 and done < tc.steps:
-            _save_ckpt(ckpt_path, model, opt, done, model_cfg, tc, rank)
+            _save_ckpt(ckpt_path, model, opt, done, model_cfg, tc, rank, metrics_path)
     bar.close()
     final_step = step if stopped_by_flops else tc.steps
     summary = {"name": model_cfg.name, "steps": final_step, "tokens": final_step * tokens_per_step,
@@ -291,27 +294,15 @@ class _null:
 
 
 def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc: ModelConfig, tc: TrainConfig,
-               rank: int) -> None:
+               rank: int, metrics_path: Path) -> None:
+    """Atomically write the resume state, including the metrics rows logged so far."""
     if rank != 0:
         return
+    rows = [l for l in metrics_path.read_text(encoding="utf-8").splitlines() if l.strip()] \
+        if metrics_path.exists() else []
     with atomic_path(path) as tmp:
         torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                    "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc)}, tmp)
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Keep only rows logged at or before ``step`` (rows after the last checkpoint are redone)."""
-    if not path.exists():
-        return
-    rows = [l for l in path.read_text(encoding="utf-8").splitlines() if l.strip()]
-    kept = []
-    for l in rows:
-        try:
-            if json.loads(l)["step"] <= step:
-                kept.append(l)
-        except (json.JSONDecodeError, KeyError):
-            break  # a torn last line from a kill
-    atomic_write_text(path, "".join(k + "\n" for k in kept))
+                    "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LM:

@@ -4,7 +4,7 @@
 rule fig2:
     input:
         metrics=expand(f"{RUN}/models/{{variant}}/metrics.jsonl", variant=CORE),
-        code=["yocou/render/fig2.py", "yocou/render/common.py"],
+        code=[f"{PKG}/render/fig2.py", f"{PKG}/render/common.py"],
     output:
         png=f"{FIG}/fig2.png",
         pdf=f"{FIG}/fig2.pdf",
@@ -22,7 +22,7 @@ rule heldout_ppl:
     input:
         ppl=expand(f"{RES}/ppl/{{variant}}.json", variant=CORE),
         summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
-        code=["yocou/render/heldout_ppl.py", "yocou/render/common.py"],
+        code=[f"{PKG}/render/heldout_ppl.py", f"{PKG}/render/common.py"],
     output:
         csv=f"{RES}/heldout_ppl.csv",
         md=f"{RES}/heldout_ppl.md",
@@ -36,7 +36,7 @@ rule heldout_ppl:
 rule table10:
     input:
         measured=f"{RES}/kv_measure.json",
-        code=["yocou/render/table10.py", "yocou/render/common.py", "yocou/reported/table10.csv"],
+        code=[f"{PKG}/render/table10.py", f"{PKG}/render/common.py", f"{PKG}/reported/table10.csv"],
     output:
         csv=f"{RES}/table10.csv",
         md=f"{RES}/table10.md",
