@@ -99,3 +99,37 @@ def test_train_flops_match_hand_count_for_a_transformer() -> None:
     matmul = 2 * per_layer + D * V
     attn = 2 * 4 * hd * (N + 1) / 2
     assert train_flops_per_token(cfg, N) == pytest.approx(3 * (2 * matmul + attn))
+
+
+def test_kv_table_cli_prints_all_24_cells_of_table10(capsys) -> None:
+    """`yocou kv-table --preset paper-1.3b` against the paper's reported Table 10 (yocou/reported)."""
+    import json
+
+    from yocou.cli import main
+    from yocou.reported import load_table
+
+    assert main(["kv-table", "--preset", "paper-1.3b", "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    rep = load_table(10)
+    n = 0
+    for r in rows:
+        for seq_len, mib in r.items():
+            if seq_len == "model":
+                continue
+            paper = rep[(rep["model"] == r["model"]) & (rep["seq_len"] == int(seq_len))]["value"]
+            assert float(paper.iloc[0]) == mib, (r["model"], seq_len)
+            n += 1
+    assert n == 24
+    assert main(["kv-table", "--preset", "paper-1.3b"]) == 0
+    md = capsys.readouterr().out
+    assert "| YOCO-U | 46 | 62 | 94 | 158 | 286 | 542 |" in md
+
+
+def test_kv_cli_measure_equals_analytic(capsys) -> None:
+    import json
+
+    from yocou.cli import main
+
+    assert main(["kv", "--preset", "yocou-smoke", "--seq-len", "40", "--batch", "2", "--measure"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["measured_bytes"] == out["analytic_bytes"] > 0 and out["measured_equals_analytic"]

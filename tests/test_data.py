@@ -336,3 +336,20 @@ def test_hf_source_with_local_json(tmp_path):
                                                                                   "text_field": "body"}}})
     with pytest.raises(ValueError, match="sources.hf"):
         build_corpus(tmp_path / "e", {**cfg, "sources": {"shakespeare": OFF, "stdlib": OFF, "hf": {"enabled": True}}})
+
+
+def test_pretrained_tokenizer_by_path_and_reference(tmp_path):
+    """The paper-scale option: a pretrained tokenizer by path is copied; a name becomes a reference file."""
+    from yocou.data import install_pretrained, load_tokenizer, train_tokenizer
+
+    docs = tmp_path / "train.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": str(i), "text": f"hello world {i} " * 20}) for i in range(20)))
+    train_tokenizer(docs, 280, tmp_path / "base.json")
+    fp = install_pretrained(str(tmp_path / "base.json"), tmp_path / "tokenizer.json")
+    a, b = load_tokenizer(tmp_path / "base.json"), load_tokenizer(tmp_path / "tokenizer.json")
+    assert fp["vocab_size"] == a.vocab_size == b.vocab_size
+    assert a.encode("hello world 7") == b.encode("hello world 7")
+    # a reference file to a name resolves to that name (error names the missing package if absent)
+    (tmp_path / "ref.json").write_text(json.dumps({"yocou_tokenizer_ref": "no-such-tokenizer"}))
+    with pytest.raises(FileNotFoundError, match="no-such-tokenizer"):
+        load_tokenizer(tmp_path / "ref.json")

@@ -142,8 +142,12 @@ def _cmd_corpus(a: argparse.Namespace) -> int:
 
 
 def _cmd_tokenizer(a: argparse.Namespace) -> int:
-    from .data import train_tokenizer
+    from .data import install_pretrained, train_tokenizer
 
+    pretrained = a.pretrained or (_load_yaml_or_json(a.config).get("data", {}).get("tokenizer") if a.config else None)
+    if pretrained:
+        print(json.dumps({"tokenizer": a.out, **install_pretrained(pretrained, a.out)}))
+        return 0
     vocab = a.vocab_size or _pipeline_section(a.config, "data", "vocab_size")
     train_tokenizer(Path(a.corpus) / "train.jsonl", vocab, Path(a.out))
     print(json.dumps({"tokenizer": a.out, "vocab_size": vocab}))
@@ -227,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--corpus", required=True)
     tk.add_argument("--config", default=None, help="pipeline config (reads data.vocab_size)")
     tk.add_argument("--vocab-size", type=int, default=None)
+    tk.add_argument("--pretrained", default=None,
+                    help="use this tokenizer.json path or name (gpt2-offline, cl100k_base) instead of training")
     tk.add_argument("--out", required=True)
     tk.set_defaults(func=_cmd_tokenizer)
 

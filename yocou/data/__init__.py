@@ -9,7 +9,7 @@ See /work/shared/DATA.md for the sources. Typical use::
 """
 
 from .corpus import DEFAULT_CORPUS_CONFIG, SPLITS, build_corpus, read_jsonl, resolve_corpus_config
-from .tokenizer import EOS_TOKEN, TokenizerAdapter, load_tokenizer, train_tokenizer
+from .tokenizer import EOS_TOKEN, TokenizerAdapter, install_pretrained, load_tokenizer, train_tokenizer
 from .tokens import TokenStream, encode_corpus
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "EOS_TOKEN",
     "TokenizerAdapter",
     "load_tokenizer",
+    "install_pretrained",
     "train_tokenizer",
     "TokenStream",
     "encode_corpus",

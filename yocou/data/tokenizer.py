@@ -236,9 +236,56 @@ def load_tokenizer(spec: str | os.PathLike) -> TokenizerAdapter:
     if not path.is_file():
         raise FileNotFoundError(f"tokenizer {s!r}: no such tokenizer.json and not one of the names "
                                 "'gpt2-offline', 'cl100k_base'")
+    ref = _named_ref(path)
+    if ref is not None:
+        return load_tokenizer(ref)
     from tokenizers import Tokenizer
 
     return _hf_adapter(str(path), Tokenizer.from_file(str(path)))
+
+
+REF_KEY = "yocou_tokenizer_ref"
+
+
+def _named_ref(path: Path) -> str | None:
+    """The name inside a reference file ``{"yocou_tokenizer_ref": "cl100k_base"}``, else None.
+
+    The pipeline writes such a file in place of ``tokenizer.json`` when the config names a
+    pretrained tokenizer (``data.tokenizer``), so later steps read one path either way.
+    """
+    if path.stat().st_size > 4096:
+        return None
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if isinstance(obj, dict) and REF_KEY in obj:
+        return str(obj[REF_KEY])
+    return None
+
+
+def install_pretrained(spec: str, out_path: str | os.PathLike) -> dict:
+    """Make ``out_path`` stand for a pretrained tokenizer (paper-scale option).
+
+    A ``tokenizer.json`` path is copied; a name (``gpt2-offline``, ``cl100k_base``) is written as a
+    reference file that :func:`load_tokenizer` resolves. Loads it once to fail early.
+
+    Returns its fingerprint (spec, sha256 or package version).
+
+    Raises:
+        FileNotFoundError / ImportError: as :func:`load_tokenizer`.
+    """
+    from ..io import atomic_write_bytes, atomic_write_json
+
+    tok = load_tokenizer(spec)
+    src = Path(str(spec)).expanduser()
+    if src.is_dir():
+        src = src / "tokenizer.json"
+    if src.is_file():
+        atomic_write_bytes(out_path, src.read_bytes())
+    else:
+        atomic_write_json(out_path, {REF_KEY: str(spec)})
+    return {**tokenizer_fingerprint(spec), "vocab_size": tok.vocab_size}
 
 
 def tokenizer_fingerprint(spec: str | os.PathLike) -> dict:
