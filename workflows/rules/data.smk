@@ -4,27 +4,29 @@ SPLITS = ["train", "heldout_book", "heldout_code"]
 
 
 rule corpus:
-    input:
-        CONFIG_JSON,
     output:
         manifest=f"{RUN}/corpus/manifest.json",
         docs=expand(f"{RUN}/corpus/{{split}}.jsonl", split=SPLITS),
     log:
         f"logs/{SCALE}/corpus.log",
+    params:
+        # A change of the data section reruns this rule (Snakemake's params trigger); the file is read.
+        data=json.dumps(config["data"], sort_keys=True),
     shell:
-        "yocou corpus --config {input} --out {RUN}/corpus > {log} 2>&1"
+        "yocou corpus --config {CONFIG_JSON} --out {RUN}/corpus > {log} 2>&1"
 
 
 rule tokenizer:
     input:
-        cfg=CONFIG_JSON,
         train=f"{RUN}/corpus/train.jsonl",
     output:
         f"{RUN}/tokenizer.json",
     log:
         f"logs/{SCALE}/tokenizer.log",
+    params:
+        data=json.dumps(config["data"], sort_keys=True),
     shell:
-        "yocou tokenizer --corpus {RUN}/corpus --config {input.cfg} --out {output} > {log} 2>&1"
+        "yocou tokenizer --corpus {RUN}/corpus --config {CONFIG_JSON} --out {output} > {log} 2>&1"
 
 
 rule tokens:

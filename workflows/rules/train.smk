@@ -3,14 +3,17 @@
 
 rule run_config:
     input:
-        cfg=CONFIG_JSON,
         tok=f"{RUN}/tokenizer.json",
     output:
         f"{RUN}/models/{{variant}}/run_config.json",
     log:
         f"logs/{SCALE}/run_config_{{variant}}.log",
+    params:
+        # Only what a run depends on: editing evaluation settings never retrains.
+        run=lambda w: json.dumps({k: config[k] for k in ("seed", "model", "train")} | {
+            "variant": config["variants"][w.variant]}, sort_keys=True),
     shell:
-        "python -m yocou.pipeline --config {input.cfg} --variant {wildcards.variant} "
+        "python -m yocou.pipeline --config {CONFIG_JSON} --variant {wildcards.variant} "
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"
 
 
