@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter
 
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", nargs="+", required=True, help="run folders (named by variant)")
@@ -58,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     for ax in axes:
         ax.set_ylabel("Training loss")
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.grid(alpha=0.3, which="both")
         lo = df["loss"].quantile(0.02)
         hi = df.groupby("variant")["loss"].apply(lambda s: s.iloc[min(len(s) - 1, max(1, len(s) // 10))]).max()
