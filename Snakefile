@@ -40,6 +40,7 @@ if not _cfg_path.exists() or _cfg_path.read_text() != _cfg_text:
 CONFIG_JSON = str(_cfg_path)
 
 
+include: "workflows/rules/common.smk"
 include: "workflows/rules/data.smk"
 include: "workflows/rules/train.smk"
 include: "workflows/rules/eval.smk"

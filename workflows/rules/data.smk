@@ -12,8 +12,10 @@ rule corpus:
     params:
         # A change of the data section reruns this rule (Snakemake's params trigger); the file is read.
         data=json.dumps(config["data"], sort_keys=True),
+        cfg=CONFIG_JSON,
+        out=lambda w, output: os.path.dirname(output.manifest),
     shell:
-        "yocou corpus --config {CONFIG_JSON} --out {RUN}/corpus > {log} 2>&1"
+        "yocou corpus --config {params.cfg} --out {params.out} > {log} 2>&1"
 
 
 rule tokenizer:
@@ -25,8 +27,10 @@ rule tokenizer:
         f"logs/{SCALE}/tokenizer.log",
     params:
         data=json.dumps(config["data"], sort_keys=True),
+        cfg=CONFIG_JSON,
+        corpus=lambda w, input: os.path.dirname(input.train),
     shell:
-        "yocou tokenizer --corpus {RUN}/corpus --config {CONFIG_JSON} --out {output} > {log} 2>&1"
+        "yocou tokenizer --corpus {params.corpus} --config {params.cfg} --out {output} > {log} 2>&1"
 
 
 rule tokens:
@@ -37,5 +41,8 @@ rule tokens:
         expand(f"{RUN}/tokens/{{split}}.bin", split=SPLITS),
     log:
         f"logs/{SCALE}/tokens.log",
+    params:
+        corpus=lambda w, input: os.path.dirname(input.docs[0]),
+        out=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "yocou tokenize --corpus {RUN}/corpus --tokenizer {input.tok} --out {RUN}/tokens > {log} 2>&1"
+        "yocou tokenize --corpus {params.corpus} --tokenizer {input.tok} --out {params.out} > {log} 2>&1"

@@ -11,11 +11,12 @@ rule ppl:
         f"logs/{SCALE}/ppl_{{variant}}.log",
     params:
         p=config["eval"]["ppl"],
+        tokens=lambda w, input: os.path.dirname(input.data[0]),
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"].get("max_tokens") else ""),
     threads: workflow.cores
     shell:
-        "yocou ppl --model {input.model} --data {RUN}/tokens --seq-len {params.p[seq_len]} {params.max_tokens} "
+        "yocou ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
         "--dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
 
 

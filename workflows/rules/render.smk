@@ -13,9 +13,10 @@ rule fig2:
         f"logs/{SCALE}/fig2.log",
     params:
         runs=" ".join(f"{RUN}/models/{v}" for v in CORE),
+        scale=SCALE,
     shell:
-        "python -m yocou.render.fig2 --runs {params.runs} --out {FIG}/fig2 --data {RES}/fig2_data "
-        "--scale-name {SCALE} > {log} 2>&1"
+        "python -m yocou.render.fig2 --runs {params.runs} --out {output.png:q} --data {output.data:q} "
+        "--scale-name {params.scale} > {log} 2>&1"
 
 
 rule heldout_ppl:
@@ -28,9 +29,11 @@ rule heldout_ppl:
         md=f"{RES}/heldout_ppl.md",
     log:
         f"logs/{SCALE}/heldout_ppl.log",
+    params:
+        scale=SCALE,
     shell:
         "python -m yocou.render.heldout_ppl --ppl {input.ppl} --summaries {input.summaries} "
-        "--out {RES}/heldout_ppl --scale-name {SCALE} > {log} 2>&1"
+        "--out {output.csv} --scale-name {params.scale} > {log} 2>&1"
 
 
 rule table10:
@@ -43,5 +46,8 @@ rule table10:
         measured=f"{RES}/table10_measured.md",
     log:
         f"logs/{SCALE}/table10.log",
+    params:
+        scale=SCALE,
     shell:
-        "python -m yocou.render.table10 --measured {input.measured} --out {RES}/table10 --scale-name {SCALE} > {log} 2>&1"
+        "python -m yocou.render.table10 --measured {input.measured} --out {output.csv} --scale-name {params.scale} "
+        "> {log} 2>&1"

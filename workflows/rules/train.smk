@@ -12,14 +12,10 @@ rule run_config:
         # Only what a run depends on: editing evaluation settings never retrains.
         run=lambda w: json.dumps({k: config[k] for k in ("seed", "model", "train")} | {
             "variant": config["variants"][w.variant]}, sort_keys=True),
+        cfg=CONFIG_JSON,
     shell:
-        "python -m yocou.pipeline --config {CONFIG_JSON} --variant {wildcards.variant} "
+        "python -m yocou.pipeline --config {params.cfg} --variant {wildcards.variant} "
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"
-
-
-def _launcher(wildcards):
-    n = config["launch"].get("nproc", 1)
-    return f"torchrun --standalone --nproc-per-node {n} -m yocou.cli" if n > 1 else "yocou"
 
 
 rule train:
@@ -33,9 +29,10 @@ rule train:
     log:
         f"logs/{SCALE}/train_{{variant}}.log",
     params:
-        launch=_launcher,
+        launch=launcher,
+        out=lambda w, output: os.path.dirname(output.model),
     threads: workflow.cores
-    # Keep the checkpoint (and metrics) of an interrupted run so the rerun resumes from it.
+    # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
     shell:
         "OMP_NUM_THREADS={threads} {params.launch} train --run-config {input.rc} --data {input.data} "
-        "--out {RUN}/models/{wildcards.variant} > {log} 2>&1"
+        "--out {params.out} > {log} 2>&1"

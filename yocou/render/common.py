@@ -12,6 +12,15 @@ import pandas as pd
 from ..io import atomic_path, atomic_write_json, atomic_write_text, provenance
 
 
+OUTPUT_SUFFIXES = (".csv", ".md", ".json", ".png", ".pdf")
+
+
+def stem_of(path: str | Path) -> Path:
+    """``results/x/table10.csv`` -> ``results/x/table10``: a Snakemake output names the stem."""
+    p = Path(path)
+    return p.with_suffix("") if p.suffix in OUTPUT_SUFFIXES else p
+
+
 def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: Iterable[str] = (),
                 config: dict[str, Any] | None = None, floatfmt: str = ".4g") -> dict[str, Path]:
     """Write ``<stem>.csv``, ``<stem>.md`` and ``<stem>.json`` (rows + provenance) atomically.
@@ -19,7 +28,7 @@ def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: It
     The Markdown carries the title, the notes (data substitutes, CPU labels, units)
     and a provenance line (git commit, versions); the JSON carries the full provenance.
     """
-    stem = Path(out_stem)
+    stem = stem_of(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance(config or {}, None)
     atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
@@ -41,7 +50,7 @@ def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: It
 
 def save_figure(fig: Any, out_stem: str | Path, *, config: dict[str, Any] | None = None) -> None:
     """Save ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` atomically, plus ``<stem>.provenance.json``."""
-    stem = Path(out_stem)
+    stem = stem_of(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     for ext, kw in ((".png", {"dpi": 150}), (".pdf", {})):
         with atomic_path(stem.with_suffix(ext)) as tmp:

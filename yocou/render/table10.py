@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..cli import KV_TABLE_LENGTHS, MIB, kv_table
 from ..reported import load_table
-from .common import label, read_json, write_table
+from .common import label, read_json, stem_of, write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="stem of part A (paper config); part B gets '_measured'")
     ap.add_argument("--scale-name", default="")
     a = ap.parse_args(argv)
+    a.out = str(stem_of(a.out))
     ours = pd.DataFrame(kv_table("paper-1.3b", "bf16"))
     rep = load_table(10)
     rows = []
