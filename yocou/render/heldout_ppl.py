@@ -16,6 +16,18 @@ import pandas as pd
 from .common import label, read_json, write_table
 
 
+def paper_wiki_ppl() -> dict[str, float]:
+    """The paper's Wiki. ppl by model label: Table 3, then Table 5 for rows Table 3 does not print."""
+    from ..reported import load_table
+
+    out: dict[str, float] = {}
+    for n in (3, 5):
+        t = load_table(n)
+        for _, r in t[t["column"] == "Wiki. ppl"].iterrows():
+            out.setdefault(str(r["model"]), float(r["value"]))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--ppl", nargs="+", required=True, help="ppl JSON per variant (file stem = variant)")
@@ -36,6 +48,15 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{split} tokens"] = res["n_tokens"]
         rows.append(row)
     df = pd.DataFrame(rows)
+    # Relative to our Transformer, so direction and size compare with the paper's ratios.
+    base = df[df["variant"] == "transformer"]
+    for split in [c[:-4] for c in df.columns if c.endswith(" ppl")]:
+        if len(base):
+            df[f"{split} ppl / Transformer"] = df[f"{split} ppl"] / float(base[f"{split} ppl"].iloc[0])
+    paper = paper_wiki_ppl()
+    df["paper Wiki. ppl"] = df["model"].map(paper)
+    if "Transformer" in paper:
+        df["paper Wiki. ppl / Transformer"] = df["paper Wiki. ppl"] / paper["Transformer"]
     first = read_json(a.ppl[0])["splits"]
     docs = {k: [d["id"] for d in v["docs"]] for k, v in first.items()}
     notes = [f"{a.scale_name} scale, trained and evaluated on CPU.",
@@ -43,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
              "out of training whole (corpus manifest): "
              + "; ".join(f"{k}: {len(v)} document(s) ({', '.join(v[:3])}{', ...' if len(v) > 3 else ''})"
                          for k, v in docs.items()) + ".",
+             "Paper columns: Wiki. ppl of Tables 3 and 5 (1.3B-class models, WikiText, GPU) for the models "
+             "printed there (RINS and YOCO-U rows of Table 3 are not printed on the paper's page; YOCO-U's "
+             "value is Table 5's). Different data and scale: compare the ratios to Transformer, not the values.",
              "Windows of " + ", ".join(f"{k}: seq_len {v['seq_len']}, ≤{v['max_tokens_per_doc']} tokens/doc"
                                        for k, v in first.items()) + "."]
     write_table(df, a.out, title=f"Held-out perplexity ({a.scale_name} scale)", notes=notes, config=vars(a))
