@@ -45,6 +45,9 @@ include: "workflows/rules/data.smk"
 include: "workflows/rules/train.smk"
 include: "workflows/rules/eval.smk"
 include: "workflows/rules/render.smk"
+include: "workflows/rules/longctx.smk"
+include: "workflows/rules/downstream.smk"
+include: "workflows/rules/efficiency.smk"
 
 
 rule reproduce_all:
@@ -53,3 +56,10 @@ rule reproduce_all:
         rules.fig2.output,
         rules.heldout_ppl.output,
         rules.table10.output,
+        rules.table4.output,
+        rules.fig4.output,
+        rules.table2.output,
+        rules.table3.output,
+        rules.table5.output,
+        rules.fig3.output,
+        rules.efficiency.input,

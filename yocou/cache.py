@@ -135,6 +135,52 @@ class KVCache:
         slot.v_BHSD[:, :, idx] = v_BHCD[:, :, C - n_keep:].to(slot.v_BHSD.dtype)
         return k_all, v_all, kpos
 
+    def window_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
+                    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Sliding-window slot: store a chunk at positions ``pos .. pos+C-1``; return what it attends over.
+
+        A prefill chunk (``C > 1``) gets ``(k, v, n_hist)``: the ring's valid entries
+        in position order (positions ``pos - n_hist .. pos - 1``, ``n_hist = min(pos, W)``)
+        followed by the chunk, ``[B, H_kv, n_hist + C, D_h]``, as
+        :func:`yocou.model.window_attend` takes them; the chunk's last ``min(C, W)``
+        entries are then written into the ring. A decode step (``C == 1``) writes first
+        and gets the ring's ``min(pos + 1, W)`` valid entries, which are exactly the W
+        keys its query sees (in ring order: attention does not depend on key order),
+        with ``n_hist = -1``. Only the last W positions are ever touched.
+        """
+        slot = self.slots[app.slot]
+        W = slot.window
+        assert slot.kind == "window" and W is not None
+        C = k_BHCD.shape[2]
+        if C == 1:
+            i = pos % W
+            slot.k_BHSD[:, :, i:i + 1] = k_BHCD
+            slot.v_BHSD[:, :, i:i + 1] = v_BHCD
+            n = min(pos + 1, W)
+            return slot.k_BHSD[:, :, :n], slot.v_BHSD[:, :, :n], -1
+        n_hist = min(pos, W)
+        if n_hist:
+            start = (pos - n_hist) % W
+            if start == 0:
+                k_hist, v_hist = slot.k_BHSD[:, :, :n_hist], slot.v_BHSD[:, :, :n_hist]
+            else:  # the ring wraps: oldest entry at index start
+                k_hist = torch.cat([slot.k_BHSD[:, :, start:], slot.k_BHSD[:, :, :start]], dim=2)
+                v_hist = torch.cat([slot.v_BHSD[:, :, start:], slot.v_BHSD[:, :, :start]], dim=2)
+            k_all = torch.cat([k_hist.to(k_BHCD.dtype), k_BHCD], dim=2)
+            v_all = torch.cat([v_hist.to(v_BHCD.dtype), v_BHCD], dim=2)
+        else:
+            k_all, v_all = k_BHCD, v_BHCD
+        n_keep = min(C, W)
+        first = pos + C - n_keep  # first position kept; it lands at ring index first % W
+        i0 = first % W
+        n_a = min(n_keep, W - i0)
+        slot.k_BHSD[:, :, i0:i0 + n_a] = k_BHCD[:, :, C - n_keep:C - n_keep + n_a]
+        slot.v_BHSD[:, :, i0:i0 + n_a] = v_BHCD[:, :, C - n_keep:C - n_keep + n_a]
+        if n_a < n_keep:
+            slot.k_BHSD[:, :, :n_keep - n_a] = k_BHCD[:, :, C - n_keep + n_a:]
+            slot.v_BHSD[:, :, :n_keep - n_a] = v_BHCD[:, :, C - n_keep + n_a:]
+        return k_all, v_all, n_hist
+
     def write_shared(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int) -> None:
         """Store K̂V̂ rows of a chunk at positions ``pos .. pos+C-1`` in a ``shared`` slot."""
         slot = self.slots[app.slot]

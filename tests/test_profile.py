@@ -1,0 +1,159 @@
+"""Efficiency harness: blocked sliding-window attention against a masked reference, the profiler's
+output (schema, KV bytes equal to the formula), exponent fits on synthetic data, the renderers.
+Correctness only: speed goals live in benchmarks/ and the profile results, not in timed tests."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from yocou import config as C
+from yocou.accounting import kv_cache_bytes
+from yocou.bench.profile import (ProfileConfig, fit_exponent, fit_linear, profile_config_from_dict,
+                                 profile_variant)
+from yocou.model import position_mask, window_attend
+
+KW = dict(vocab_size=64, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, d_ff=64)
+
+
+@pytest.mark.parametrize("n_hist,N,W,block", [(0, 1, 4, None), (0, 23, 6, None), (3, 17, 6, None), (6, 5, 6, None),
+                                             (6, 40, 6, 4), (2, 9, 16, None), (0, 33, 8, 5), (5, 12, 6, 12)])
+def test_window_attend_equals_masked_reference(n_hist: int, N: int, W: int, block: int | None) -> None:
+    g = torch.Generator().manual_seed(n_hist * 100 + N)
+    q = torch.randn(2, 4, N, 8, generator=g)
+    k = torch.randn(2, 2, n_hist + N, 8, generator=g)
+    v = torch.randn(2, 2, n_hist + N, 8, generator=g)
+    got = window_attend(q, k, v, n_hist, W, block)
+    kpos = torch.arange(n_hist + N)
+    mask = position_mask(kpos[n_hist:], kpos, W)
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    torch.testing.assert_close(got, ref, rtol=0, atol=1e-5)
+
+
+def test_window_attend_rejects_wrong_key_count() -> None:
+    with pytest.raises(ValueError, match="n_hist"):
+        window_attend(torch.zeros(1, 4, 3, 8), torch.zeros(1, 2, 5, 8), torch.zeros(1, 2, 5, 8), 1, 4)
+
+
+def _cfgs() -> list[C.ModelConfig]:
+    return [C.transformer(n_layers=2, **KW), C.yoco(n_layers=2, window=8, **KW),
+            C.yocou(n_layers=2, window=8, n_loops=3, **KW), C.rins(n_layers=2, n_loops=2, **KW)]
+
+
+@pytest.mark.parametrize("cfg", _cfgs(), ids=lambda c: c.name)
+def test_profile_rows_schema_and_kv_bytes_equal_formula(cfg: C.ModelConfig) -> None:
+    pc = ProfileConfig(seq_lens=(24, 40), n_decode=4, repeats=2, warmup=1, chunk_size=16, dtype="bf16")
+    rows = profile_variant(cfg, pc)
+    assert [r["seq_len"] for r in rows] == [24, 40]
+    for r in rows:
+        assert r["variant"] == cfg.name and r["prompt_len"] == r["seq_len"] - 4 and r["n_repeats"] == 2
+        assert r["kv_bytes_measured"] == kv_cache_bytes(cfg, r["seq_len"], dtype="bf16") == r["kv_bytes_analytic"]
+        assert r["kv_equal"] is True
+        for k in ("prefill_tokens_per_s", "decode_tokens_per_s", "ttft_s", "prefill_s", "decode_s", "prefill_cpu_s",
+                  "decode_cpu_s"):
+            assert r[k] > 0 and math.isfinite(r[k]), k
+        assert r["ttft_s"] >= r["prefill_s"]
+        assert r["peak_mem_bytes"] > 0 and r["mem_kind"] == "cpu_rss_sampled"
+        assert len(r["repeats"]) == 2 and "loadavg_1m_before" in r and r["n_threads"] >= 1
+        assert r["prefill_s"] == pytest.approx(statistics.median(x["prefill_s"] for x in r["repeats"]))
+    json.dumps(rows)  # JSON-able
+
+
+def test_profile_models_interleaves_and_orders_rows() -> None:
+    from yocou.bench.profile import profile_models
+
+    cfgs = {"a": C.transformer(n_layers=1, **KW), "b": C.yoco(n_layers=2, window=4, **KW)}
+    rows = profile_models(cfgs, ProfileConfig(seq_lens=(12, 20), n_decode=2, repeats=1, warmup=0, chunk_size=8))
+    assert [(r["variant"], r["seq_len"]) for r in rows] == [("a", 12), ("a", 20), ("b", 12), ("b", 20)]
+    assert all(r["kv_equal"] for r in rows)
+
+
+def test_profile_config_validation() -> None:
+    with pytest.raises(ValueError, match="unknown ProfileConfig"):
+        profile_config_from_dict({"seq_lens": [64], "bogus": 1})
+    with pytest.raises(ValueError, match="n_decode"):
+        ProfileConfig(seq_lens=(8,), n_decode=8)
+    with pytest.raises(TypeError, match="repeats"):
+        ProfileConfig(seq_lens=(64,), repeats=1.5)
+    assert profile_config_from_dict({"seq_lens": [64, 128]}).seq_lens == (64, 128)
+
+
+def test_fit_exponent_and_linear_on_synthetic_data() -> None:
+    n = [1024, 2048, 4096, 8192, 16384, 32768]
+    assert fit_exponent(n, [3 * x ** 1.5 for x in n]) == pytest.approx(1.5)
+    assert fit_exponent(n, [x ** 2 if x >= 4096 else 1.0 for x in n], lo=4096, hi=32768) == pytest.approx(2.0)
+    slope, icpt = fit_linear(n, [7 + 5 * x for x in n])
+    assert slope == pytest.approx(5) and icpt == pytest.approx(7)
+    with pytest.raises(ValueError, match="two distinct"):
+        fit_exponent(n, n, lo=40000)
+    with pytest.raises(ValueError, match="positive"):
+        fit_exponent([1, 2], [0, 1])
+
+
+def _synthetic_profile(path: Path) -> None:
+    """Prefill seconds ∝ apps·N (YOCO family) or apps·N² (global); KV from the formula."""
+    rows = []
+    apps = {"transformer": 8, "yoco": 4, "rins": 16, "yocou": 12}
+    for v, a in apps.items():
+        cfg = C.preset(f"{v}-smoke")
+        for n in (1024, 2048, 4096):
+            t = a * (n if v in ("yoco", "yocou") else n * n / 1024) * 1e-5
+            kv = kv_cache_bytes(cfg, n, dtype="bf16")
+            rows.append({"variant": v, "seq_len": n, "prompt_len": n - 8, "n_decode": 8, "chunk_size": 512,
+                         "dtype": "bf16", "batch_size": 1, "device": "cpu", "n_threads": 2, "prefill_s": t,
+                         "prefill_tokens_per_s": (n - 8) / t, "ttft_s": t, "decode_s": a * 1e-3,
+                         "decode_tokens_per_s": 8 / (a * 1e-3), "decode_ms_per_token": a / 8,
+                         "kv_bytes_measured": kv, "kv_bytes_analytic": kv, "kv_equal": True,
+                         "peak_mem_bytes": 1, "peak_mem_delta_bytes": 0, "mem_kind": "cpu_rss_sampled",
+                         "n_repeats": 1, "repeats": [], "loadavg_1m_before": 0.5, "loadavg_1m_after": 0.7})
+    path.write_text(json.dumps({"rows": rows, "provenance": {"device": {"cpu_model": "test", "n_cpus": 2}}}))
+
+
+def test_renderers_on_synthetic_profile(tmp_path: Path) -> None:
+    from yocou.render import fig7, table1, tables8_9
+
+    prof = tmp_path / "profile.json"
+    _synthetic_profile(prof)
+    assert tables8_9.main(["--profile", str(prof), "--out", str(tmp_path), "--scale-name", "t"]) == 0
+    t8 = pd.read_csv(tmp_path / "table8.csv")
+    ours = t8[(t8["ratio"] == "YOCO-U / YOCO") & t8["source"].str.startswith("ours")]
+    assert float(ours["1K"].iloc[0]) == pytest.approx(4 / 12, rel=1e-3)
+    paper = t8[(t8["ratio"] == "RINS / Transformer") & t8["source"].str.startswith("paper")]
+    assert float(paper["8K"].iloc[0]) == pytest.approx(42905 / 85707)
+    assert "CPU" in (tmp_path / "table8.md").read_text()
+    assert table1.main(["--profile", str(prof), "--out", str(tmp_path / "table1.csv"), "--lo", "1024",
+                        "--hi", "4096"]) == 0
+    t1 = pd.read_csv(tmp_path / "table1.csv").set_index("model")
+    assert t1.loc["YOCO", "fitted_prefill_exponent"] == pytest.approx(1.0)
+    assert t1.loc["Transformer", "fitted_prefill_exponent"] == pytest.approx(2.0)
+    assert t1.loc["Transformer", "fitted_kv_exponent"] == pytest.approx(1.0)
+    assert fig7.main(["--profile", str(prof), "--out", str(tmp_path / "fig7.png"), "--data",
+                      str(tmp_path / "fig7_data.csv")]) == 0
+    assert (tmp_path / "fig7.png").stat().st_size > 0 and (tmp_path / "fig7.pdf").is_file()
+
+
+def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
+    """The peer benchmark script runs end to end at the smoke shape (its numbers are not checked)."""
+    pytest.importorskip("transformers")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hf_llama_peer", Path(__file__).parents[1] / "benchmarks" /
+                                                  "hf_llama_peer.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "peer.json"
+    assert mod.main(["--preset", "transformer-smoke", "--batch", "2", "--seq-len", "32", "--train-steps", "1",
+                     "--prefill-len", "48", "--n-decode", "2", "--repeats", "1", "--peak-n", "128",
+                     "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert set(res["ratios_ours_over_hf"]) >= {"train_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s"}
+    assert all(v > 0 for v in res["ratios_ours_over_hf"].values())
+    assert 0 < res["train"]["ours"]["mfu"] and res["bf16_matmul_peak_flops"] > 0
+    assert "loadavg_start" in res["provenance"] and res["provenance"]["versions"]["transformers"]

@@ -1,0 +1,413 @@
+"""Needle in a haystack: S-NIAH-1 and S-NIAH-2 (paper Table 4; SPEC.md section 7).
+
+Written by us after RULER's definitions (Hsieh et al., 2024, ``synthetic.yaml``: ``niah_single_1``,
+``niah_single_2``); no RULER code is used.
+
+* **S-NIAH-1**: one needle in a *noise* haystack, RULER's repeated block of plain sentences
+  (:data:`NOISE_BLOCK`).
+* **S-NIAH-2**: one needle in *real book prose*. RULER uses Paul Graham's essays, which are not
+  available offline; we use the held-out book stream (``heldout_book.bin``: Milton's *Paradise Lost*,
+  never trained on), an excerpt starting at a seeded offset.
+
+A prompt is ``PREFIX + haystack[:p] + NEEDLE + haystack[p:] + QUESTION`` in the evaluated model's
+tokens, exactly ``length`` tokens long; ``p`` is the sentence/line boundary of the haystack nearest to
+``depth`` percent of it (0 = first, 100 = last). The needle says that one special magic number for a
+key word (an adjective-noun pair) is a 7-digit value; the prompt ends with the answer prefix
+``"... mentioned in the provided text is"`` so that a base model completes it with ``" <value>"``.
+Every sample is seeded by ``(seed, task, length, depth, sample)``.
+
+Scoring (all through the KV cache: chunked prefill with YOCO's early exit, then cached decode):
+
+* ``correct``: the value's digits appear in the greedy continuation (``max_new_tokens`` tokens);
+* ``logp_value``: teacher-forced log-probability (nats) of the value's tokens after the prompt;
+* ``logp_distractor``: the same for another seeded 7-digit number that is *not* in the prompt.
+  ``logp_value - logp_distractor`` is the retrieval gain, graded where accuracy is zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+TASKS = ("s_niah_1", "s_niah_2")
+TASK_LABELS = {"s_niah_1": "S-NIAH-1", "s_niah_2": "S-NIAH-2"}
+HAYSTACK_KIND = {"s_niah_1": "noise", "s_niah_2": "book"}
+
+# RULER's noise haystack (niah.py, ``haystack == 'noise'``).
+NOISE_BLOCK = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+# RULER's niah template and single-needle format, with "numbers" as the value type.
+PREFIX = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
+          "I will quiz you about the numbers afterwards.\n")
+NEEDLE = " One of the special magic numbers for {key} is: {value}."
+# In book prose (verse lines) the needle is a line of its own.
+NEEDLE_BOOK = "One of the special magic numbers for {key} is: {value}.\n"
+QUESTION = ("\nWhat is the special magic number for {key} mentioned in the provided text? "
+            "The special magic number for {key} mentioned in the provided text is")
+ANSWER = " {value}"
+# Key words: adjective-noun pairs as RULER's (which draws them with ``wonderwords``), from fixed lists.
+_ADJ = ("afraid", "bright", "calm", "damp", "eager", "faint", "gentle", "hollow", "icy", "jolly", "keen",
+        "lucky", "mellow", "noisy", "odd", "proud", "quiet", "rapid", "shy", "tidy", "vast", "wise", "young",
+        "zealous")
+_NOUN = ("hound", "river", "lantern", "meadow", "falcon", "harbor", "violin", "orchard", "pebble", "castle",
+         "comet", "garden", "kettle", "ladder", "mirror", "needle", "otter", "parrot", "quarry", "saddle",
+         "tunnel", "walnut", "yacht", "zebra")
+_BOUNDARY_CHARS = (".", "\n", "!", "?", ";")
+
+
+def depths_percent(n_depths: int) -> list[float]:
+    """``n_depths`` depths spread evenly from 0 to 100 percent (one depth: 50).
+
+    Raises:
+        ValueError: ``n_depths < 1``.
+    """
+    if n_depths < 1:
+        raise ValueError(f"eval.niah.n_depths must be >= 1, got {n_depths}")
+    if n_depths == 1:
+        return [50.0]
+    return [round(100.0 * i / (n_depths - 1), 4) for i in range(n_depths)]
+
+
+def boundary_token_ids(tok: Any) -> set[int]:
+    """Ids whose text ends a sentence or a line (``. ! ? ; \\n``): where a needle may go."""
+    out = set()
+    for i in range(tok.vocab_size):
+        try:
+            s = tok.decode([i]).rstrip(" ")
+        except Exception:  # noqa: BLE001 - ids without text (holes in a vocabulary)
+            continue
+        if s.endswith(_BOUNDARY_CHARS):
+            out.add(i)
+    return out
+
+
+def _rng(seed: int, task: str, length: int, depth: float, sample: int) -> np.random.Generator:
+    return np.random.default_rng([seed, TASKS.index(task), length, int(round(depth * 100)), sample])
+
+
+def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, seed: int,
+                book_ids: np.ndarray | None = None, book_name: str = "",
+                boundary_ids: set[int] | None = None) -> dict[str, Any]:
+    """One S-NIAH prompt of exactly ``length`` tokens with the needle at ``depth`` percent.
+
+    Args:
+        tok: a :class:`yocou.data.TokenizerAdapter` (the evaluated model's tokenizer).
+        task: ``"s_niah_1"`` (noise haystack) or ``"s_niah_2"`` (book haystack).
+        length: prompt length in tokens, answer prefix included.
+        depth: needle depth in percent of the haystack, 0..100.
+        sample: sample index (seeds the key, value, distractor and book offset).
+        seed: global seed.
+        book_ids: token ids of the haystack book (required for ``s_niah_2``).
+        book_name: name of the book, recorded in the sample.
+        boundary_ids: from :func:`boundary_token_ids` (computed if ``None``).
+
+    Returns:
+        dict with ``task, length, depth, sample, key, value, distractor, input_ids, answer_ids,
+        distractor_ids, needle_start, needle_len, haystack_start, haystack_len, depth_actual``
+        (needle position / haystack length), ``haystack`` (source name) and ``haystack_offset``
+        (token offset of the book excerpt; 0 for noise).
+
+    Raises:
+        ValueError: unknown task, depth outside 0..100, ``length`` shorter than the template, or a
+            book too short for the haystack.
+    """
+    if task not in TASKS:
+        raise ValueError(f"eval.niah.tasks: unknown task {task!r}, expected one of {TASKS}")
+    if not 0.0 <= depth <= 100.0:
+        raise ValueError(f"niah depth must be in 0..100 percent, got {depth}")
+    rng = _rng(seed, task, length, depth, sample)
+    key = f"{_ADJ[rng.integers(len(_ADJ))]}-{_NOUN[rng.integers(len(_NOUN))]}"
+    value = str(int(rng.integers(1_000_000, 10_000_000)))
+    distractor = value
+    while distractor == value:
+        distractor = str(int(rng.integers(1_000_000, 10_000_000)))
+    prefix = tok.encode(PREFIX)
+    needle_fmt = NEEDLE if HAYSTACK_KIND[task] == "noise" else NEEDLE_BOOK
+    needle = tok.encode(needle_fmt.format(key=key, value=value))
+    question = tok.encode(QUESTION.format(key=key))
+    H = length - len(prefix) - len(needle) - len(question)
+    if H < 0:
+        raise ValueError(f"eval.niah.lengths: {length} tokens is shorter than the prompt template "
+                         f"({length - H} tokens without haystack)")
+    if HAYSTACK_KIND[task] == "noise":
+        block = tok.encode(" " + NOISE_BLOCK)
+        reps = H // max(1, len(block)) + 1
+        hay = (block * reps)[:H]
+        offset, source = 0, "noise: RULER's repeated block of plain sentences"
+    else:
+        if book_ids is None:
+            raise ValueError("s_niah_2 needs the held-out book tokens (book_ids)")
+        n = len(book_ids)
+        if n < H:
+            raise ValueError(f"held-out book {book_name!r} has {n} tokens, fewer than the {H} the "
+                             f"haystack of length {length} needs")
+        bset = boundary_token_ids(tok) if boundary_ids is None else boundary_ids
+        offset = int(rng.integers(0, n - H + 1))
+        # start the excerpt at a line or sentence start where one follows closely
+        for o in range(offset, min(offset + 64, n - H + 1)):
+            if o == 0 or int(book_ids[o - 1]) in bset:
+                offset = o
+                break
+        hay = [int(t) for t in book_ids[offset:offset + H]]
+        source = f"book: {book_name}" if book_name else "book"
+    bset = boundary_token_ids(tok) if boundary_ids is None else boundary_ids
+    # the needle goes at the start, after a sentence or line end, or at the very end if that is one
+    cands = [0] + [p for p in range(1, H + 1) if hay[p - 1] in bset]
+    target = depth / 100.0 * H
+    p = min(cands, key=lambda c: (abs(c - target), c))
+    ids = prefix + hay[:p] + needle + hay[p:] + question
+    assert len(ids) == length
+    return {
+        "task": task, "length": length, "depth": float(depth), "sample": sample, "key": key, "value": value,
+        "distractor": distractor, "input_ids": ids, "answer_ids": tok.encode(ANSWER.format(value=value)),
+        "distractor_ids": tok.encode(ANSWER.format(value=distractor)),
+        "needle_start": len(prefix) + p, "needle_len": len(needle), "haystack_start": len(prefix),
+        "haystack_len": H, "depth_actual": (p / H) if H else 0.0, "haystack": source,
+        "haystack_offset": offset,
+    }
+
+
+def make_prompts(tok: Any, *, tasks: Sequence[str], lengths: Sequence[int], n_depths: int, n_samples: int,
+                 seed: int, book_ids: np.ndarray | None = None, book_name: str = "") -> list[dict[str, Any]]:
+    """Every (task, length, depth, sample) prompt of :func:`make_sample`, in that nesting order.
+
+    Raises:
+        ValueError: as :func:`make_sample`, or ``n_samples < 1`` / empty ``lengths``.
+    """
+    if n_samples < 1:
+        raise ValueError(f"eval.niah.n_samples must be >= 1, got {n_samples}")
+    if not lengths:
+        raise ValueError("eval.niah.lengths must list at least one length")
+    bset = boundary_token_ids(tok)
+    out = []
+    for task in tasks:
+        for L in lengths:
+            for d in depths_percent(n_depths):
+                for s in range(n_samples):
+                    out.append(make_sample(tok, task, int(L), d, s, seed=seed, book_ids=book_ids,
+                                           book_name=book_name, boundary_ids=bset))
+    return out
+
+
+def _autocast(model: torch.nn.Module, dtype: str):
+    dev = next(model.parameters()).device
+    if dtype not in ("fp32", "bf16"):
+        raise ValueError(f"eval.niah.dtype must be 'fp32' or 'bf16', got {dtype!r}")
+    return torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
+
+
+@torch.no_grad()
+def teacher_forced_logprob(model: torch.nn.Module, last_logits_BV: torch.Tensor, cache: Any,
+                           conts: Sequence[Sequence[int]]) -> list[float]:
+    """Summed log-probability (nats) of each row's continuation after a prefilled prompt.
+
+    Args:
+        model: the LM (or anything with its ``forward(ids, cache=...)`` contract).
+        last_logits_BV: logits of the prompt's last position ``[B, V]`` (from ``prefill``).
+        cache: the cache holding the prompts; it is advanced (pass a copy to keep it).
+        conts: per row, the continuation's token ids (at least one each; lengths may differ).
+
+    Returns:
+        ``B`` floats, ``Σ_j log p(cont[j] | prompt, cont[:j])``.
+    """
+    B = last_logits_BV.shape[0]
+    if len(conts) != B or any(len(c) == 0 for c in conts):
+        raise ValueError("teacher_forced_logprob needs one non-empty continuation per row")
+    A = max(len(c) for c in conts)
+    dev = last_logits_BV.device
+    x_BA = torch.tensor([list(c) + [c[-1]] * (A - len(c)) for c in conts], dtype=torch.long, device=dev)
+    logits = last_logits_BV[:, None].float()
+    if A > 1:
+        more = model(x_BA[:, :-1], cache=cache).logits_BNV.float()
+        logits = torch.cat([logits, more], dim=1)
+    lp_BA = torch.log_softmax(logits, dim=-1).gather(-1, x_BA[..., None])[..., 0]
+    valid = torch.arange(A, device=dev)[None, :] < torch.tensor([len(c) for c in conts], device=dev)[:, None]
+    return [float(v) for v in (lp_BA * valid).sum(1).double()]
+
+
+@torch.no_grad()
+def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Sequence[Sequence[int]],
+                distractors: Sequence[Sequence[int]], *, max_new_tokens: int, chunk_size: int = 512,
+                dtype: str = "fp32") -> dict[str, list]:
+    """Prefill a batch of equal-length prompts once, then greedy-decode and teacher-force.
+
+    Args:
+        model: the LM (:class:`yocou.model.LM` or a stand-in with its contract).
+        input_ids_BN: prompts ``[B, N]`` (int64), all of length N.
+        answers / distractors: per row, the value's / distractor's token ids.
+        max_new_tokens: greedy tokens to generate.
+        chunk_size: prefill chunk (tokens).
+        dtype: ``fp32`` or ``bf16`` (autocast).
+
+    Returns:
+        ``{"generated": [[ids]], "logp_value": [...], "logp_distractor": [...]}``.
+    """
+    from ..generate import decode_step, prefill
+
+    if max_new_tokens < 1:
+        raise ValueError(f"eval.niah.max_new_tokens must be >= 1, got {max_new_tokens}")
+    B, N = input_ids_BN.shape
+    extra = max(max_new_tokens, max(len(a) for a in answers), max(len(d) for d in distractors))
+    cache = model.new_cache(B, N + extra)
+    with _autocast(model, dtype):
+        last = prefill(model, input_ids_BN, cache, chunk_size=chunk_size)
+        lp_v = teacher_forced_logprob(model, last, copy.deepcopy(cache), answers)
+        lp_d = teacher_forced_logprob(model, last, copy.deepcopy(cache), distractors)
+        toks, logits = [], last
+        for i in range(max_new_tokens):
+            tok = logits.argmax(-1)
+            toks.append(tok)
+            if i + 1 < max_new_tokens:
+                logits = decode_step(model, tok, cache)
+    gen = torch.stack(toks, 1).tolist()
+    return {"generated": gen, "logp_value": lp_v, "logp_distractor": lp_d}
+
+
+def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]], *, max_new_tokens: int = 12,
+             chunk_size: int = 512, batch: int = 16, dtype: str = "fp32",
+             progress: bool = False) -> list[dict[str, Any]]:
+    """Score every prompt of :func:`make_prompts`; prompts of one length are batched.
+
+    Returns one record per prompt: ``task, length, depth, depth_actual, sample, value, output``
+    (greedy text), ``correct`` (value in output), ``logp_value``, ``logp_distractor`` (nats),
+    ``n_value_tokens``.
+    """
+    if batch < 1:
+        raise ValueError(f"eval.niah.batch must be >= 1, got {batch}")
+    dev = next(model.parameters()).device
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i, p in enumerate(prompts):
+        groups[len(p["input_ids"])].append(i)
+    recs: list[dict[str, Any] | None] = [None] * len(prompts)
+    for N in sorted(groups):
+        idx = groups[N]
+        for b in range(0, len(idx), batch):
+            rows = [prompts[i] for i in idx[b:b + batch]]
+            t0 = time.perf_counter()
+            x = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long, device=dev)
+            res = score_batch(model, x, [r["answer_ids"] for r in rows], [r["distractor_ids"] for r in rows],
+                              max_new_tokens=max_new_tokens, chunk_size=chunk_size, dtype=dtype)
+            for j, r in enumerate(rows):
+                text = tok.decode(res["generated"][j])
+                recs[idx[b + j]] = {
+                    "task": r["task"], "length": r["length"], "depth": r["depth"],
+                    "depth_actual": r["depth_actual"], "sample": r["sample"], "value": r["value"],
+                    "output": text, "correct": int(r["value"] in text),
+                    "logp_value": res["logp_value"][j], "logp_distractor": res["logp_distractor"][j],
+                    "n_value_tokens": len(r["answer_ids"]),
+                }
+            if progress:
+                print(f"niah N={N} rows {b}..{b + len(rows) - 1}: {time.perf_counter() - t0:.1f} s", flush=True)
+    return [r for r in recs if r is not None]
+
+
+def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (task, length, depth) cell: ``n``, ``acc``, mean ``logp_value``, ``logp_distractor``, ``gain``."""
+    cells: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        cells[(r["task"], r["length"], r["depth"])].append(r)
+    out = []
+    for (task, L, d), rs in sorted(cells.items()):
+        lv = float(np.mean([r["logp_value"] for r in rs]))
+        ld = float(np.mean([r["logp_distractor"] for r in rs]))
+        out.append({"task": task, "length": L, "depth": d, "n": len(rs),
+                    "acc": float(np.mean([r["correct"] for r in rs])), "logp_value": lv,
+                    "logp_distractor": ld, "gain": lv - ld})
+    return out
+
+
+# -- command line (used by workflows/rules/longctx.smk) ---------------------------------------------
+
+def _cmd_prompts(a: argparse.Namespace) -> int:
+    from ..data import TokenStream, load_tokenizer
+    from ..io import atomic_write_text, provenance
+
+    tok = load_tokenizer(a.tokenizer)
+    book, name = None, ""
+    if "s_niah_2" in a.tasks:
+        stream = TokenStream(a.book)
+        book = stream.document(0)
+        name = stream.doc_ids[0] if stream.doc_ids else Path(a.book).stem
+    prompts = make_prompts(tok, tasks=a.tasks, lengths=a.lengths, n_depths=a.n_depths, n_samples=a.n_samples,
+                           seed=a.seed, book_ids=book, book_name=name)
+    head = {"kind": "niah_prompts", "n_prompts": len(prompts), "book": name,
+            "provenance": provenance({k: v for k, v in vars(a).items() if k != "func"}, a.seed)}
+    lines = [json.dumps(head)] + [json.dumps(p) for p in prompts]
+    atomic_write_text(a.out, "\n".join(lines) + "\n")
+    print(f"{len(prompts)} prompts -> {a.out}")
+    return 0
+
+
+def read_prompts(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, prompts) of a prompts JSONL written by ``python -m yocou.longctx.niah prompts``."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"niah prompts {p} not found (run the niah_prompts rule)")
+    lines = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return lines[0], lines[1:]
+
+
+def _cmd_eval(a: argparse.Namespace) -> int:
+    from ..data import load_tokenizer
+    from ..io import atomic_write_json, provenance
+    from ..train import load_model
+
+    torch.manual_seed(0)
+    tok = load_tokenizer(a.tokenizer)
+    head, prompts = read_prompts(a.prompts)
+    model = load_model(a.model)
+    ck_train = torch.load(a.model, map_location="cpu", weights_only=False).get("train_config", {})
+    t0 = time.perf_counter()
+    recs = evaluate(model, tok, prompts, max_new_tokens=a.max_new_tokens, chunk_size=a.chunk_size,
+                    batch=a.batch, dtype=a.dtype, progress=True)
+    wall = time.perf_counter() - t0
+    cfg = {k: v for k, v in vars(a).items() if k != "func"}
+    res = {"model": a.model, "variant": Path(a.model).parent.name, "train_seq_len": ck_train.get("seq_len"),
+           "book": head.get("book"), "wall_s": wall, "n_prompts": len(recs), "cells": summarise(recs),
+           "records": recs, "prompts_provenance": head.get("provenance"), "provenance": provenance(cfg, None)}
+    atomic_write_json(a.out, res)
+    for task in dict.fromkeys(r["task"] for r in recs):
+        rs = [r for r in recs if r["task"] == task]
+        print(f"{task}: acc {np.mean([r['correct'] for r in rs]):.3f}  logp_value "
+              f"{np.mean([r['logp_value'] for r in rs]):.2f}  logp_distractor "
+              f"{np.mean([r['logp_distractor'] for r in rs]):.2f}  (n={len(rs)})")
+    print(f"wall {wall:.1f} s")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m yocou.longctx.niah", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(required=True)
+    p = sub.add_parser("prompts", help="generate the S-NIAH prompts (JSONL)")
+    p.add_argument("--tokenizer", required=True)
+    p.add_argument("--book", required=True, help="heldout_book.bin (haystack of S-NIAH-2)")
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    p.add_argument("--lengths", nargs="+", type=int, required=True)
+    p.add_argument("--n-depths", type=int, default=5)
+    p.add_argument("--n-samples", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_prompts)
+    e = sub.add_parser("eval", help="score one model on the prompts")
+    e.add_argument("--model", required=True)
+    e.add_argument("--tokenizer", required=True)
+    e.add_argument("--prompts", required=True)
+    e.add_argument("--max-new-tokens", type=int, default=12)
+    e.add_argument("--chunk-size", type=int, default=512)
+    e.add_argument("--batch", type=int, default=16)
+    e.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    e.add_argument("--out", required=True)
+    e.set_defaults(func=_cmd_eval)
+    a = ap.parse_args(argv)
+    return a.func(a)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,8 @@
+"""table3: thin entry point of :mod:`yocou.render.downstream` (``python -m yocou.render.table3 ...``)."""
+
+import sys
+
+from .downstream import main
+
+if __name__ == "__main__":
+    main(["table3", *sys.argv[1:]])
