@@ -12,6 +12,9 @@ from snakemake.utils import min_version, validate
 min_version("9.0")
 
 SCALE = config.get("scale", "tiny")
+_scales = sorted(p.stem for p in Path("workflows/config").glob("*.yaml"))
+if SCALE not in _scales:
+    raise ValueError(f"--config scale={SCALE}: no workflows/config/{SCALE}.yaml; choose one of {_scales}")
 
 
 configfile: f"workflows/config/{SCALE}.yaml"
