@@ -48,8 +48,8 @@ def _weights(run: Path) -> dict[str, torch.Tensor]:
 
 @pytest.mark.slow
 def test_resume_after_kill_gives_identical_weights(tmp_path: Path, token_dir: Path) -> None:
-    steps = 60
-    rc = _run_config(tmp_path, steps=steps, ckpt_every=5)
+    steps = 200  # long enough that the run cannot finish between the first checkpoint and the kill
+    rc = _run_config(tmp_path, steps=steps, ckpt_every=5, log_every=5)
     data = str(token_dir / "train.bin")
     full = tmp_path / "full"
     subprocess.run(_cli("train", "--run-config", str(rc), "--data", data, "--out", str(full), "--no-progress"),
@@ -62,9 +62,8 @@ def test_resume_after_kill_gives_identical_weights(tmp_path: Path, token_dir: Pa
     while not (killed / "ckpt.pt").exists():
         assert proc.poll() is None, "training finished before a checkpoint could be interrupted"
         assert time.time() - t0 < 120
-        time.sleep(0.02)
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGKILL)
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)  # right after the first checkpoint (written atomically)
     proc.wait()
     assert not (killed / "model.pt").exists(), "the run was not interrupted"
     ck_step = torch.load(killed / "ckpt.pt", weights_only=False)["step"]
