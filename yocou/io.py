@@ -92,21 +92,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"atomic_write_bytes expects bytes, got {type(data).__name__}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, _default_mode())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(bytes(data))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:

@@ -634,27 +634,18 @@ def build_corpus(out_dir: str | os.PathLike, cfg: dict | None = None) -> dict:
     per_source: dict[str, list[_Doc]] = {}
     source_info: dict[str, dict] = {}
     excluded: list[dict] = []
-    # cfg source -> list of (doc.source labels) for caps
-    if src_cfg["shakespeare"]["enabled"]:
-        docs, exc, info = _shakespeare_docs(src_cfg["shakespeare"], normalize)
-        per_source["shakespeare"] = docs
-        source_info["shakespeare"] = info
-        excluded += exc
-    if src_cfg["stdlib"]["enabled"]:
-        docs, exc, info = _stdlib_docs(normalize)
-        per_source["stdlib"] = docs
-        source_info["stdlib"] = info
-        excluded += exc
-    if src_cfg["debian"]["enabled"]:
-        docs, exc, info = _debian_docs(src_cfg["debian"], normalize)
-        per_source["debian"] = docs
-        source_info["debian"] = info
-        excluded += exc
-    if src_cfg["hf"]["enabled"]:
-        docs, exc, info = _hf_docs(src_cfg["hf"], normalize)
-        per_source["hf"] = docs
-        source_info["hf"] = info
-        excluded += exc
+    loaders = {
+        "shakespeare": lambda c: _shakespeare_docs(c, normalize),
+        "stdlib": lambda c: _stdlib_docs(normalize),
+        "debian": lambda c: _debian_docs(c, normalize),
+        "hf": lambda c: _hf_docs(c, normalize),
+    }
+    for name, load in loaders.items():
+        if src_cfg[name]["enabled"]:
+            docs, exc, info = load(src_cfg[name])
+            per_source[name] = docs
+            source_info[name] = info
+            excluded += exc
 
     all_docs = [d for docs in per_source.values() for d in docs]
     if len({d.id for d in all_docs}) != len(all_docs):
