@@ -41,30 +41,9 @@ from yocou.model import LM
 
 def hf_llama_from(model: LM) -> torch.nn.Module:
     """``LlamaForCausalLM`` with the shape and (copied) weights of our Transformer ``model``."""
-    import transformers
+    from yocou.hf import to_llama
 
-    cfg = model.cfg
-    n_layers = len(model.stages[0])
-    hf_cfg = transformers.LlamaConfig(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
-        num_hidden_layers=n_layers, num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads,
-        head_dim=cfg.head_dim, rms_norm_eps=cfg.norm_eps, rope_theta=cfg.rope_theta,
-        rope_parameters={"rope_type": "default", "rope_theta": cfg.rope_theta},
-        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, max_position_embeddings=1 << 17,
-    )
-    hf = transformers.LlamaForCausalLM(hf_cfg)
-    hf.config._attn_implementation = "sdpa"
-    names = {"wq": "self_attn.q_proj", "wk": "self_attn.k_proj", "wv": "self_attn.v_proj", "wo": "self_attn.o_proj",
-             "ffn.w1": "mlp.gate_proj", "ffn.w3": "mlp.up_proj", "ffn.w2": "mlp.down_proj",
-             "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
-    sd = {"model.embed_tokens.weight": model.embed.weight, "model.norm.weight": model.norm.weight,
-          "lm_head.weight": model.lm_head.weight}
-    for i, layer in enumerate(model.stages[0]):
-        for ours, theirs in names.items():
-            sd[f"model.layers.{i}.{theirs}.weight"] = layer.get_submodule(ours).weight
-    missing, unexpected = hf.load_state_dict({k: v.detach().clone() for k, v in sd.items()}, strict=False)
-    assert not unexpected and all("rotary" in k for k in missing), (missing, unexpected)
-    return hf
+    return to_llama(model)
 
 
 def median_time(fn: Callable[[], Any], repeats: int, warmup: int) -> tuple[float, list[float]]:

@@ -189,16 +189,21 @@ def _chunk_causal_mask(start: int, n: int, device: str) -> torch.Tensor:
 
 
 class SwiGLU(nn.Module):
-    """``w2(silu(w1 x) * w3 x)``; ``[B, N, D] -> [B, N, D]``."""
+    """``w2(silu(w1 x) * w3 x)``; ``[B, N, D] -> [B, N, D]``.
+
+    ``w1`` (gate) and ``w3`` (up) are one fused matrix ``w13`` of shape ``[2·d_ff, D]``, rows
+    ``[w1; w3]``: one matmul instead of two (faster on CPU at small widths, same math).
+    """
 
     def __init__(self, d_model: int, d_ff: int) -> None:
         super().__init__()
-        self.w1 = nn.Linear(d_model, d_ff, bias=False)
-        self.w3 = nn.Linear(d_model, d_ff, bias=False)
+        self.d_ff = d_ff
+        self.w13 = nn.Linear(d_model, 2 * d_ff, bias=False)
         self.w2 = nn.Linear(d_ff, d_model, bias=False)
 
     def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x_BND)) * self.w3(x_BND))
+        gate, up = self.w13(x_BND).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
 
 
 class MoE(nn.Module):
@@ -260,9 +265,9 @@ class SelfLayer(nn.Module):
         self.cfg = cfg
         H, G, Dh, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_model
         self.attn_norm = RMSNorm(D, cfg.norm_eps)
-        self.wq = nn.Linear(D, H * Dh, bias=False)
-        self.wk = nn.Linear(D, G * Dh, bias=False)
-        self.wv = nn.Linear(D, G * Dh, bias=False)
+        # Q, K and V projections fused into one matrix, rows [W_Q; W_K; W_V]: one matmul instead of three.
+        self.wqkv = nn.Linear(D, (H + 2 * G) * Dh, bias=False)
+        self.qkv_sizes = [H * Dh, G * Dh, G * Dh]
         self.wo = nn.Linear(H * Dh, D, bias=False)
         self.ffn_norm = RMSNorm(D, cfg.norm_eps)
         self.ffn = make_ffn(cfg)
@@ -272,9 +277,10 @@ class SelfLayer(nn.Module):
         cfg = self.cfg
         B, N, _ = x_BND.shape
         h = self.attn_norm(x_BND)
-        q = self.wq(h).view(B, N, cfg.n_heads, cfg.head_dim).transpose(1, 2)
-        k = self.wk(h).view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
-        v = self.wv(h).view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
+        q, k, v = self.wqkv(h).split(self.qkv_sizes, dim=-1)
+        q = q.view(B, N, cfg.n_heads, cfg.head_dim).transpose(1, 2)
+        k = k.view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
+        v = v.view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is None:
@@ -299,15 +305,15 @@ class SharedKV(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.wk = nn.Linear(cfg.d_model, cfg.d_kv, bias=False)
-        self.wv = nn.Linear(cfg.d_model, cfg.d_kv, bias=False)
+        self.wkv = nn.Linear(cfg.d_model, 2 * cfg.d_kv, bias=False)  # rows [W_K; W_V], one matmul
 
     def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         B, N, _ = x_BND.shape
         h = self.norm(x_BND)
-        k = self.wk(h).view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
-        v = self.wv(h).view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
+        k, v = self.wkv(h).chunk(2, dim=-1)
+        k = k.view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
+        v = v.view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
         if rope is not None:
             k = apply_rope(k, *rope)
         return k, v
