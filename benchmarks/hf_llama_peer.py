@@ -73,8 +73,12 @@ def matmul_peak_flops(n: int, dtype: torch.dtype = torch.bfloat16, repeats: int 
 
 def train_step_fn(model: torch.nn.Module, is_hf: bool, batch: int, seq_len: int, vocab: int
                   ) -> Callable[[], None]:
-    """One optimizer step (bf16 autocast, fp32 weights, AdamW, clipping) on random tokens."""
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
+    """One optimizer step (bf16 autocast, fp32 weights, AdamW, clipping) on random tokens.
+
+    Both models use the fused AdamW kernel: ``yocou train`` does, and it is the default optimizer of
+    transformers' ``Trainer`` (``TrainingArguments.optim = "adamw_torch_fused"``).
+    """
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     g = torch.Generator().manual_seed(0)
     x = torch.randint(0, vocab, (batch, seq_len), generator=g)
     y = torch.randint(0, vocab, (batch, seq_len), generator=g)

@@ -2,7 +2,8 @@
 
 One script for one process or many: under ``torchrun`` (``WORLD_SIZE > 1``) it
 initialises ``torch.distributed`` (gloo on CPU, NCCL on CUDA) and wraps the
-model in DDP. Each step's global batch is drawn from a generator seeded by
+model in DDP, or shards it with FSDP2 when ``TrainConfig.fsdp`` (:mod:`yocou.parallel`).
+Each step's global batch is drawn from a generator seeded by
 ``(seed, step)`` and split across ranks, so the loss curve does not depend on
 the number of processes, and a resumed run sees the same batches as an
 uninterrupted one.
@@ -29,7 +30,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import accounting
+from . import accounting, parallel
 from .config import ModelConfig, _check_types, config_from_dict
 from .io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from .model import LM
@@ -52,8 +53,16 @@ class TrainConfig:
         grad_accum: micro-steps per optimizer step (batch divides evenly).
         log_every, ckpt_every: in steps.
         compile: ``torch.compile`` the training forward.
-        stop_at_flops: stop early once analytic training FLOPs reach this
-            (Table 2 "equal FLOPs"); 0 disables.
+        stop_at_flops: stop early once analytic training FLOPs reach this; 0 disables.
+        snapshot_steps: after each of these optimizer steps also write the weights to
+            ``model_step<N>.pt`` (same format as ``model.pt``). Table 2's "equal FLOPs" YOCO-U is
+            the equal-steps run's snapshot at the step where its training FLOPs reach YOCO's full
+            run (:func:`yocou.pipeline.resolve_run`, ``equal_flops_to``).
+        fsdp: shard parameters, gradients and optimizer state with FSDP2 over the
+            ranks of ``torchrun`` (:mod:`yocou.parallel`) instead of DDP; checkpoints hold
+            full tensors, so a run resumes with any number of processes.
+        activation_checkpointing: recompute each layer in the backward pass
+            instead of storing its activations (less memory, about 1/3 more compute).
     """
 
     seed: int = 0
@@ -75,6 +84,9 @@ class TrainConfig:
     ckpt_every: int = 100
     compile: bool = False
     stop_at_flops: float = 0.0
+    snapshot_steps: tuple[int, ...] = ()
+    fsdp: bool = False
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -96,6 +108,9 @@ def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
     unknown = set(d) - allowed
     if unknown:
         raise ValueError(f"unknown TrainConfig key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    d = dict(d)
+    if isinstance(d.get("snapshot_steps"), list):  # JSON / YAML give lists
+        d["snapshot_steps"] = tuple(d["snapshot_steps"])
     return TrainConfig(**d)
 
 
@@ -179,12 +194,17 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
 
     torch.manual_seed(tc.seed)
     model = LM(model_cfg).to(device)
+    if tc.activation_checkpointing:
+        parallel.apply_activation_checkpointing(model)
+    if tc.fsdp and world > 1:
+        parallel.shard_fsdp(model)  # before the optimizer, which must hold the sharded parameters
+    sharded = parallel.is_sharded(model)
     decay, no_decay = [], []
     for n, p in model.named_parameters():
         (decay if p.ndim >= 2 and not n.startswith("embed") else no_decay).append(p)
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
                              {"params": no_decay, "weight_decay": 0.0}],
-                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, fused=True)
     flops_per_token = accounting.train_flops_per_token(model_cfg, tc.seq_len)
     tokens_per_step = tc.batch_size * tc.seq_len
 
@@ -193,11 +213,17 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     ckpt_path = out / "ckpt.pt"
     metrics_path = out / "metrics.jsonl"
     if ckpt_path.exists():
-        ck = torch.load(ckpt_path, map_location=device, weights_only=False)
-        if ck["model_config"] != model_cfg.to_dict() or ck["train_config"] != dataclasses.asdict(tc):
+        # FSDP: every rank maps the full-tensor file (pages shared on a node) and keeps its shards.
+        ck = torch.load(ckpt_path, map_location="cpu" if tc.fsdp else device, mmap=tc.fsdp, weights_only=False)
+        # A field added after the checkpoint was written counts as its default.
+        ck_tc = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+        if ck["model_config"] != model_cfg.to_dict() or {**ck_tc, **ck["train_config"]} != dataclasses.asdict(tc):
             raise ValueError(f"{ckpt_path} was written with a different config; remove {out} to start over")
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
+        if tc.fsdp:
+            parallel.load_full_state(model, opt, ck["model"], ck["optimizer"])
+        else:
+            model.load_state_dict(ck["model"])
+            opt.load_state_dict(ck["optimizer"])
         start_step = ck["step"]
         if rank == 0:
             print(f"resuming from step {start_step} ({ckpt_path})", file=sys.stderr, flush=True)
@@ -206,7 +232,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         rows = ck.get("metrics_rows", []) if start_step else []
         atomic_write_text(metrics_path, "".join(r + "\n" for r in rows))
 
-    fwd = wrap_ddp(model, world, device)
+    fwd = model if sharded else wrap_ddp(model, world, device)
     if tc.compile:
         fwd = torch.compile(fwd)
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=tc.dtype == "bf16")
@@ -231,6 +257,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         for i in range(tc.grad_accum):
             xs, ys = x[i * micro_b:(i + 1) * micro_b], y[i * micro_b:(i + 1) * micro_b]
             sync = i == tc.grad_accum - 1
+            if sharded:
+                model.set_requires_gradient_sync(sync)  # FSDP2's no_sync: reduce-scatter on the last micro-step
             ctx = fwd.no_sync() if (world > 1 and not sync and hasattr(fwd, "no_sync")) else _null()
             with ctx:
                 with amp:
@@ -243,6 +271,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         if not math.isfinite(loss_val):
             raise FloatingPointError(f"loss is {loss_val} at step {step} of {out}; lower TrainConfig.lr or check data")
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
+        if sharded:
+            gnorm = gnorm.full_tensor()  # a DTensor (collective)
         opt.step()
         opt.zero_grad(set_to_none=True)
         done = step + 1
@@ -258,6 +288,10 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
             with open(metrics_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(row) + "\n")
             bar.set_postfix(loss=f"{loss_val:.3f}", lr=f"{lr:.2e}")
+        if done in tc.snapshot_steps:
+            snap_sd = parallel.full_state(model)[0] if sharded else model.state_dict()  # collective when sharded
+            if rank == 0:
+                _save_model(out / f"model_step{done}.pt", snap_sd, model_cfg, tc, done, prov)
         if done % tc.ckpt_every == 0 and done < tc.steps:
             _save_ckpt(ckpt_path, model, opt, done, model_cfg, tc, rank, metrics_path)
     bar.close()
@@ -265,16 +299,23 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     summary = {"name": model_cfg.name, "steps": final_step, "tokens": final_step * tokens_per_step,
                "train_flops": final_step * tokens_per_step * flops_per_token, "stopped_by_flops": stopped_by_flops,
                **accounting.summary(model_cfg, tc.seq_len), "provenance": prov}
+    final_sd = parallel.full_state(model)[0] if sharded else model.state_dict()  # collective when sharded
     if rank == 0:
-        with atomic_path(out / "model.pt") as tmp:
-            torch.save({"model": model.state_dict(), "model_config": model_cfg.to_dict(),
-                        "train_config": dataclasses.asdict(tc), "step": final_step, "provenance": prov}, tmp)
+        _save_model(out / "model.pt", final_sd, model_cfg, tc, final_step, prov)
         atomic_write_json(out / "summary.json", summary)
         if ckpt_path.exists():
             ckpt_path.unlink()
     if world > 1:
         dist.barrier()
     return summary
+
+
+def _save_model(path: Path, state: dict[str, Any], mc: ModelConfig, tc: TrainConfig, step: int,
+                prov: dict[str, Any]) -> None:
+    """Atomically write the weights with their configs, step and provenance (the format of ``model.pt``)."""
+    with atomic_path(path) as tmp:
+        torch.save({"model": state, "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc),
+                    "step": step, "provenance": prov}, tmp)
 
 
 def wrap_ddp(model: LM, world: int, device: torch.device) -> torch.nn.Module:
@@ -295,13 +336,20 @@ class _null:
 
 def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc: ModelConfig, tc: TrainConfig,
                rank: int, metrics_path: Path) -> None:
-    """Atomically write the resume state, including the metrics rows logged so far."""
+    """Atomically write the resume state, including the metrics rows logged so far.
+
+    With ``tc.fsdp`` the state is full tensors keyed by name (:func:`yocou.parallel.full_state`, collective).
+    """
+    if tc.fsdp:
+        msd, osd = parallel.full_state(model, opt)
     if rank != 0:
         return
+    if not tc.fsdp:
+        msd, osd = model.state_dict(), opt.state_dict()
     rows = [l for l in metrics_path.read_text(encoding="utf-8").splitlines() if l.strip()] \
         if metrics_path.exists() else []
     with atomic_path(path) as tmp:
-        torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
+        torch.save({"model": msd, "optimizer": osd, "step": step,
                     "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
 
 
