@@ -51,6 +51,9 @@ include: "workflows/rules/render.smk"
 include: "workflows/rules/longctx.smk"
 include: "workflows/rules/downstream.smk"
 include: "workflows/rules/efficiency.smk"
+include: "workflows/rules/studies.smk"
+include: "workflows/rules/fig8.smk"
+include: "workflows/rules/audit.smk"
 
 
 rule reproduce_all:
@@ -65,4 +68,8 @@ rule reproduce_all:
         rules.table3.output,
         rules.table5.output,
         rules.fig3.output,
+        rules.fig5.output,
+        rules.fig6.output,
+        rules.fig8.output,
         rules.efficiency.input,
+        rules.audit.output,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -37,8 +38,16 @@ def test_dry_run_plans_every_core_model(tmp_path: Path, scale: str) -> None:
     cfg = yaml.safe_load((ROOT / f"workflows/config/{scale}.yaml").read_text())
     for v in cfg["core_variants"]:
         assert f"runs/{scale}/models/{v}/model.pt" in out
-    for target in ("fig2.png", "heldout_ppl.md", "table10.md"):
+    for target in ("fig2.png", "heldout_ppl.md", "table10.md", "fig5.png", "fig6.png", "fig8.png", "table2.md",
+                   "table3.md", "table5.md", "fig2_summary.csv"):
         assert target in out
+    # every run of every study is planned, each trained once
+    for study in cfg["studies"].values():
+        for run in (study.values() if isinstance(study, dict) else study):
+            runs = run if isinstance(run, list) else [run]
+            for r in runs:
+                assert f"runs/{scale}/models/{r}/model.pt" in out, r
+    assert out.count("rule train:") == len(cfg["variants"])
 
 
 def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
@@ -86,6 +95,24 @@ def test_smoke_pipeline_end_to_end(tmp_path: Path) -> None:
     kv = json.loads((res / "kv_measure.json").read_text())
     assert all(r["measured_bytes"] == r["analytic_bytes"] for r in kv["rows"])
     assert "git_commit" in kv["provenance"]
+    # Issue 6: every study rendered, with every run it names
+    cfg = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
+    for f in ("fig5", "fig6", "fig8"):
+        assert (wd / f"figures/smoke/{f}.png").stat().st_size > 1000, f
+        assert (res / f"{f}_data.csv").is_file(), f
+    for t in ("table2", "table3", "table5"):
+        rows = json.loads((res / f"{t}.json").read_text())["rows"]
+        runs = cfg["studies"][t].values() if t == "table2" else cfg["studies"][t]
+        ours = [r["model"] for r in rows if "(ours" in r["model"]]
+        assert len(ours) == len(list(runs)), (t, ours)
+        md = (res / f"{t}.md").read_text()
+        assert "Budget of" in md and "(paper)" in md
+    eq = json.loads((wd / "runs/smoke/models/yocou_moe_eqflops/summary.json").read_text())
+    rc = json.loads((wd / "runs/smoke/models/yocou_moe/run_config.json").read_text())
+    assert eq["steps"] == rc["equal_flops"]["step"] < rc["train"]["steps"]
+    assert eq["train_flops"] <= rc["equal_flops"]["reference_train_flops"]
+    f2 = pd.read_csv(res / "fig2_summary.csv")
+    assert list(f2["paper"]) == [0.62, 0.033] and f2["ours"].iloc[1] == f2["ours"].iloc[1]  # gap is a number
     # A second run has nothing to do.
     again = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr

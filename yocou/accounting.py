@@ -3,9 +3,43 @@
 Sources: SPEC.md section 5 (KV bytes, which reproduce the paper's Table 10
 exactly), paper Table 1 (complexities), nanoGPT/Chinchilla convention for
 training FLOPs (6 × matmul parameters applied per token + attention).
+
+FLOPs convention (SPEC.md section 7: "FLOPs counted analytically per token per
+variant (matmuls plus attention)"), for a plain training forward (``cache=None``)
+over sequences of N tokens:
+
+* matmuls: 2 FLOPs per multiply-add of every weight matrix applied to the token,
+  each loop application counted again: fused ``wqkv`` (self layers), ``wq`` (cross
+  layers), ``wo``, the SwiGLU ``w13``/``w2`` (MoE: the router, the ``top_k`` routed
+  experts and the shared expert), the K̂V̂ maker ``wkv`` once per ``kv``
+  application, and the LM head at every position. Not counted: the embedding
+  lookup, norms, RoPE, activations, softmax, the loss (elementwise).
+* attention: per attention application ``4·H·d_h·k`` per query (``Q·Kᵀ`` and
+  ``P·V``), with ``k`` the keys charged to the query. ``attention="visible"``
+  (the default, logged with every training row and used for "equal FLOPs"
+  budgets): the keys the query may see, i.e. the mean causal context
+  ``(N+1)/2`` for global and cross attention and the window ``W`` (``min(i+1, W)``
+  at position i) for sliding-window layers: what an attention kernel that skips
+  masked blocks does, and what the architecture costs. ``attention="dense"``: all
+  ``N`` keys for every attention application, what the plain training forward
+  actually hands to ``scaled_dot_product_attention`` (an ``N×N`` score matrix
+  with a causal flag or a boolean window mask, ``model._mask_for``) and what
+  ``torch.utils.flop_counter`` charges for it. The two differ only in the
+  attention term: dense/visible ≈ 2 for causal layers and ≈ N/W for window layers.
+* training = 3 × forward: the backward of every matmul is two matmuls of the same
+  size (input and weight gradients); for attention, the four products of the
+  backward (dP, dV, dQ, dK) over the same key pairs. The recomputation of the
+  scores inside a fused attention backward is not counted (model FLOPs, not
+  hardware FLOPs); torch's stock counter formula for a fused SDPA backward does
+  count it (5 products instead of 4, so 3.5 × the forward attention term).
+
+``tests/test_studies.py`` checks both conventions against
+``torch.utils.flop_counter.FlopCounterMode`` on a training step of every variant.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -92,7 +126,12 @@ def _ffn_active(cfg: ModelConfig) -> int:
 
 def active_params_per_token(cfg: ModelConfig) -> int:
     """Matrix parameters multiplied per token in one forward, counting each loop
-    application (so YOCO-U's self-decoder counts T times); embedding lookup excluded."""
+    application (so YOCO-U's self-decoder counts T times); embedding lookup excluded.
+
+    Self layer: ``wqkv`` + ``wo`` + FFN; cross layer: ``wq`` + ``wo`` + FFN; ``kv``
+    application: ``wkv``; plus the LM head. FFN: dense SwiGLU ``3·D·d_ff``, or MoE
+    router ``D·E`` + ``top_k`` routed experts + the shared expert (``3·D·d`` each).
+    """
     D, H, G, Dh = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     ffn = _ffn_active(cfg)
     n = D * cfg.vocab_size
@@ -106,8 +145,16 @@ def active_params_per_token(cfg: ModelConfig) -> int:
     return n
 
 
+AttentionConvention = Literal["visible", "dense"]
+ATTENTION_CONVENTIONS = ("visible", "dense")
+
+
 def attention_context(window: int | None, seq_len: int) -> float:
-    """Mean number of keys a query attends to in a causal sequence of ``seq_len``."""
+    """Mean number of keys a query may see in a causal sequence of ``seq_len``.
+
+    Global: ``(N + 1) / 2``. Window W (W keys including itself): position i sees
+    ``min(i + 1, W)`` keys, so ``(W·(W+1)/2 + (N−W)·W) / N`` when ``W < N``.
+    """
     N = seq_len
     if window is None or window >= N:
         return (N + 1) / 2
@@ -116,25 +163,53 @@ def attention_context(window: int | None, seq_len: int) -> float:
     return (W * (W + 1) / 2 + (N - W) * W) / N
 
 
-def forward_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
-    """Forward FLOPs per token of a training sequence of ``seq_len`` tokens.
+def attention_keys_per_query(window: int | None, seq_len: int, attention: AttentionConvention = "visible") -> float:
+    """Keys charged to one query of an attention application in a plain forward of ``seq_len`` tokens.
 
-    ``2 × active matmul parameters + Σ_attention 4·H·Dh·ctx`` with ctx the mean
-    causal context (:func:`attention_context`); window layers use W.
+    ``visible``: :func:`attention_context`; ``dense``: ``seq_len`` (the whole score row
+    that ``scaled_dot_product_attention`` computes under a causal flag or mask).
+
+    Raises:
+        ValueError: unknown convention.
     """
-    f = 2.0 * active_params_per_token(cfg)
+    if attention == "visible":
+        return attention_context(window, seq_len)
+    if attention == "dense":
+        return float(seq_len)
+    raise ValueError(f"attention must be one of {ATTENTION_CONVENTIONS}, got {attention!r}")
+
+
+def attention_flops_per_token(cfg: ModelConfig, seq_len: int, attention: AttentionConvention = "visible") -> float:
+    """Forward attention FLOPs per token: ``Σ_applications 4·H·d_h·k`` (``Q·Kᵀ`` and ``P·V``),
+    ``k`` from :func:`attention_keys_per_query`; self and cross applications, not ``kv``."""
     hd = cfg.n_heads * cfg.head_dim
+    f = 0.0
     for a in expand_plan(cfg):
         if a.kind == "self":
-            f += 4 * hd * attention_context(a.window, seq_len)
+            f += 4 * hd * attention_keys_per_query(a.window, seq_len, attention)
         elif a.kind == "cross":
-            f += 4 * hd * attention_context(None, seq_len)
+            f += 4 * hd * attention_keys_per_query(None, seq_len, attention)
     return f
 
 
-def train_flops_per_token(cfg: ModelConfig, seq_len: int) -> float:
-    """Training FLOPs per token: 3 × forward (backward is twice the forward)."""
-    return 3.0 * forward_flops_per_token(cfg, seq_len)
+def forward_flops_per_token(cfg: ModelConfig, seq_len: int, attention: AttentionConvention = "visible") -> float:
+    """Forward FLOPs per token of a training sequence of ``seq_len`` tokens.
+
+    ``2 × active matmul parameters`` (:func:`active_params_per_token`) plus
+    :func:`attention_flops_per_token` under the ``attention`` convention (module
+    docstring): ``visible`` charges the mean causal context, ``W`` for window
+    layers; ``dense`` charges all ``seq_len`` keys.
+    """
+    return 2.0 * active_params_per_token(cfg) + attention_flops_per_token(cfg, seq_len, attention)
+
+
+def train_flops_per_token(cfg: ModelConfig, seq_len: int, attention: AttentionConvention = "visible") -> float:
+    """Training FLOPs per token: 3 × forward (backward is twice the forward; module docstring).
+
+    The default ``visible`` convention is the one logged by ``yocou train`` and used
+    for the "equal FLOPs" budgets.
+    """
+    return 3.0 * forward_flops_per_token(cfg, seq_len, attention)
 
 
 def summary(cfg: ModelConfig, seq_len: int) -> dict[str, float | int]:

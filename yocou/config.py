@@ -380,6 +380,20 @@ SIZES: dict[str, dict[str, Any]] = {
     "smoke": dict(vocab_size=512, d_model=64, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=32,
                   d_ff=swiglu_hidden(64), window=16),
 }
+# The studies' shapes at the CPU scales (issue 6) [assume]: "-deep" doubles the layers at about the same
+# parameter count (Table 5 "Deep (instead of wide)"); "-s" and "-m" are the lower rungs of the parameter
+# ladder of Figure 5 (the base size is the top rung); "-moe" is Table 6's MoE shape scaled down (routed
+# experts with top-k, one shared expert; 64 experts top-8 become 16 top-2).
+SIZES |= {
+    "tiny-deep": dict(SIZES["tiny"], d_model=192, n_layers=16, n_heads=6, n_kv_heads=3, head_dim=32, d_ff=576),
+    "tiny-s": dict(SIZES["tiny"], d_model=128, n_heads=2, n_kv_heads=1, d_ff=swiglu_hidden(128)),
+    "tiny-m": dict(SIZES["tiny"], d_model=192, n_heads=3, n_kv_heads=1, d_ff=swiglu_hidden(192)),
+    "tiny-moe": dict(SIZES["tiny"], n_experts=16, top_k=2, d_expert=128, d_shared_expert=128),
+    "smoke-deep": dict(SIZES["smoke"], d_model=48, n_layers=8, n_heads=3, n_kv_heads=1, head_dim=16, d_ff=80),
+    "smoke-s": dict(SIZES["smoke"], d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=swiglu_hidden(32)),
+    "smoke-m": dict(SIZES["smoke"], d_model=48, n_heads=3, n_kv_heads=1, head_dim=16, d_ff=swiglu_hidden(48)),
+    "smoke-moe": dict(SIZES["smoke"], n_experts=4, top_k=2, d_expert=32, d_shared_expert=32),
+}
 
 # Loop counts of the paper's baselines (SPEC.md section 3): YOCO-U T = 3, RINS r = 3, Loop T_ut = 2.
 DEFAULT_LOOPS = {"yocou": 3, "rins": 3, "upper_loop": 3, "loop": 2}

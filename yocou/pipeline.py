@@ -15,7 +15,8 @@ import json
 import sys
 from typing import Any, Mapping
 
-from .config import ModelConfig, preset
+from .accounting import train_flops_per_token
+from .config import ModelConfig, config_from_dict, preset
 from .train import TrainConfig, train_config_from_dict
 
 # Fields of ModelConfig that SPEC.md marks [assume]; logged with every run.
@@ -51,7 +52,14 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     """``{"variant", "scale", "model", "train", "assumptions"}`` for one training run.
 
     ``cfg["train"]`` is shared; ``cfg["variants"][variant]["train"]`` (optional)
-    overrides it for this run (e.g. a different budget).
+    overrides it for this run (e.g. a different budget). ``equal_flops_to: <other variant>``
+    adds a snapshot at the last step whose training FLOPs (analytic, :mod:`yocou.accounting`) do
+    not exceed the other run's full budget (Table 2 "equal FLOPs", SPEC.md section 6) and records
+    it under ``"equal_flops"``.
+
+    Raises:
+        ValueError: unknown variant, a missing preset, or an ``equal_flops_to`` that names no other
+            variant or whose step falls outside the run.
     """
     if variant not in cfg.get("variants", {}):
         raise ValueError(f"variant {variant!r} is not in the config's 'variants' ({sorted(cfg.get('variants', {}))})")
@@ -59,16 +67,34 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     if "preset" not in spec:
         raise ValueError(f"variants.{variant}: missing key 'preset' (one of transformer, loop, rins, yoco, yocou, "
                          "upper_loop)")
-    train_over = spec.pop("train", {})
+    train_over = dict(spec.pop("train", {}))
+    eq_to = spec.pop("equal_flops_to", None)
     cfg2 = {**cfg, "variants": {**cfg["variants"], variant: spec}}
     mc = resolve_model(cfg2, variant, vocab_size)
     tc = train_config_from_dict({"seed": cfg.get("seed", 0), **cfg["train"], **train_over})
+    out: dict[str, Any] = {}
+    if eq_to is not None:
+        if eq_to == variant or eq_to not in cfg["variants"]:
+            raise ValueError(f"variants.{variant}.equal_flops_to: {eq_to!r} must name another variant of the "
+                             f"config ({sorted(set(cfg['variants']) - {variant})})")
+        ref = resolve_run(cfg, eq_to, vocab_size)
+        ref_flops = ref["train"]["steps"] * ref["train"]["batch_size"] * ref["train"]["seq_len"] * \
+            train_flops_per_token(config_from_dict(ref["model"]), ref["train"]["seq_len"])
+        per_step = tc.batch_size * tc.seq_len * train_flops_per_token(mc, tc.seq_len)
+        step = int(ref_flops // per_step)
+        if not 1 <= step <= tc.steps:
+            raise ValueError(f"variants.{variant}.equal_flops_to {eq_to!r}: the equal-FLOPs step {step} is outside "
+                             f"1..{tc.steps} (this run's steps)")
+        tc = dataclasses.replace(tc, snapshot_steps=tuple(sorted({*tc.snapshot_steps, step})))
+        out["equal_flops"] = {"to": eq_to, "step": step, "train_flops": step * per_step,
+                              "reference_train_flops": ref_flops}
     return {
         "variant": variant,
         "scale": cfg.get("scale"),
         "model": mc.to_dict(),
         "train": dataclasses.asdict(tc),
         "assumptions": {f: getattr(mc, f) for f in ASSUMPTION_FIELDS},
+        **out,
     }
 
 

@@ -45,12 +45,19 @@ rule downstream:
         "--out {RES}/downstream/{wildcards.variant} > {log} 2>&1"
 
 
+def study_runs(name):
+    """The runs a study compares, in the config's order (`studies.<name>`: a list, or a mapping of roles)."""
+    s = config.get("studies", {}).get(name, CORE)
+    return list(s.values()) if isinstance(s, dict) else list(s)
+
+
 for _t in ("table2", "table3", "table5"):
 
     rule:
         name: _t
         input:
-            results=expand(f"{RES}/downstream/{{variant}}/tidy.csv", variant=CORE),
+            results=[f"{RES}/downstream/{v}/tidy.csv" for v in study_runs(_t)],
+            summaries=[f"{RUN}/models/{v}/summary.json" for v in study_runs(_t)],
             code=[f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/render/{_t}.py",
                   f"{PKG}/reported/table0{_t[-1]}.csv"],
         output:
@@ -62,10 +69,11 @@ for _t in ("table2", "table3", "table5"):
         params:
             ds=_DS_JSON,
             what=_t,
-            variants=" ".join(CORE),
+            variants=lambda w, input: " ".join(Path(p).parent.name for p in input.results),
         shell:
             "python -m yocou.render.{params.what} --results {input.results} --variants {params.variants} "
-            "--downstream {params.ds} --out {RES}/{params.what} --scale-name {SCALE} > {log} 2>&1"
+            "--summaries {input.summaries} --downstream {params.ds} --out {RES}/{params.what} "
+            "--scale-name {SCALE} > {log} 2>&1"
 
 
 rule fig3:

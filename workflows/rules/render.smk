@@ -9,14 +9,16 @@ rule fig2:
         png=f"{FIG}/fig2.png",
         pdf=f"{FIG}/fig2.pdf",
         data=f"{RES}/fig2_data.csv",
+        summary=f"{RES}/fig2_summary.csv",
     log:
         f"logs/{SCALE}/fig2.log",
     params:
         runs=" ".join(f"{RUN}/models/{v}" for v in CORE),
         scale=SCALE,
+        summary=f"{RES}/fig2_summary",
     shell:
         "python -m yocou.render.fig2 --runs {params.runs} --out {output.png:q} --data {output.data:q} "
-        "--scale-name {params.scale} > {log} 2>&1"
+        "--summary {params.summary} --ref yoco --new yocou --scale-name {params.scale} > {log} 2>&1"
 
 
 rule heldout_ppl:

@@ -1,4 +1,8 @@
 # One training run per variant. Runs resume from their last checkpoint after an interruption.
+import re
+
+# A run is one of the config's variants (derived models such as <variant>_eqflops come from studies.smk).
+_RUN_NAMES = "|".join(re.escape(v) for v in sorted(config["variants"], key=len, reverse=True))
 
 
 rule run_config:
@@ -6,6 +10,8 @@ rule run_config:
         tok=f"{RUN}/tokenizer.json",
     output:
         f"{RUN}/models/{{variant}}/run_config.json",
+    wildcard_constraints:
+        variant=_RUN_NAMES,
     log:
         f"logs/{SCALE}/run_config_{{variant}}.log",
     params:
@@ -26,6 +32,8 @@ rule train:
         model=f"{RUN}/models/{{variant}}/model.pt",
         metrics=f"{RUN}/models/{{variant}}/metrics.jsonl",
         summary=f"{RUN}/models/{{variant}}/summary.json",
+    wildcard_constraints:
+        variant=_RUN_NAMES,
     log:
         f"logs/{SCALE}/train_{{variant}}.log",
     params:

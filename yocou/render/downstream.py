@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from .. import reported
-from .common import label, save_figure, write_table
+from .common import label, read_json, save_figure, write_table
 
 __all__ = ["load_results", "table", "fig3", "main"]
 
@@ -67,8 +67,24 @@ def _fmt(cell: dict | None, digits: int = 2) -> str:
     return s
 
 
+def budget_notes(summary_paths: list[str]) -> list[str]:
+    """One note per run: its training budget (steps, tokens, analytic training FLOPs) from ``summary.json``."""
+    out = []
+    for p in summary_paths:
+        sm = read_json(p)
+        extra = ""
+        if sm.get("equal_flops"):
+            e = sm["equal_flops"]
+            extra = (f"; the snapshot of {e['of']} at step {sm['steps']}, where its training FLOPs reach "
+                     f"{e['to']}'s full run ({e['reference_train_flops']:.3g})")
+        out.append(f"Budget of {label(Path(p).parent.name)}: {sm['steps']} steps, {sm['tokens'] / 1e6:.2f}M tokens, "
+                   f"{sm['train_flops']:.3g} training FLOPs, {sm.get('params', float('nan')) / 1e6:.2f}M parameters"
+                   f"{extra}.")
+    return out
+
+
 def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str], *, scale: str, out: str,
-          source: str = "offline", config: dict | None = None) -> pd.DataFrame:
+          source: str = "offline", config: dict | None = None, budgets: list[str] | None = None) -> pd.DataFrame:
     """Render Table ``n`` (2, 3 or 5): reported rows, then ours; returns the tidy cells.
 
     Args:
@@ -134,6 +150,7 @@ def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str
               "Items: seeded subsets of the benchmark items at this scale (the `_cells` table and the pack "
               "manifest give each count); full sets by config (n: null).",
               f"Paper rows: {meta['source']}. " + " ".join(meta["notes"][:2])]
+    notes += budgets or []
     title = {2: "Table 2: recursive vs non-recursive YOCO (downstream)",
              3: "Table 3: architectures (LM and zero-shot tasks)",
              5: "Table 5: design choices (LM and zero-shot tasks)"}[n]
@@ -193,6 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--data", default=None, help="fig3: stem of the figure's data table")
     ap.add_argument("--scale-name", required=True)
+    ap.add_argument("--summaries", nargs="*", default=[], help="summary.json per run: budgets in the notes")
     a = ap.parse_args(argv)
     ds: dict[str, Any] = json.loads(a.downstream)
     df = load_results(a.results)
@@ -203,7 +221,8 @@ def main(argv: list[str] | None = None) -> None:
              source=src, config=cfg)
     else:
         n = int(a.what[-1])
-        table(n, df, ds["tables"][a.what], a.variants, scale=a.scale_name, out=a.out, source=src, config=cfg)
+        table(n, df, ds["tables"][a.what], a.variants, scale=a.scale_name, out=a.out, source=src, config=cfg,
+              budgets=budget_notes(a.summaries))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="table stem for the plotted data")
     ap.add_argument("--smooth", type=float, default=0.3, help="EMA alpha for display (1 = raw)")
     ap.add_argument("--scale-name", default="")
+    ap.add_argument("--summary", default=None,
+                    help="table stem for the caption's numbers (token saving, loss gap at equal FLOPs)")
+    ap.add_argument("--ref", default="yoco", help="--summary: the reference run (YOCO)")
+    ap.add_argument("--new", default="yocou", help="--summary: the compared run (YOCO-U)")
     a = ap.parse_args(argv)
     df = load_curves(a.runs)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -72,7 +76,32 @@ def main(argv: list[str] | None = None) -> int:
     write_table(final.reset_index(drop=True), a.data, title="Figure 2 data: final logged training loss",
                 notes=["Full curves in each run's metrics.jsonl; FLOPs are analytic (yocou.accounting)."],
                 config=vars(a))
+    if a.summary:
+        write_summary(df, a.ref, a.new, a.smooth, a.summary, a.scale_name, vars(a))
     return 0
+
+
+def write_summary(df: pd.DataFrame, ref: str, new: str, alpha: float, out: str, scale: str, config: dict) -> dict:
+    """Figure 2's caption numbers from our curves (:func:`yocou.studies.figure2_numbers`), beside the paper's."""
+    from ..studies import figure2_numbers
+
+    for v in (ref, new):
+        if v not in set(df["variant"]):
+            raise ValueError(f"--summary: run {v!r} is not among --runs ({sorted(set(df['variant']))})")
+    n = figure2_numbers(df[df.variant == ref], df[df.variant == new], alpha)
+    rows = [{"quantity": "token saving at equal loss (1 − tokens_new / tokens_ref)", "paper": 0.62,
+             "ours": n["token_saving"],
+             "how": f"{label(new)} first reaches {label(ref)}'s final loss {n['reference_final_loss']:.4f} at "
+                    + (f"{n['tokens_to_reach']:.4g} tokens of {n['reference_tokens']:.4g}"
+                       if n["tokens_to_reach"] is not None else "no logged step (never within the run)")},
+            {"quantity": "loss gap at equal training FLOPs (L_ref − L_new)", "paper": 0.033,
+             "ours": n["loss_gap_at_equal_flops"], "how": f"at the {n['loss_gap_at']} ({n['reference_train_flops']:.3g})"}]
+    write_table(pd.DataFrame(rows), out, title=f"Figure 2 numbers: {label(new)} against {label(ref)}",
+                notes=[f"Training loss smoothed by an EMA (alpha {alpha}) over the logged rows; {scale} scale, CPU.",
+                       "The paper: \"approximately 62% fewer tokens to reach comparable performance\" (1 − 80/210, "
+                       "SPEC.md section 8) and ΔL = 0.033 at the same FLOPs budget (Figure 2 caption). Positive "
+                       "values favour the compared run."], config={**config, **n}, floatfmt=".4f")
+    return n
 
 
 if __name__ == "__main__":

@@ -1,0 +1,45 @@
+# Figure 8: angular distance between consecutive layer applications on held-out text (SPEC.md section 7).
+# Settings from config["eval"]["angular"] via params (editing them reruns these rules, never training);
+# the variants from config["studies"]["fig8"] when the config has it, else the core variants.
+
+FIG8_VARIANTS = config.get("studies", {}).get("fig8", CORE)
+
+
+rule angular:
+    input:
+        model=f"{RUN}/models/{{variant}}/model.pt",
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        code=f"{PKG}/analysis/angular.py",
+    output:
+        f"{RES}/angular/{{variant}}.json",
+    log:
+        f"logs/{SCALE}/angular_{{variant}}.log",
+    params:
+        p=config["eval"]["angular"],
+        tokens=lambda w, input: os.path.dirname(input.data[0]),
+        batch=config["eval"]["angular"].get("batch", 8),
+        dtype=config["eval"]["angular"].get("dtype", "fp32"),
+    threads: workflow.cores
+    shell:
+        "OMP_NUM_THREADS={threads} python -m yocou.analysis.angular --model {input.model} --data {params.tokens} "
+        "--max-tokens {params.p[max_tokens]} --seq-len {params.p[seq_len]} --batch {params.batch} "
+        "--dtype {params.dtype} --out {output} > {log} 2>&1"
+
+
+rule fig8:
+    input:
+        angular=expand(f"{RES}/angular/{{variant}}.json", variant=FIG8_VARIANTS),
+        code=[f"{PKG}/render/fig8.py", f"{PKG}/render/common.py"],
+    output:
+        png=f"{FIG}/fig8.png",
+        pdf=f"{FIG}/fig8.pdf",
+        data=f"{RES}/fig8_data.csv",
+    log:
+        f"logs/{SCALE}/fig8.log",
+    params:
+        fig=lambda w, output: os.path.splitext(output.png)[0],
+        data=lambda w, output: os.path.splitext(output.data)[0],
+        scale=SCALE,
+    shell:
+        "python -m yocou.render.fig8 --angular {input.angular} --fig {params.fig} --data {params.data} "
+        "--scale-name {params.scale} > {log} 2>&1"

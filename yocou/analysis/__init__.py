@@ -1,0 +1,1 @@
+"""Analyses of trained models: angular distance between consecutive layer applications (Figure 8)."""

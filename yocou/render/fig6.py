@@ -1,0 +1,8 @@
+"""fig6: thin entry point of :mod:`yocou.render.scaling` (``python -m yocou.render.fig6 ...``)."""
+
+import sys
+
+from .scaling import main
+
+if __name__ == "__main__":
+    sys.exit(main(["fig6", *sys.argv[1:]]))
