@@ -197,6 +197,13 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(a: argparse.Namespace) -> int:
+    """Consistency checks and reproduced verdicts of the paper's numbers (issue 7); 1 on a baseline regression."""
+    from .audit.report import run_from_args
+
+    return run_from_args(a)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="yocou", description="Universal YOCO reproduction harness")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -259,6 +266,12 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     pp.add_argument("--out", default=None)
     pp.set_defaults(func=_cmd_ppl)
+
+    from .audit.args import add_arguments as _audit_arguments
+
+    au = sub.add_parser("audit", help="audit the paper's reported numbers: consistency checks, verdicts, report")
+    _audit_arguments(au)
+    au.set_defaults(func=_cmd_audit)
     return p
 
 

@@ -1,0 +1,334 @@
+"""Tests of yocou.audit (issue 7): the claims registry, the consistency checks, the verdicts and ``yocou audit``.
+
+- Every table of the paper's page is in the registry (counted on the page independently, by its "Table N:"
+  captions), every printed cell of each table is a claim, and every printed prose claim is quoted from the page.
+- Changing any one reported cell (or quoted number) that a consistency check covers makes that check stop holding:
+  each covered cell is multiplied by 10 and divided by 10 in a copy of the tables under tmp_path; an ``equality``
+  check must break both ways, a ``bound`` check (an inequality) at least one way. Table 1's expressions are
+  mutated by an extra factor N.
+- The committed baseline equals the current check results; ``yocou audit`` exits 1 on a regression and 2 on a
+  malformed baseline.
+
+The page is ../shared/paper/000_c190a1253fdf94ee.txt (or $YOCOU_SHARED/paper/...); tests that read it skip
+when it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from yocou.audit.checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, build_checks, run_checks
+from yocou.audit.claims import TABLE_LAYOUT, load_claims, load_registry, load_sources
+from yocou.audit.verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, decide, reproduce
+from yocou.reported import available_tables, load_table
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE_NAME = "000_c190a1253fdf94ee.txt"
+BASELINE = ROOT / "results" / "audit" / "baseline.json"
+
+
+def _page_path() -> Path | None:
+    candidates = [ROOT.parent / "shared" / "paper" / PAGE_NAME]
+    env = os.environ.get("YOCOU_SHARED")
+    if env:
+        candidates += [Path(env) / "paper" / PAGE_NAME, Path(env) / PAGE_NAME]
+    return next((c for c in candidates if c.is_file()), None)
+
+
+@pytest.fixture(scope="module")
+def page() -> str:
+    path = _page_path()
+    if path is None:
+        pytest.skip(f"paper page {PAGE_NAME} not found under ../shared/paper or $YOCOU_SHARED")
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def src():
+    return load_sources()
+
+
+@pytest.fixture(scope="module")
+def base_results(src):
+    return {r.id: r for r in run_checks(src)}
+
+
+# --------------------------------------------------------------------------------------------- registry
+
+
+def test_every_table_of_the_page_is_in_the_registry(page, src):
+    on_page = sorted({int(n) for n in re.findall(r"^Table (\d+):", page, flags=re.M)})
+    assert on_page, "no 'Table N:' caption found on the page"
+    registered = sorted(t["table"] for t in src.registry["tables"])
+    assert registered == on_page, f"page has tables {on_page}, registry {registered}"
+    claims = load_claims(src)
+    for n in on_page:
+        cells = claims[(claims["kind"] == "table_cell") & (claims["table"] == n)]
+        df = load_table(n)
+        expected = len(df) * (len(df.columns) - 1) if n == 7 else len(df)  # Table 7 is stored wide
+        assert len(cells) == expected, f"Table {n}: {len(cells)} cell claims, {expected} printed cells"
+    assert claims["id"].is_unique
+
+
+def _norm(text: str) -> str:
+    t = text.replace("\\mathcal{O}", "O").replace("{=}", "=").replace("\\Delta", "Δ").replace("\\ll", "<<")
+    return re.sub(r"[\s$]", "", t)
+
+
+def test_printed_prose_claims_are_quoted_from_the_page(page, src):
+    body = _norm(page)
+    for c in src.registry["claims"]:
+        if c["printed"]:
+            assert _norm(c["quote"]) in body, f"claim {c['id']}: quote not found on the page: {c['quote']!r}"
+            if isinstance(c["value"], (int, float)):
+                assert f"{c['value']:g}" in page, f"claim {c['id']}: value {c['value']} not on the page"
+
+
+def test_registry_errors_name_the_field(tmp_path):
+    reg = load_registry()
+    bad = {"tables": reg["tables"], "claims": [dict(reg["claims"][0])]}
+    del bad["claims"][0]["unit"]
+    p = tmp_path / "claims.yaml"
+    import yaml
+
+    p.write_text(yaml.safe_dump(bad), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"lacks field 'unit'"):
+        load_registry(p)
+    with pytest.raises(FileNotFoundError, match="not found"):
+        load_registry(tmp_path / "missing.yaml")
+
+
+# --------------------------------------------------------------------------------------------- checks
+
+
+def test_checks_results_and_baseline(src, base_results):
+    assert all(r.result in RESULTS for r in base_results.values())
+    groups = {r.group for r in base_results.values()}
+    assert groups >= {"averages", "cross-table", "kv-formula", "throughput-vs-compute", "params-vs-shapes",
+                      "quoted-numbers", "complexity"}
+    # SPEC.md section 8's findings
+    assert base_results["avg.T3.YOCO"].result == FAILS
+    assert base_results["xt.T3_T5.YOCO.Avg."].result == HOLDS
+    assert all(base_results[f"kv.T10.{m}.{n}"].result == HOLDS
+               for m in ("Transformer", "RINS", "YOCO", "YOCO-U") for n in [8192 * 2 ** k for k in range(6)])
+    assert base_results["quote.fig2.tokens_saved"].result == HOLDS
+    assert base_results["params.T6.moe_activated"].result == FAILS
+    assert base_results["unpublished.fig2.loss_gap_equal_flops"].result == UNCHECKABLE
+    # the committed baseline is up to date
+    committed = json.loads(BASELINE.read_text(encoding="utf-8"))["checks"]
+    assert committed == {k: r.result for k, r in base_results.items()}, "rerun `yocou audit --write-baseline`"
+
+
+def _copy_sources(dst: Path) -> tuple[Path, Path]:
+    rep = dst / "reported"
+    rep.mkdir()
+    for n in available_tables():
+        name = f"table{n:02d}.csv"
+        (rep / name).write_text(resources.files("yocou.reported").joinpath(name).read_text("utf-8"), "utf-8")
+    reg = dst / "claims.yaml"
+    shutil.copy(resources.files("yocou.audit").joinpath("claims.yaml"), reg)
+    return rep, reg
+
+
+def _mutate_text(s: str, factor: float) -> str:
+    x = float(s) * factor
+    if re.fullmatch(r"-?\d+", s.strip()):
+        return str(max(1, int(round(x))))
+    return repr(x)
+
+
+def _set_cell(rep: Path, reg: Path, ref: str, how) -> None:
+    """Rewrite one cell of the copied table CSV (or one claim value of the copied registry)."""
+    if ref.startswith("C:"):
+        import yaml
+
+        # edit the one "value:" line of the claim in the copied YAML (a full dump/load round trip is slow)
+        lines = reg.read_text(encoding="utf-8").splitlines(keepends=True)
+        start = next(i for i, l in enumerate(lines) if l.strip() == f"- id: {ref[2:]}")
+        i = next(i for i in range(start, len(lines)) if lines[i].strip().startswith("value:"))
+        old = lines[i].split("value:", 1)[1].strip()
+        lines[i] = lines[i].split("value:", 1)[0] + f"value: {float(how(old))!r}\n"
+        reg.write_text("".join(lines), encoding="utf-8")
+        return
+    n = int(ref[1:ref.index(":")])
+    row, col = ref.split(":", 1)[1].split("|", 1)
+    path = rep / f"table{n:02d}.csv"
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    comments = "".join(l for l in lines if l.startswith("#"))
+    df = pd.read_csv(path, comment="#", keep_default_na=False, dtype=str)
+    rkey, ckey, vcol = TABLE_LAYOUT[n]
+    if n == 7:
+        mask, target = df[rkey] == row, col
+    else:
+        mask = (df[rkey] == row) & (df[ckey] == col) if ckey else df[rkey] == row
+        target = vcol
+    assert mask.sum() == 1, ref
+    df.loc[mask, target] = how(df.loc[mask, target].iloc[0])
+    path.write_text(comments + df.to_csv(index=False), encoding="utf-8")
+
+
+def _covered(src) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for c in build_checks(src):
+        for ref in c.covers:
+            out.setdefault(ref, []).append(c)
+    return out
+
+
+COVERED = sorted(_covered(load_sources()))
+
+
+def test_every_checked_table_has_covered_cells():
+    tables = {int(r[1:r.index(":")]) for r in COVERED if r.startswith("T")}
+    assert tables >= {1, 2, 3, 5, 6, 7, 8, 9, 10}, tables
+    assert len(COVERED) > 150
+
+
+@pytest.mark.parametrize("ref", COVERED)
+def test_changing_a_covered_cell_breaks_its_checks(ref, src, tmp_path):
+    checks = _covered(src)[ref]
+    if ref.startswith("T1:"):
+        mutations = {"x N": lambda s: s.replace("\\mathcal{O}(", "\\mathcal{O}(N(", 1)[:-1] + ")$"}
+    else:
+        mutations = {"x 10": lambda s: _mutate_text(s, 10.0), "/ 10": lambda s: _mutate_text(s, 0.1)}
+    broken: dict[str, set[str]] = {c.id: set() for c in checks}
+    for name, how in mutations.items():
+        d = tmp_path / name.replace(" ", "").replace("/", "div")
+        d.mkdir()
+        rep, reg = _copy_sources(d)
+        _set_cell(rep, reg, ref, how)
+        mutated = load_sources(rep, reg)
+        assert mutated.text(ref) != src.text(ref)
+        by_id = {c.id: c for c in build_checks(mutated)}
+        for c in checks:
+            if by_id[c.id].run(mutated).result != HOLDS:
+                broken[c.id].add(name)
+    for c in checks:
+        need = set(mutations) if c.kind == "equality" else {"any"}
+        ok = broken[c.id] == need if need != {"any"} else bool(broken[c.id])
+        assert ok, f"{c.id} ({c.kind}) still holds after changing {ref} by {set(mutations) - broken[c.id]}"
+
+
+def test_bad_cell_raises_naming_it(src, tmp_path):
+    rep, reg = _copy_sources(tmp_path)
+    _set_cell(rep, reg, "T2:YOCO|ARC-C", lambda s: "n/a")
+    with pytest.raises(ValueError, match=r"T2:YOCO\|ARC-C.*expected a number"):
+        run_checks(load_sources(rep, reg))
+
+
+# --------------------------------------------------------------------------------------------- verdicts
+
+
+def test_decide_never_stronger_than_the_evidence():
+    assert decide(1.0, None, evidence="eval") == (INCONCLUSIVE, NOT_RUN)
+    assert decide(1.0, 0.5, evidence="eval", se=0.3)[0] == INCONCLUSIVE              # within 2 se
+    assert decide(1.0, 1.2, evidence="eval", se=0.1, n_seeds=1) == (SAME, "one seed; size not judged with one seed")
+    assert decide(1.0, 1.2, evidence="eval", se=0.1, n_seeds=3)[0] == SAME_SIZE
+    assert decide(1.0, -1.2, evidence="eval", se=0.1, n_seeds=1)[0] == OPPOSITE
+    assert decide(1.0, 5.0, evidence="training", n_seeds=1)[0] == INCONCLUSIVE        # one seed, no spread
+    assert decide(1.0, 1.0, evidence="timing", se=0.1, scale="smoke")[0] == INCONCLUSIVE
+    assert decide(1.0, 1.0, evidence="deterministic", scale="smoke")[0] == SAME_SIZE
+    assert decide(1.0, 1.0, evidence="eval", floor=True)[0] == INCONCLUSIVE
+    assert decide(1.0, 3.0, evidence="timing", se=0.1)[0] == SAME                     # 3x the paper's size
+    with pytest.raises(ValueError):
+        decide(0.0, 1.0, evidence="eval")
+
+
+def test_verdicts_from_result_files(src, tmp_path):
+    res = tmp_path / "results"
+    res.mkdir()
+    assert all(v.qualifier == NOT_RUN for v in reproduce(src, res, "tiny") if v.verdict == INCONCLUSIVE)
+    pd.DataFrame({"variant": ["YOCO", "YOCO-U"], "seq_len": [512, 512], "measured_bytes": [10, 20],
+                  "analytic_bytes": [10, 20]}).to_csv(res / "table10_measured.csv", index=False)
+    rows = []
+    for seed in (0, 1, 2):
+        for v, base in (("yoco", 40.0), ("yocou", 43.0)):
+            rows.append({"variant": v, "column": "PIQA", "value": base + seed * 0.1, "stderr": 0.5,
+                         "status": "measured", "seed": seed})
+    pd.DataFrame(rows).to_csv(res / "table5_cells.csv", index=False)
+    got = {v.id: v for v in reproduce(src, res, "tiny")}
+    assert got["v.kv.formula"].verdict == SAME_SIZE
+    piqa = got["v.T5.YOCO-U_vs_YOCO.PIQA"]        # paper +0.76, ours +3.0 with 3 seeds: size differs
+    assert piqa.verdict == SAME and piqa.n_seeds == 3 and "size differs" in piqa.qualifier
+    assert got["v.T5.YOCO-U_vs_YOCO.OBQA"].qualifier == NOT_RUN
+    # the formats of yocou.render.fig2 --summary, yocou.render.scaling fig5 / fig6
+    (res / "fig2_summary.json").write_text(json.dumps({"rows": [], "provenance": {"config": {
+        "loss_gap_at_equal_flops": -0.05, "token_saving": None, "tokens_to_reach": None,
+        "loss_gap_at": "reference's final FLOPs"}}}), encoding="utf-8")
+    pd.DataFrame({"family": ["yoco", "yoco", "yocou"], "params": [1e6, 2e6, 1e6], "loss": [5.0, 4.8, 4.8],
+                  "param_saving": [None, None, 0.5]}).to_csv(res / "fig5_data.csv", index=False)
+    pd.DataFrame({"T": [1, 2, 3, 5], "loss": [5.0, 4.9, 4.85, 4.8]}).to_csv(res / "fig6_data.csv", index=False)
+    got = {v.id: v for v in reproduce(src, res, "tiny")}
+    assert got["v.fig2.loss_gap_equal_flops"].ours == "-0.050 nats"
+    assert got["v.fig2.tokens_saved"].ours == "never reaches YOCO's final loss"
+    assert "observed: opposite" in got["v.fig2.tokens_saved"].qualifier
+    assert got["v.fig5.half_params"].ours == "0.50" and "observed: same direction" in got["v.fig5.half_params"].qualifier
+    assert "monotone" in got["v.fig6.loops"].ours and got["v.fig6.loops"].verdict == INCONCLUSIVE   # one seed
+    pd.DataFrame([{"variant": "yoco"}]).to_csv(res / "table3_cells.csv", index=False)
+    with pytest.raises(ValueError, match=r"table3_cells.csv: missing column"):
+        reproduce(src, res, "tiny")
+
+
+# --------------------------------------------------------------------------------------------- report and CLI
+
+
+def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "yocou.cli", "audit", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_yocou_audit_exit_codes_and_report(src, tmp_path):
+    from yocou.cli import main
+
+    empty = tmp_path / "results"
+    empty.mkdir()
+    common = ["--results", str(empty)]
+    assert main(["audit", *common, "--baseline", str(BASELINE)]) == 0
+    # a check that held in the baseline stops holding: the reported tables changed
+    rep, reg = _copy_sources(tmp_path)
+    _set_cell(rep, reg, "T10:YOCO|8192", lambda s: "27")
+    assert main(["audit", *common, "--baseline", str(BASELINE), "--reported-dir", str(rep)]) == 1
+    assert main(["audit", *common, "--baseline", str(BASELINE), "--reported-dir", str(rep), "--report-only"]) == 0
+    # a baseline recording a hold that does not hold now
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"checks": {"avg.T3.YOCO": HOLDS}}), encoding="utf-8")
+    assert main(["audit", *common, "--baseline", str(broken)]) == 1
+    # a malformed baseline, through the real command line
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    proc = _run_cli(*common, "--baseline", str(bad), cwd=tmp_path)
+    assert proc.returncode == 2 and "not valid JSON" in proc.stderr, proc.stderr
+    bad.write_text(json.dumps({"checks": {"avg.T2.YOCO": "fine"}}), encoding="utf-8")
+    assert main(["audit", *common, "--baseline", str(bad)]) == 2
+
+    # the report: counts, every section, figures inline in the HTML
+    import base64
+
+    png = tmp_path / "fig.png"
+    png.write_bytes(base64.b64decode(
+        "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="))
+    out = tmp_path / "audit"
+    assert main(["audit", *common, "--baseline", str(BASELINE), "--out", str(out), "--figures", str(png)]) == 0
+    md = (out / "report.md").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    c = summary["claims"]
+    assert c["checked"] == c["holding"] + c["failing"] + c["inconclusive"]
+    assert c["checked"] + c["not audited"] == c["total"] == len(load_claims(src))
+    assert c["tables"] == list(range(1, 11))
+    assert summary["checks"]["total"] == len(json.loads(BASELINE.read_text())["checks"])
+    assert f"claims checked {c['checked']}" in md and "Consistency checks that do not hold" in md
+    assert "data:image/png;base64," in html and "<table>" in html
+    for f in ("checks.csv", "verdicts.csv", "claims.csv"):
+        assert len(pd.read_csv(out / f)) > 0

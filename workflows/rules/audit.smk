@@ -1,0 +1,41 @@
+# Audit of the paper's reported numbers (issue 7): consistency checks of the printed tables (no training) and
+# verdicts from our results at this scale. Writes results/<scale>/audit/{report.md,report.html,...}; the baseline
+# of the consistency checks is the committed results/audit/baseline.json (see `yocou audit`).
+#
+# The inputs are the render outputs the audit reads. They are gathered by an input function (a lambda), so rules that are
+# included after this file (or do not exist in this checkout) are handled: every rule named in AUDIT_FROM that
+# exists, plus whatever else reproduce_all lists under results/<scale>/ or figures/<scale>/.
+
+AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "table3", "table5", "fig3", "fig7",
+              "tables8_9", "table1", "profile", "fig2_summary", "fig5", "fig6", "fig8"]
+AUDIT_OUT = f"{RES}/audit"
+
+
+rule audit:
+    input:
+        # every existing rule of AUDIT_FROM, then the rest of reproduce_all under RES/FIG (not the audit's own)
+        results=lambda w: list(dict.fromkeys(
+            [str(f) for name in AUDIT_FROM if rules.has(name) for f in getattr(rules, name).output]
+            + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
+               if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")])),
+        baseline="results/audit/baseline.json",
+        code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
+                                           "verdicts.py", "report.py", "args.py")]
+             + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
+    output:
+        md=f"{AUDIT_OUT}/report.md",
+        html=f"{AUDIT_OUT}/report.html",
+        checks=f"{AUDIT_OUT}/checks.csv",
+        verdicts=f"{AUDIT_OUT}/verdicts.csv",
+        claims=f"{AUDIT_OUT}/claims.csv",
+        summary=f"{AUDIT_OUT}/summary.json",
+    log:
+        f"logs/{SCALE}/audit.log",
+    params:
+        figs=lambda w, input: " ".join(f for f in input.results if f.endswith(".png")),
+        out=lambda w, output: os.path.dirname(output.md),
+        results=lambda w, output: os.path.dirname(os.path.dirname(output.md)),
+        scale=SCALE,
+    shell:
+        "python -m yocou.audit --scale {params.scale} --results {params.results:q} --baseline {input.baseline:q} "
+        "--figures {params.figs} --out {params.out:q} --report-only > {log} 2>&1"

@@ -1,0 +1,655 @@
+"""Consistency checks of the paper's reported numbers that need no training.
+
+Each check reads printed cells (and registry claims) through a :class:`~yocou.audit.claims.Sources`, states its
+tolerance, and returns one of three results:
+
+- ``holds``: the printed numbers agree within the stated tolerance;
+- ``does not hold``: they do not;
+- ``cannot be checked from what is published``: the numbers needed are not on the page (e.g. a figure's points).
+
+Groups (SPEC.md section 8 lists the seeds of most of them):
+
+- ``averages``: Avg. columns of Tables 2, 3, 5 against the mean of their rows;
+- ``cross-table``: Table 3's YOCO row against Table 5's, Table 6 against Table 7, Table 2's caption against its rows;
+- ``kv-formula``: the 24 cells of Table 10 against :func:`yocou.accounting.kv_cache_bytes` with the paper's
+  1.3B configuration (SPEC.md section 5), and the KV statements of the captions;
+- ``throughput-vs-compute``: ratios within Tables 8 and 9 against the analytic work each variant does
+  (:mod:`yocou.audit.complexity`);
+- ``params-vs-shapes``: Table 7's size labels and Table 6's MoE against :func:`yocou.accounting.param_count`;
+- ``quoted-numbers``: percentages and multiples quoted in prose against the numbers they summarise;
+- ``complexity``: Table 1's expressions against the analytic cost model over a grid of N, L, T, W.
+
+A check's ``covers`` lists the cells whose change must make it stop holding (tests mutate each one); its
+``kind`` says how: ``equality`` (the value must match within tolerance: any large change in either direction
+breaks it) or ``bound`` (an inequality: a large change in at least one direction breaks it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from functools import lru_cache
+from typing import Callable
+
+from .claims import Sources, cell_ref
+
+__all__ = ["HOLDS", "FAILS", "UNCHECKABLE", "RESULTS", "Check", "CheckResult", "build_checks", "run_checks",
+           "run_check"]
+
+HOLDS = "holds"
+FAILS = "does not hold"
+UNCHECKABLE = "cannot be checked from what is published"
+RESULTS = (HOLDS, FAILS, UNCHECKABLE)
+
+MIB = 2 ** 20
+SEQ = [8192 * 2 ** k for k in range(6)]  # Tables 8-10 columns, tokens
+ACC_COLUMNS = ["LMB. acc", "PIQA", "OBQA", "Hella.", "Wino.", "ARC-E", "ARC-C"]
+VARIANT_OF = {"Transformer": "transformer", "YOCO": "yoco", "RINS": "rins", "YOCO-U": "yocou"}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of one check. ``observed`` / ``expected`` are numbers or short strings; ``message`` explains."""
+
+    id: str
+    group: str
+    kind: str
+    claims: tuple[str, ...]
+    covers: tuple[str, ...]
+    tolerance: str
+    result: str
+    observed: float | str | None
+    expected: float | str | None
+    message: str
+
+    def as_row(self) -> dict:
+        d = dict(self.__dict__)
+        d["claims"] = " ".join(self.claims)
+        d["covers"] = " ".join(self.covers)
+        return d
+
+
+@dataclass(frozen=True)
+class Check:
+    """A check before evaluation: identity, what it reads, its tolerance and the function that decides.
+
+    ``fn(src)`` returns ``(result, observed, expected, message)``. ``covers`` are the cells it reads (a large
+    change of one must break it); ``judges`` the claims its result speaks for (default: ``covers``), e.g. an
+    average check reads every cell of the row but judges the printed average; ``claims`` adds registry claims.
+    """
+
+    id: str
+    group: str
+    kind: str
+    covers: tuple[str, ...]
+    claims: tuple[str, ...]
+    tolerance: str
+    fn: Callable[[Sources], tuple[str, object, object, str]] = field(repr=False)
+    judges: tuple[str, ...] | None = None
+
+    def run(self, src: Sources) -> CheckResult:
+        result, observed, expected, message = self.fn(src)
+        assert result in RESULTS, (self.id, result)
+        judged = self.covers if self.judges is None else self.judges
+        claims = tuple(dict.fromkeys([*(c[2:] if c.startswith("C:") else c for c in judged), *self.claims]))
+        return CheckResult(self.id, self.group, self.kind, claims, self.covers, self.tolerance, result,
+                           _clean(observed), _clean(expected), message)
+
+
+def _clean(x):
+    if isinstance(x, Decimal):
+        return float(x)
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    return x
+
+
+def _verdict(ok: bool) -> str:
+    return HOLDS if ok else FAILS
+
+
+def _half_up(x: Decimal, like: Decimal) -> Decimal:
+    return x.quantize(like, rounding=ROUND_HALF_UP)
+
+
+def _dec(src: Sources, ref: str) -> Decimal:
+    s = src.text(ref)
+    try:
+        return Decimal(s)
+    except Exception:  # noqa: BLE001 - decimal raises InvalidOperation
+        raise ValueError(f"{ref} ({src.origin}): expected a number, got {s!r}") from None
+
+
+def _rel(a: float, b: float) -> float:
+    return abs(a / b - 1.0) if b else math.inf
+
+
+# --------------------------------------------------------------------------------------------- averages
+
+
+def _avg_checks(src: Sources) -> list[Check]:
+    out = []
+    specs = {2: ("Average", None), 3: ("Avg.", ACC_COLUMNS), 5: ("Avg.", ACC_COLUMNS)}
+    for n, (avg_col, cols) in specs.items():
+        for row in src.rows(n):
+            row_cols = [c for c in src.columns(n) if c != avg_col] if cols is None else cols
+            refs = tuple(cell_ref(n, row, c) for c in row_cols)
+            avg_ref = cell_ref(n, row, avg_col)
+
+            def fn(s: Sources, n=n, row=row, refs=refs, avg_ref=avg_ref):
+                printed = _dec(s, avg_ref)
+                mean = sum(_dec(s, r) for r in refs) / len(refs)
+                unit = Decimal(1).scaleb(printed.as_tuple().exponent)
+                ok = _half_up(mean, printed) == printed
+                msg = (f"mean of the {len(refs)} printed cells = {mean:.4f}, rounded half-up to {unit} gives "
+                       f"{_half_up(mean, printed)}; printed {printed}")
+                if not ok:
+                    cell_unit = max(Decimal(1).scaleb(_dec(s, r).as_tuple().exponent) for r in refs)
+                    bound = cell_unit / 2 + unit / 2
+                    within = abs(mean - printed) <= bound
+                    msg += (f"; |difference| {abs(mean - printed):.4f} is {'within' if within else 'beyond'} "
+                            f"{bound} (the bound when the average is taken over unrounded cells)")
+                    if n == 3 and row == "YOCO":
+                        msg += "; Table 5 prints YOCO's average as 46.95, which rounds to the 47.0 printed here"
+                return _verdict(ok), float(mean), float(printed), msg
+
+            cols_txt = "the 8 benchmark columns" if cols is None else "the 7 accuracy columns (both ppl excluded)"
+            out.append(Check(f"avg.T{n}.{row}", "averages", "equality", (*refs, avg_ref), (),
+                             f"printed average = mean of {cols_txt} rounded half-up to the printed digits", fn,
+                             judges=(avg_ref,)))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- cross-table
+
+
+def _cross_table_checks(src: Sources) -> list[Check]:
+    out = []
+    for col in src.columns(3):
+        r3, r5 = cell_ref(3, "YOCO", col), cell_ref(5, "YOCO", col)
+
+        def fn(s: Sources, r3=r3, r5=r5):
+            v3, v5 = _dec(s, r3), _dec(s, r5)
+            ok = _half_up(v5, v3) == v3
+            return _verdict(ok), float(v3), float(_half_up(v5, v3)), f"Table 5 {v5} rounds to {_half_up(v5, v3)}; Table 3 prints {v3}"
+
+        out.append(Check(f"xt.T3_T5.YOCO.{col}", "cross-table", "equality", (r3, r5), (),
+                         "Table 3's cell = Table 5's cell rounded half-up to Table 3's printed digits", fn))
+
+    for p6, c7 in (("Layers", "n_layers"), ("Hidden Size", "d_model")):
+        a, b = cell_ref(6, p6, "value"), cell_ref(7, "1.3B", c7)
+
+        def fn(s: Sources, a=a, b=b):
+            va, vb = s.num(a), s.num(b)
+            return _verdict(va == vb), va, vb, f"Table 6 {a.split(':')[1]} = {va:g}; Table 7 1.3B {b.split('|')[1]} = {vb:g}"
+
+        out.append(Check(f"xt.T6_T7.{c7}", "cross-table", "equality", (a, b), ("table6.caption.section",),
+                         "exact (the MoE model of Section 4.1 has the dense 1.3B shape)", fn))
+
+    # Table 2 caption: "consistent gains across tasks" -> each YOCO-U row above YOCO in each column.
+    base = "YOCO"
+    for row in [r for r in src.rows(2) if r != base]:
+        for col in src.columns(2):
+            a, b = cell_ref(2, row, col), cell_ref(2, base, col)
+
+            def fn(s: Sources, a=a, b=b):
+                va, vb = s.num(a), s.num(b)
+                return _verdict(va > vb), va - vb, "> 0", f"{a.split(':')[1]} {va:g} vs {b.split(':')[1]} {vb:g}"
+
+            out.append(Check(f"xt.T2_gain.{row}.{col}", "cross-table", "bound", (a, b),
+                             ("table2.caption.consistent_gains",), "strictly greater", fn, judges=()))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- KV formulas
+
+
+def _paper_cfg(variant: str, **kw):
+    from .complexity import paper_config
+
+    return paper_config(variant, **kw)
+
+
+def _kv_checks(src: Sources) -> list[Check]:
+    from ..accounting import kv_cache_bytes
+
+    out = []
+    for model in src.rows(10):
+        if model not in VARIANT_OF:
+            continue
+        for n in SEQ:
+            ref = cell_ref(10, model, n)
+
+            def fn(s: Sources, ref=ref, model=model, n=n):
+                want = kv_cache_bytes(_paper_cfg(VARIANT_OF[model]), n) / MIB
+                got = s.num(ref)
+                return _verdict(got == want), got, want, f"{model} at N = {n}: printed {got:g} MiB, formula {want:g} MiB"
+
+            out.append(Check(f"kv.T10.{model}.{n}", "kv-formula", "equality", (ref,), ("derived.table10_config",),
+                             "exact (MiB; L=20, 4 KV heads x 128, bf16, W=512, T=3, RINS 40 applications)", fn))
+
+    # Figure 1 / Table 1 caption / abstract: the global KV is independent of T; only windows grow with T.
+    def fn_global(s: Sources):
+        shared = [kv_cache_bytes(_paper_cfg("yocou", n_loops=t), 65536, by_kind=True) for t in (1, 2, 3, 5)]
+        const = len({k["shared"] for k in shared}) == 1
+        window = [k["window"] for k in shared]
+        linear = all(w == window[0] * t for w, t in zip(window, (1, 2, 3, 5)))
+        return (_verdict(const and linear), f"shared {shared[0]['shared'] / MIB:g} MiB at every T",
+                "constant in T; windows proportional to T",
+                f"window MiB at T = 1, 2, 3, 5: {[w / MIB for w in window]}; shared K̂V̂ slot constant: {const}")
+
+    out.append(Check("kv.global_independent_of_T", "kv-formula", "equality", (),
+                     ("fig1.global_kv_independent_of_T", "abstract.constant_global_kv",
+                      "table1.caption.global_kv_ND", "table1.caption.local_kv_WTLD"),
+                     "exact (bytes of the cache slots, yocou.accounting.kv_cache_bytes by kind)", fn_global))
+
+    # "negligible KV overhead" of YOCO-U over YOCO (Fig. 2, Table 2 captions; Table 1: "for long sequences").
+    for n in SEQ:
+        a, b, t = cell_ref(10, "YOCO-U", n), cell_ref(10, "YOCO", n), cell_ref(10, "Transformer", n)
+
+        def fn(s: Sources, a=a, b=b, t=t, n=n):
+            yu, yo, tr = s.num(a), s.num(b), s.num(t)
+            over = (yu - yo) / yo
+            return (_verdict(over <= 0.10), over, "<= 0.10",
+                    f"N = {n}: YOCO-U {yu:g} MiB vs YOCO {yo:g} MiB: +{100 * over:.1f}% of YOCO's cache "
+                    f"(+{100 * (yu - yo) / tr:.2f}% of the Transformer's {tr:g} MiB)")
+
+        long_n = ("table1.caption.negligible_for_long",) if n >= 131072 else ()
+        out.append(Check(f"kv.negligible_overhead.{n}", "kv-formula", "bound", (a, b), (
+            "fig2.kv_overhead_negligible", "table2.caption.negligible_kv", *long_n),
+            "(YOCO-U - YOCO) / YOCO <= 10% (our reading of 'negligible')", fn, judges=()))
+
+    # Figure 7(c): the KV curves of YOCO-U and YOCO overlap on a plot whose axis reaches Table 10's largest cell.
+    for n in SEQ:
+        a, b = cell_ref(10, "YOCO-U", n), cell_ref(10, "YOCO", n)
+
+        def fn(s: Sources, a=a, b=b, n=n):
+            top = max(s.num(r) for r in s.refs(10))
+            gap = abs(s.num(a) - s.num(b)) / top
+            return (_verdict(gap <= 0.01), gap, "<= 0.01",
+                    f"N = {n}: |YOCO-U - YOCO| = {abs(s.num(a) - s.num(b)):g} MiB = {100 * gap:.2f}% of the "
+                    f"{top:g} MiB axis")
+
+        out.append(Check(f"kv.fig7_overlap.{n}", "kv-formula", "bound", (a, b), ("fig7.kv_curves_overlap",),
+                         "|YOCO-U - YOCO| <= 1% of the largest KV cell (curves drawn on one axis overlap)", fn,
+                         judges=()))
+
+    # Table 3 caption: YOCO-U keeps a significantly lower KV cache than RINS.
+    for n in SEQ:
+        a, b = cell_ref(10, "YOCO-U", n), cell_ref(10, "RINS", n)
+
+        def fn(s: Sources, a=a, b=b, n=n):
+            r = s.num(a) / s.num(b)
+            return _verdict(r <= 0.1), r, "<= 0.1", f"N = {n}: YOCO-U / RINS KV = {r:.3f}"
+
+        out.append(Check(f"kv.lower_than_rins.{n}", "kv-formula", "bound", (a, b),
+                         ("table3.caption.lower_kv_than_rins",), "YOCO-U / RINS <= 0.1 (our reading of 'significantly lower': an order of magnitude)", fn,
+                         judges=()))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- throughput
+
+
+@lru_cache(maxsize=1)
+def _paper_flops() -> tuple[dict, dict]:
+    """Prefill FLOPs per prompt token and decode FLOPs per step, per Table 8/9 model and length (1.3B shapes)."""
+    from .complexity import decode_flops, prefill_flops
+
+    cfgs = {m: _paper_cfg(v) for m, v in VARIANT_OF.items()}
+    pre = {m: {n: prefill_flops(c, n) / n for n in SEQ} for m, c in cfgs.items()}
+    dec = {m: {n: decode_flops(c, n) for n in SEQ} for m, c in cfgs.items()}
+    return pre, dec
+
+
+def _throughput_checks(src: Sources) -> list[Check]:
+    pre, dec = _paper_flops()
+    cfgs = VARIANT_OF
+    out = []
+    for a, b, claim, tol in (("RINS", "Transformer", "derived.prefill_rins_half", 0.05),
+                             ("YOCO-U", "YOCO", "derived.prefill_yocou_third", 0.05)):
+        for n in SEQ:
+            ra, rb = cell_ref(8, a, n), cell_ref(8, b, n)
+            want = pre[b][n] / pre[a][n]
+
+            def fn(s: Sources, ra=ra, rb=rb, want=want, n=n, a=a, b=b):
+                got = s.num(ra) / s.num(rb)
+                return (_verdict(_rel(got, want) <= tol), got, want,
+                        f"N = {n}: {a}/{b} prefill tokens/s = {got:.4f}; FLOPs per prompt token give {want:.4f} "
+                        f"({100 * (got / want - 1):+.1f}%)")
+
+            out.append(Check(f"tp.T8.{a}_{b}.{n}", "throughput-vs-compute", "equality", (ra, rb), (claim,),
+                             f"within {int(tol * 100)}% of the ratio of analytic prefill FLOPs (paper 1.3B shapes)", fn))
+    for m in src.rows(8):
+        if m not in cfgs:
+            continue
+        for n0, n1 in zip(SEQ, SEQ[1:]):
+            r0, r1 = cell_ref(8, m, n0), cell_ref(8, m, n1)
+            want = pre[m][n0] / pre[m][n1]
+            claims = ("abstract.linear_prefill",) if m in ("YOCO", "YOCO-U") else ()
+
+            def fn(s: Sources, r0=r0, r1=r1, want=want, m=m, n0=n0, n1=n1):
+                got = s.num(r1) / s.num(r0)
+                return (_verdict(_rel(got, want) <= 0.10), got, want,
+                        f"{m}: tokens/s at {n1} over {n0} = {got:.3f}; analytic FLOPs per token give {want:.3f} "
+                        f"({100 * (got / want - 1):+.1f}%)")
+
+            out.append(Check(f"tp.T8.scaling.{m}.{n0}-{n1}", "throughput-vs-compute", "equality", (r0, r1), claims,
+                             "within 10% of the analytic change of FLOPs per prompt token (Table 1's order in N)", fn))
+    for n in SEQ:
+        ra, rb = cell_ref(9, "RINS", n), cell_ref(9, "Transformer", n)
+        want = dec["Transformer"][n] / dec["RINS"][n]
+
+        def fn(s: Sources, ra=ra, rb=rb, want=want, n=n):
+            got = s.num(ra) / s.num(rb)
+            return (_verdict(_rel(got, want) <= 0.20), got, want,
+                    f"N = {n}: RINS/Transformer decode tokens/s = {got:.3f}; RINS does {1 / want:.2f}x the FLOPs "
+                    f"and exactly 2x the weight and KV reads per token, so about {want:.2f} is expected "
+                    f"({100 * (got / want - 1):+.0f}%)")
+
+        out.append(Check(f"tp.T9.RINS_Transformer.{n}", "throughput-vs-compute", "equality", (ra, rb), (),
+                         "within 20% of the analytic ratio (decode is memory-bound; RINS moves 2x the bytes too)", fn))
+
+    refs = tuple(cell_ref(9, m, n) for m in ("YOCO-U", "YOCO") for n in SEQ)
+
+    def fn_dec(s: Sources):
+        r = [s.num(cell_ref(9, "YOCO-U", n)) / s.num(cell_ref(9, "YOCO", n)) for n in SEQ]
+        flops = [dec["YOCO"][n] / dec["YOCO-U"][n] for n in SEQ]
+        ok = all(x < 1 for x in r) and all(b >= a for a, b in zip(r, r[1:]))
+        return (_verdict(ok), " ".join(f"{x:.3f}" for x in r), "< 1, non-decreasing in N",
+                "YOCO-U's extra self-decoder passes cost the same at every N while the cross-decoder's cost grows "
+                f"with N, so the ratio must stay below 1 and rise; FLOPs alone give {' '.join(f'{x:.2f}' for x in flops)}"
+                " (decode is memory-bound, so the FLOP ratio is a lower bound on the gap, not a prediction)")
+
+    out.append(Check("tp.T9.YOCO-U_YOCO.order", "throughput-vs-compute", "bound", refs,
+                     ("fig7.competitive_throughput",), "each ratio < 1 and ratios non-decreasing in N", fn_dec))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- parameters
+
+
+def _t7_cfg(s: Sources, size: str, variant: str = "yoco"):
+    import math as _m
+
+    from ..config import swiglu_hidden, yoco
+
+    d, nl, nh = s.num(cell_ref(7, size, "d_model")), s.num(cell_ref(7, size, "n_layers")), s.num(
+        cell_ref(7, size, "n_heads"))
+    if not all(float(x).is_integer() and x >= 1 for x in (d, nl, nh)):
+        raise ValueError(f"Table 7 {size}: d_model, n_layers, n_heads must be positive integers, got {d}, {nl}, {nh}")
+    d, nl, nh = int(d), int(nl), int(nh)
+    return yoco(n_layers=nl, window=512, vocab_size=100277, d_model=d, n_heads=nh, n_kv_heads=_m.gcd(nh, 4),
+                head_dim=128, d_ff=swiglu_hidden(d, 128))
+
+
+def _label_to_params(label: str) -> float:
+    units = {"M": 1e6, "B": 1e9}
+    if not label or label[-1] not in units:
+        raise ValueError(f"Table 7 size label {label!r}: expected a number followed by M or B")
+    return float(label[:-1]) * units[label[-1]]
+
+
+def _param_checks(src: Sources) -> list[Check]:
+    from ..accounting import param_count
+
+    out = []
+    for size in src.rows(7):
+        covers = tuple(cell_ref(7, size, c) for c in ("d_model", "n_layers", "n_heads"))
+
+        def fn(s: Sources, size=size):
+            label = _label_to_params(size)
+            try:
+                cfg = _t7_cfg(s, size)
+            except ValueError as e:
+                return FAILS, None, label, f"the printed shape does not build a model: {e}"
+            body = param_count(cfg, embedding=False) - cfg.vocab_size * cfg.d_model
+            return (_verdict(_rel(body, label) <= 0.05), body, label,
+                    f"YOCO at D={cfg.d_model}, {cfg.n_layers} layers, {cfg.n_heads} heads x 128, SwiGLU {cfg.d_ff}: "
+                    f"{body / 1e6:.0f}M parameters without embedding and LM head ({100 * (body / label - 1):+.1f}% "
+                    f"of the label {size})")
+
+        out.append(Check(f"params.T7.{size}", "params-vs-shapes", "equality", covers, ("table7.caption.section",),
+                         "within 5% of the size label (non-embedding, non-head parameters; SwiGLU 8/3 D rounded to 128)",
+                         fn))
+        hd = (cell_ref(7, size, "d_model"), cell_ref(7, size, "n_heads"))
+
+        def fn_hd(s: Sources, hd=hd, size=size):
+            r = s.num(hd[0]) / s.num(hd[1])
+            return _verdict(r == 128), r, 128, f"{size}: Hidden Dim. / #Heads = {r:g}"
+
+        out.append(Check(f"params.T7.head_dim.{size}", "params-vs-shapes", "equality", hd, (),
+                         "exact (head dim 128, SPEC.md section 6)", fn_hd))
+
+    t6 = tuple(cell_ref(6, p, "value") for p in src.rows(6))
+
+    def fn_moe(s: Sources):
+        from ..config import swiglu_hidden, yoco
+
+        v = {p: s.num(cell_ref(6, p, "value")) for p in s.rows(6)}
+        claim = s.num("C:derived.moe_activated_1p3b") * 1e9
+        need = ("Layers", "Hidden Size", "Expert Number", "Expert Topk", "Expert FFN Size", "Shared Expert FFN Size")
+        missing = [k for k in need if k not in v]
+        if missing:
+            raise ValueError(f"Table 6 ({s.origin}) lacks row(s) {missing}")
+        try:
+            ints = {k: int(v[k]) for k in need if float(v[k]).is_integer()}
+            if len(ints) != len(need):
+                raise ValueError(f"Table 6 values must be integers, got {v}")
+            cfg = yoco(n_layers=ints["Layers"], window=512, vocab_size=100277, d_model=ints["Hidden Size"],
+                       n_heads=max(1, ints["Hidden Size"] // 128), n_kv_heads=4 if ints["Hidden Size"] // 128 % 4 == 0 else 1,
+                       head_dim=128, d_ff=swiglu_hidden(ints["Hidden Size"], 128), n_experts=ints["Expert Number"],
+                       top_k=ints["Expert Topk"], d_expert=ints["Expert FFN Size"],
+                       d_shared_expert=ints["Shared Expert FFN Size"])
+        except ValueError as e:
+            return FAILS, None, claim, f"the Table 6 shapes do not build a model: {e}"
+        from ..accounting import active_params_per_token
+
+        act = active_params_per_token(cfg) - cfg.d_model * cfg.vocab_size  # without the LM head
+        total = param_count(cfg, embedding=False) - cfg.d_model * cfg.vocab_size
+        return (_verdict(_rel(act, claim) <= 0.05), act, claim,
+                f"activated per token without embedding and LM head: {act / 1e9:.2f}B "
+                f"({100 * (act / claim - 1):+.0f}% of the quoted {claim / 1e9:g}B); with the LM head "
+                f"{(act + cfg.d_model * cfg.vocab_size) / 1e9:.2f}B; total {total / 1e9:.2f}B; the label fits the dense "
+                "1.3B shape (Table 7), not the MoE's activated count")
+
+    out.append(Check("params.T6.moe_activated", "params-vs-shapes", "equality", (*t6, "C:derived.moe_activated_1p3b"),
+                     (), "within 5% of the quoted 1.3B activated parameters (YOCO with Table 6's MoE, 20 heads x 128)",
+                     fn_moe, judges=("C:derived.moe_activated_1p3b",)))
+
+    moe_cells = tuple(r for r in t6 if r.split(":", 1)[1].split("|")[0] not in ("Layers", "Hidden Size"))
+
+    def fn_t6(s: Sources):
+        return (UNCHECKABLE, None, None, "the page prints no parameter count for the MoE model, so the expert shapes "
+                "cannot be recounted against one; they enter params.T6.moe_activated (the quoted 1.3B activated)")
+
+    out.append(Check("params.T6.expert_shapes", "params-vs-shapes", "bound", (), (), "-", fn_t6, judges=moe_cells))
+
+    lrs = tuple(cell_ref(7, z, "lr") for z in src.rows(7)) if "lr" in src.columns(7) else ()
+
+    def fn_lr(s: Sources):
+        return (UNCHECKABLE, None, None, "learning rates enter training only; no printed number depends on them")
+
+    out.append(Check("params.T7.lr", "params-vs-shapes", "bound", (), (), "-", fn_lr, judges=lrs))
+
+    def fn_same(s: Sources):
+        counts = {m: param_count(_paper_cfg(v)) for m, v in VARIANT_OF.items()}
+        spread = max(counts.values()) / min(counts.values()) - 1
+        return (_verdict(spread <= 0.05), spread, "<= 0.05",
+                "parameters at the paper's 1.3B shape: " + ", ".join(f"{m} {c / 1e9:.3f}B" for m, c in counts.items()))
+
+    out.append(Check("params.fig7.same_params", "params-vs-shapes", "bound", (), ("fig7.same_params",),
+                     "max / min - 1 <= 5% over the four variants", fn_same))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- quoted numbers
+
+
+def _quote_checks(src: Sources) -> list[Check]:
+    out = []
+    q = ("C:fig2.tokens_saved_pct", "C:fig2.tokens_yocou_B", "C:fig2.tokens_yoco_B")
+
+    def fn62(s: Sources):
+        pct = 100 * (1 - s.num(q[1]) / s.num(q[2]))
+        quoted = s.num(q[0])
+        return (_verdict(abs(pct - quoted) <= 0.5), pct, quoted,
+                f"1 - {s.num(q[1]):g}/{s.num(q[2]):g} = {pct:.1f}% against the quoted {quoted:g}% (the token counts "
+                "are read off Figure 2 by SPEC.md section 8; the page prints neither)")
+
+    out.append(Check("quote.fig2.tokens_saved", "quoted-numbers", "equality", q, (),
+                     "|computed - quoted| <= 0.5 percentage points (quoted as an integer percent)", fn62))
+
+    for cid, other in (("derived.prefill_10x_transformer", "Transformer"), ("derived.prefill_20x_rins", "RINS")):
+        refs = (cell_ref(8, "YOCO-U", 262144), cell_ref(8, other, 262144), f"C:{cid}")
+
+        def fn(s: Sources, refs=refs, other=other):
+            r = s.num(refs[0]) / s.num(refs[1])
+            quoted = s.num(refs[2])
+            return (_verdict(_rel(r, quoted) <= 0.10), r, quoted,
+                    f"Table 8 at 256K: YOCO-U {s.num(refs[0]):g} / {other} {s.num(refs[1]):g} tokens/s = {r:.2f}x")
+
+        out.append(Check(f"quote.{cid}", "quoted-numbers", "equality", refs, (),
+                         "within 10% of the quoted round multiple", fn, judges=(refs[2],)))
+
+    for cid, n in (("derived.decode_yocou_yoco_8k", 8192), ("derived.decode_yocou_yoco_256k", 262144)):
+        refs = (cell_ref(9, "YOCO-U", n), cell_ref(9, "YOCO", n), f"C:{cid}")
+
+        def fn(s: Sources, refs=refs, n=n):
+            r = s.num(refs[0]) / s.num(refs[1])
+            quoted = s.num(refs[2])
+            return (_verdict(abs(r - quoted) <= 0.005), r, quoted, f"Table 9 at N = {n}: YOCO-U / YOCO = {r:.4f}")
+
+        out.append(Check(f"quote.{cid}", "quoted-numbers", "equality", refs, (), "rounds to the quoted 2 decimals",
+                         fn, judges=(refs[2],)))
+
+    refs = tuple(cell_ref(8, m, n) for m in ("RINS", "Transformer") for n in SEQ) + ("C:derived.prefill_rins_half",)
+
+    def fn_half(s: Sources):
+        quoted = s.num("C:derived.prefill_rins_half")
+        r = [s.num(cell_ref(8, "RINS", n)) / s.num(cell_ref(8, "Transformer", n)) for n in SEQ]
+        bad = [f"{n // 1024}K: {x:.4f}" for n, x in zip(SEQ, r) if abs(x - quoted) > 0.005]
+        return (_verdict(not bad), " ".join(f"{x:.4f}" for x in r), quoted,
+                "every length rounds to the quoted value" if not bad else
+                "off by more than rounding at " + ", ".join(bad) + " (within 1.3%: 2x compute holds, see tp.T8.RINS_*)")
+
+    out.append(Check("quote.derived.prefill_rins_half", "quoted-numbers", "equality", refs, (),
+                     "each ratio rounds to the quoted 0.50 (2 decimals) at every length", fn_half,
+                     judges=(refs[-1],)))
+
+    refs = tuple(cell_ref(8, m, n) for m in ("YOCO-U", "YOCO") for n in SEQ) + ("C:derived.prefill_yocou_third",)
+
+    def fn_third(s: Sources):
+        quoted = s.num("C:derived.prefill_yocou_third")
+        r = [s.num(cell_ref(8, "YOCO-U", n)) / s.num(cell_ref(8, "YOCO", n)) for n in SEQ]
+        worst = max(_rel(x, quoted) for x in r)
+        return (_verdict(worst <= 0.05), " ".join(f"{x:.4f}" for x in r), quoted,
+                f"largest deviation from 'about 1/3': {100 * worst:.1f}%")
+
+    out.append(Check("quote.derived.prefill_yocou_third", "quoted-numbers", "equality", refs, (),
+                     "every ratio within 5% of 1/3 ('about')", fn_third, judges=(refs[-1],)))
+
+    # Statements whose numbers the page does not print.
+    unpublished = {
+        "fig2.loss_gap_equal_flops": "Figure 2's curves are not printed: the loss gap at equal FLOPs cannot be recomputed",
+        "fig5.half_params": None,
+        "fig3.n_math_benchmarks": "Figure 3's benchmark list is not on the page",
+        "fig3.yocou_beats_yoco_all": "Figure 3's values are not printed",
+        "table3.caption.comparable_to_rins": "the page prints no RINS or YOCO-U row in Table 3",
+        "table4.caption.N_needles": "Table 4's header has no N column; S-NIAH-1/2 read as single-needle tasks "
+                                    "(RULER), so the caption's N is not used by the printed table",
+        "table5.caption.deep_same_size": "Deep (Instead of Wide)'s width is not printed, so its size cannot be recounted",
+        "fig4.yocou_lower_ppl_than_nonrecursive": "Figure 4's curves are not printed",
+        "fig4.yocou_parity_rins": "Figure 4's curves are not printed",
+        "fig4.ppl_decreases_with_length": "Figure 4's curves are not printed",
+        "fig6.loops": "Figure 6's values are not printed",
+        "fig5.same_steps": "the number of training steps per size is not printed",
+    }
+    for cid, why in unpublished.items():
+        if cid not in src.claims:
+            continue
+
+        def fn(s: Sources, cid=cid, why=why):
+            if cid == "fig5.half_params":
+                from ..accounting import param_count
+
+                sizes = s.rows(7)
+                counts = {}
+                for z in sizes:
+                    try:
+                        c = _t7_cfg(s, z)
+                        counts[z] = param_count(c, embedding=False) - c.vocab_size * c.d_model
+                    except ValueError:
+                        pass
+                pairs = [f"{a}/{b} = {counts[a] / counts[b]:.2f}" for a in counts for b in counts
+                         if counts[a] < counts[b] and abs(counts[a] / counts[b] - 0.5) <= 0.05]
+                why = ("Figure 5's points are not printed; Table 7 size pairs with a parameter ratio of 0.50 +- 0.05: "
+                       + (", ".join(pairs) or "none"))
+            return UNCHECKABLE, None, s.text(f"C:{cid}"), why
+
+        out.append(Check(f"unpublished.{cid}", "quoted-numbers", "bound", (), (cid,), "-", fn))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- complexity
+
+
+COMPLEXITY_BAND = 4.0
+
+
+def _complexity_checks(src: Sources) -> list[Check]:
+    from .complexity import TABLE1_VARIANTS
+
+    out = []
+    for model in src.rows(1):
+        for q in src.columns(1):
+            ref = cell_ref(1, model, q)
+
+            def fn(s: Sources, ref=ref, model=model, q=q):
+                from .complexity import complexity_band
+
+                if model not in TABLE1_VARIANTS:
+                    return UNCHECKABLE, None, None, f"no variant for Table 1 row {model!r}"
+                band, where = complexity_band(model, q, s.text(ref))
+                return (_verdict(band <= COMPLEXITY_BAND), band, f"<= {COMPLEXITY_BAND:g}",
+                        f"analytic cost / {s.text(ref)} varies by {band:.2f}x over N 64K-4M, L 4-32, T 1-8, W 128-2048 "
+                        f"at D = 2560 ({where})")
+
+            out.append(Check(f"cx.T1.{model}.{q}", "complexity", "equality", (ref,), (),
+                             f"max/min of cost / expression <= {COMPLEXITY_BAND:g} over the grid (same order in N, L, T, W)",
+                             fn))
+    return out
+
+
+# --------------------------------------------------------------------------------------------- driver
+
+BUILDERS = (_avg_checks, _cross_table_checks, _kv_checks, _throughput_checks, _param_checks, _quote_checks,
+            _complexity_checks)
+
+
+def build_checks(src: Sources) -> list[Check]:
+    """Every check, built from the layout (rows, columns) of ``src``; evaluate with :meth:`Check.run`."""
+    out: list[Check] = []
+    for b in BUILDERS:
+        out.extend(b(src))
+    ids = [c.id for c in out]
+    assert len(ids) == len(set(ids)), "check ids must be unique"
+    return out
+
+
+def run_check(check_id: str, src: Sources) -> CheckResult:
+    """Build the checks of ``src`` and run the one named ``check_id`` (KeyError naming it when unknown)."""
+    for c in build_checks(src):
+        if c.id == check_id:
+            return c.run(src)
+    raise KeyError(f"no consistency check {check_id!r}")
+
+
+def run_checks(src: Sources) -> list[CheckResult]:
+    """Run every consistency check on ``src``; results in a stable order (by group, then as built).
+
+    Raises:
+        ValueError: a covered cell is not a number, naming the cell and the table source.
+    """
+    return [c.run(src) for c in build_checks(src)]

@@ -1,0 +1,394 @@
+"""The audit report and the ``yocou audit`` command.
+
+Runs the consistency checks (:mod:`yocou.audit.checks`) on the reported tables, the reproduced verdicts
+(:mod:`yocou.audit.verdicts`) on ``results/<scale>/``, joins both to the claims registry, and writes to ``--out``
+(``results/<scale>/audit/`` in the pipeline):
+
+- ``report.md``: counts, every check and verdict, every claim's status, links to the figures;
+- ``report.html``: the same, self-contained (inline CSS, figures as base64 PNG);
+- ``checks.csv``, ``verdicts.csv``, ``claims.csv``: tidy data behind the report; ``summary.json``: the counts,
+  regressions against the baseline and provenance.
+
+Baseline: a JSON file ``{"checks": {check id: result}}`` (committed as ``results/audit/baseline.json``). A check
+that ``holds`` there and no longer holds (or no longer exists) is a regression; ``yocou audit`` then exits 1.
+A malformed baseline raises ValueError (exit 2 through the CLI).
+
+Claim status (the headline counts): ``failing`` when a consistency check on the claim does not hold or a verdict
+is ``opposite``; else ``holding`` when a check holds or a verdict has the paper's direction; else ``inconclusive``
+when it was looked at but nothing could be decided (cannot be checked from what is published, inconclusive
+verdicts); else ``not audited``. ``checked`` = holding + failing + inconclusive.
+
+Source: shared/paper/000_c190a1253fdf94ee.txt (arXiv 2604.01220); SPEC.md sections 5, 6, 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import os
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ..io import atomic_write_json, atomic_write_text, provenance
+from .args import DEFAULT_BASELINE, add_arguments
+from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
+from .claims import Sources, load_claims, load_sources
+from .verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict, reproduce
+
+__all__ = ["audit", "claim_status", "load_baseline", "regressions", "write_report", "write_baseline", "main",
+           "add_arguments", "run_from_args"]
+
+STATUSES = ("holding", "failing", "inconclusive", "not audited")
+
+
+def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: str | Path | None = None,
+          registry: str | Path | None = None) -> dict[str, Any]:
+    """Run checks and verdicts; returns ``{"sources", "checks", "verdicts", "claims"}`` (claims with status).
+
+    Raises:
+        ValueError / FileNotFoundError: malformed registry, reported tables or result files, naming them.
+    """
+    src = load_sources(reported_dir, registry)
+    checks = run_checks(src)
+    rdir = Path(results_dir) if results_dir is not None else Path("results") / scale
+    verdicts = reproduce(src, rdir, scale)
+    claims = claim_status(load_claims(src), checks, verdicts)
+    return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
+            "results_dir": str(rdir)}
+
+
+def claim_status(claims: pd.DataFrame, checks: Iterable[CheckResult], verdicts: Iterable[Verdict]) -> pd.DataFrame:
+    """Add ``consistency``, ``reproduction`` and ``status`` columns to the claims table (see module docstring).
+
+    Raises:
+        ValueError: a check or verdict names a claim id the registry does not hold.
+    """
+    ids = set(claims["id"])
+    cons: dict[str, list[str]] = {i: [] for i in ids}
+    rep: dict[str, list[str]] = {i: [] for i in ids}
+    for r in checks:
+        for c in r.claims:
+            if c not in ids:
+                raise ValueError(f"check {r.id} names claim {c!r}, which is not in the registry")
+            cons[c].append(r.result)
+    for v in verdicts:
+        for c in v.claims:
+            if c not in ids:
+                raise ValueError(f"verdict {v.id} names claim {c!r}, which is not in the registry")
+            rep[c].append(v.verdict)
+    out = claims.copy()
+
+    def summarise(xs: list[str], order: tuple[str, ...]) -> str:
+        cnt = Counter(xs)
+        return ", ".join(f"{k}: {cnt[k]}" for k in order if cnt[k]) or "-"
+
+    out["consistency"] = [summarise(cons[i], RESULTS) for i in out["id"]]
+    out["reproduction"] = [summarise(rep[i], VERDICTS) for i in out["id"]]
+    status = []
+    for i in out["id"]:
+        c, r = cons[i], rep[i]
+        if FAILS in c or OPPOSITE in r:
+            status.append("failing")
+        elif HOLDS in c or SAME in r or SAME_SIZE in r:
+            status.append("holding")
+        elif c or r:
+            status.append("inconclusive")
+        else:
+            status.append("not audited")
+    out["status"] = status
+    return out
+
+
+# --------------------------------------------------------------------------------------------- baseline
+
+
+def load_baseline(path: str | Path) -> dict[str, str]:
+    """``{check id: result}`` from a baseline JSON.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+        ValueError: not JSON, no ``checks`` mapping, or a result outside the three allowed, naming the file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"baseline {p} not found")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"baseline {p}: not valid JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("checks"), dict):
+        raise ValueError(f"baseline {p}: expected an object with a 'checks' mapping of check id -> result")
+    for k, v in data["checks"].items():
+        if v not in RESULTS:
+            raise ValueError(f"baseline {p}: checks[{k!r}] = {v!r}; expected one of {list(RESULTS)}")
+    return dict(data["checks"])
+
+
+def regressions(baseline: dict[str, str], checks: Iterable[CheckResult]) -> list[dict[str, str]]:
+    """Checks that held in ``baseline`` and now do not hold, or no longer exist."""
+    now = {c.id: c for c in checks}
+    out = []
+    for cid, was in baseline.items():
+        if was != HOLDS:
+            continue
+        if cid not in now:
+            out.append({"id": cid, "was": was, "now": "missing", "message": "the check no longer exists"})
+        elif now[cid].result != HOLDS:
+            out.append({"id": cid, "was": was, "now": now[cid].result, "message": now[cid].message})
+    return out
+
+
+def write_baseline(path: str | Path, checks: Iterable[CheckResult]) -> None:
+    """Write ``{"checks": {id: result}}`` for every check (sorted by id), atomically."""
+    atomic_write_json(path, {
+        "description": "Consistency checks of the paper's reported numbers (yocou.audit.checks) and their "
+                       "results; `yocou audit` fails when a check that holds here stops holding.",
+        "checks": {c.id: c.result for c in sorted(checks, key=lambda c: c.id)}})
+
+
+# --------------------------------------------------------------------------------------------- counts
+
+
+def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, Any]:
+    """Headline counts: claims by status, checks by result, verdicts by label."""
+    claims = res["claims"]
+    st = Counter(claims["status"])
+    cr = Counter(c.result for c in res["checks"])
+    vr = Counter(v.verdict for v in res["verdicts"])
+    return {
+        "scale": res["scale"],
+        "claims": {"total": int(len(claims)), "prose": int((claims["kind"] == "prose").sum()),
+                   "table_cells": int((claims["kind"] == "table_cell").sum()),
+                   "tables": sorted(int(t) for t in claims["table"].dropna().unique()),
+                   "checked": int(st["holding"] + st["failing"] + st["inconclusive"]),
+                   **{k: int(st[k]) for k in STATUSES}},
+        "checks": {"total": len(res["checks"]), **{k: int(cr[k]) for k in RESULTS}},
+        "verdicts": {"total": len(res["verdicts"]), **{k: int(vr[k]) for k in VERDICTS},
+                     "not run at this scale": sum(v.qualifier == NOT_RUN for v in res["verdicts"])},
+        "regressions": regress or [],
+    }
+
+
+def summary_text(cnt: dict[str, Any]) -> str:
+    c, k, v = cnt["claims"], cnt["checks"], cnt["verdicts"]
+    lines = [
+        f"audit ({cnt['scale']}): {c['total']} claims ({c['prose']} prose/caption, {c['table_cells']} cells of "
+        f"Tables {', '.join(map(str, c['tables']))})",
+        f"  claims checked {c['checked']}: holding {c['holding']}, failing {c['failing']}, inconclusive "
+        f"{c['inconclusive']}; not audited {c['not audited']}",
+        f"  consistency checks {k['total']}: holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what "
+        f"is published {k[UNCHECKABLE]}",
+        f"  reproduced verdicts {v['total']}: same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, "
+        f"opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} (not run at this scale {v['not run at this scale']})",
+    ]
+    if cnt["regressions"]:
+        lines.append(f"  REGRESSIONS against the baseline: {len(cnt['regressions'])}")
+        lines += [f"    {r['id']}: {r['was']} -> {r['now']}: {r['message']}" for r in cnt["regressions"]]
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- writing
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_none_\n"
+    d = df.copy()
+    for c in d.columns:
+        d[c] = d[c].map(lambda x: "" if x is None or (isinstance(x, float) and pd.isna(x)) else
+                        (f"{x:.4g}" if isinstance(x, float) else str(x)).replace("|", "\\|").replace("\n", " "))
+    head = "| " + " | ".join(d.columns) + " |\n|" + "---|" * len(d.columns) + "\n"
+    return head + "".join("| " + " | ".join(r) + " |\n" for r in d.astype(str).values.tolist())
+
+
+def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, pd.DataFrame | None]]:
+    """(title, intro text, table) in report order; shared by Markdown and HTML."""
+    checks = pd.DataFrame([c.as_row() for c in res["checks"]])
+    verd = pd.DataFrame([v.as_row() for v in res["verdicts"]])
+    claims = res["claims"]
+    c, k, v = cnt["claims"], cnt["checks"], cnt["verdicts"]
+    summary = pd.DataFrame([
+        {"what": "claims in the registry", "count": c["total"],
+         "detail": f"{c['prose']} prose/caption statements + {c['table_cells']} printed cells of Tables "
+                   f"{', '.join(map(str, c['tables']))}"},
+        {"what": "claims checked", "count": c["checked"], "detail": "holding + failing + inconclusive"},
+        {"what": "claims holding", "count": c["holding"], "detail": "a check holds or a verdict has the paper's direction, none fails"},
+        {"what": "claims failing", "count": c["failing"], "detail": "a consistency check does not hold, or a verdict is opposite"},
+        {"what": "claims inconclusive", "count": c["inconclusive"],
+         "detail": "only 'cannot be checked from what is published' or inconclusive verdicts"},
+        {"what": "claims not audited", "count": c["not audited"], "detail": "no check and no verdict reads them"},
+        {"what": "consistency checks", "count": k["total"],
+         "detail": f"holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what is published {k[UNCHECKABLE]}"},
+        {"what": f"reproduced verdicts ({res['scale']})", "count": v["total"],
+         "detail": f"same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, opposite {v[OPPOSITE]}, "
+                   f"inconclusive {v[INCONCLUSIVE]} (of which not run at this scale: {v['not run at this scale']})"},
+        {"what": "regressions against the baseline", "count": len(cnt["regressions"]),
+         "detail": ", ".join(r["id"] for r in cnt["regressions"]) or "-"},
+    ])
+    cols_c = ["id", "result", "observed", "expected", "tolerance", "message"]
+    cols_v = ["id", "comparison", "paper", "ours", "spread", "n_seeds", "evidence", "verdict", "qualifier", "message"]
+    per_table = (claims[claims["kind"] == "table_cell"].groupby("table")["status"].value_counts().unstack(fill_value=0)
+                 .reindex(columns=list(STATUSES), fill_value=0).reset_index())
+    per_table.insert(1, "cells", per_table[list(STATUSES)].sum(axis=1))
+    prose = claims[claims["kind"] == "prose"][["id", "location", "value", "unit", "printed", "consistency",
+                                               "reproduction", "status"]]
+    out: list[tuple[str, str, pd.DataFrame | None]] = [
+        ("Summary", f"Scale `{res['scale']}`; results read from `{res['results_dir']}`. Paper: "
+                    "shared/paper/000_c190a1253fdf94ee.txt (arXiv 2604.01220). Consistency checks need no training and "
+                    "are the same at every scale; verdicts compare our runs at this scale with the paper's numbers "
+                    "and are never stronger than the evidence (one training seed, CPU timings, ~10M-parameter models "
+                    "at tiny).", summary),
+    ]
+    if cnt["regressions"]:
+        out.append(("Regressions against the baseline", "", pd.DataFrame(cnt["regressions"])))
+    out.append(("Consistency checks that do not hold", "", checks[checks["result"] == FAILS][cols_c]))
+    for g in dict.fromkeys(checks["group"]):
+        sub = checks[checks["group"] == g]
+        cnt_g = Counter(sub["result"])
+        out.append((f"Consistency checks: {g}",
+                    f"{len(sub)} checks: " + ", ".join(f"{r} {cnt_g[r]}" for r in RESULTS if cnt_g[r]), sub[cols_c]))
+    decided = verd[verd["verdict"] != INCONCLUSIVE]
+    out.append(("Reproduced verdicts: decided", f"{len(decided)} of {len(verd)} verdicts are not inconclusive.",
+                decided[cols_v]))
+    out.append(("Reproduced verdicts: inconclusive", "", verd[verd["verdict"] == INCONCLUSIVE][cols_v]))
+    out.append(("Claims: prose and captions", "", prose))
+    out.append(("Claims: table cells by table", "Status of the printed cells of each table "
+                "(every cell is a claim; `claims.csv` lists each with its checks and verdicts).", per_table))
+    return out
+
+
+def _img_data(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[str | Path] = (),
+                 baseline: str | Path | None = None) -> dict[str, Any]:
+    """Write report.md, report.html, checks.csv, verdicts.csv, claims.csv and summary.json into ``out_dir``.
+
+    ``figures``: PNG files shown in the report (inline in the HTML). Returns the counts (see :func:`counts`).
+
+    Raises:
+        FileNotFoundError: a listed figure or the baseline does not exist. ValueError: a malformed baseline.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    regress = regressions(load_baseline(baseline), res["checks"]) if baseline else []
+    cnt = counts(res, regress)
+    figs = [Path(f) for f in figures]
+    for f in figs:
+        if not f.is_file():
+            raise FileNotFoundError(f"figure {f} not found")
+    prov = provenance({"scale": res["scale"], "results_dir": res["results_dir"], "baseline": str(baseline or ""),
+                       "reported": res["sources"].origin}, None)
+    sections = _sections(res, cnt)
+
+    md = io.StringIO()
+    md.write(f"# Audit of the paper's reported numbers ({res['scale']} scale)\n\n")
+    md.write("Per scale under `results/<scale>/audit/` (issue 7 asked for results/audit/report.md; the committed "
+             "baseline of the consistency checks is `results/audit/baseline.json`). Self-contained page with the "
+             "figures inline: `report.html`.\n\n")
+    md.write("```\n" + summary_text(cnt) + "\n```\n\n")
+    for title, intro, df in sections:
+        md.write(f"## {title}\n\n")
+        if intro:
+            md.write(intro + "\n\n")
+        if df is not None:
+            md.write(_md_table(df) + "\n")
+    if figs:
+        md.write("## Figures\n\n")
+        for f in figs:
+            md.write(f"![{f.stem}]({os.path.relpath(f, out)})\n\n")
+    md.write(f"<sub>yocou {prov['versions'].get('yocou')} · commit {prov['git_commit'][:10]}"
+             f"{' (dirty)' if prov.get('git_dirty') else ''} · {prov['created_utc']}</sub>\n")
+    atomic_write_text(out / "report.md", md.getvalue())
+
+    h = io.StringIO()
+    h.write("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            f"<title>yocou audit ({html.escape(res['scale'])})</title><style>"
+            "body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px}"
+            "table{border-collapse:collapse;font-size:12px;margin-bottom:1.5em}"
+            "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}"
+            "th{background:#f3f3f3}.holds,.holding,.same-direction-and-size{background:#e6f4e6}"
+            ".does-not-hold,.failing,.opposite{background:#fbe3e3}"
+            ".cannot-be-checked-from-what-is-published,.inconclusive{background:#f5f5dc}"
+            "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f7f7f7;padding:1em}"
+            "</style></head><body>")
+    h.write(f"<h1>Audit of the paper's reported numbers ({html.escape(res['scale'])} scale)</h1>")
+    h.write(f"<pre>{html.escape(summary_text(cnt))}</pre>")
+    for title, intro, df in sections:
+        h.write(f"<h2>{html.escape(title)}</h2>")
+        if intro:
+            h.write(f"<p>{html.escape(intro)}</p>")
+        if df is not None:
+            h.write(_html_table(df))
+    if figs:
+        h.write("<h2>Figures</h2>")
+        for f in figs:
+            h.write(f"<figure><img alt='{html.escape(f.stem)}' src='{_img_data(f)}'>"
+                    f"<figcaption>{html.escape(str(f))}</figcaption></figure>")
+    h.write(f"<p><small>yocou {html.escape(str(prov['versions'].get('yocou')))} · commit "
+            f"{html.escape(prov['git_commit'][:10])} · {html.escape(prov['created_utc'])}</small></p></body></html>\n")
+    atomic_write_text(out / "report.html", h.getvalue())
+
+    atomic_write_text(out / "checks.csv", pd.DataFrame([c.as_row() for c in res["checks"]]).to_csv(index=False))
+    atomic_write_text(out / "verdicts.csv", pd.DataFrame([v.as_row() for v in res["verdicts"]]).to_csv(index=False))
+    atomic_write_text(out / "claims.csv", res["claims"].to_csv(index=False))
+    atomic_write_json(out / "summary.json", {**cnt, "figures": [str(f) for f in figs], "provenance": prov})
+    return cnt
+
+
+def _html_table(df: pd.DataFrame) -> str:
+    cls_cols = {"result", "verdict", "status"}
+    rows = ["<table><tr>" + "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns) + "</tr>"]
+    for r in df.itertuples(index=False):
+        cells = []
+        for c, x in zip(df.columns, r):
+            s = "" if x is None or (isinstance(x, float) and pd.isna(x)) else (f"{x:.4g}" if isinstance(x, float) else str(x))
+            cls = f" class='{s.replace(' ', '-')}'" if c in cls_cols else ""
+            cells.append(f"<td{cls}>{html.escape(s)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return "".join(rows) + "</table>"
+
+
+# --------------------------------------------------------------------------------------------- CLI
+
+
+def run_from_args(a: argparse.Namespace) -> int:
+    """Run the audit for parsed arguments; print the summary. Returns 1 on a regression (unless --report-only)."""
+    res = audit(a.scale, a.results, reported_dir=a.reported_dir, registry=a.registry)
+    baseline = a.baseline
+    if baseline is None and Path(DEFAULT_BASELINE).is_file():
+        baseline = DEFAULT_BASELINE
+    if a.out:
+        figs = a.figures if a.figures is not None else sorted(str(p) for p in Path("figures", a.scale).glob("*.png"))
+        cnt = write_report(res, a.out, figures=figs, baseline=baseline)
+    else:
+        cnt = counts(res, regressions(load_baseline(baseline), res["checks"]) if baseline else [])
+    if a.write_baseline:
+        write_baseline(a.write_baseline, res["checks"])
+    print(summary_text(cnt))
+    if not baseline:
+        print("  (no baseline: regressions not checked)")
+    return 1 if cnt["regressions"] and not a.report_only else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m yocou.audit", description=__doc__.split("\n\n")[0])
+    add_arguments(ap)
+    a = ap.parse_args(argv)
+    try:
+        return run_from_args(a)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        print(f"yocou audit: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
