@@ -1,0 +1,369 @@
+"""Scale-out (issue 8): the paper-scale DAG, the sbatch flags the SLURM profile's jobs get, the training
+launcher's shell plumbing (single node, multi-node srun + torchrun rendezvous), GPU slots on one machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from yocou import cluster
+from yocou.pipeline import resolve_run
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
+
+
+def _workdir(tmp: Path) -> Path:
+    """A copy of the workflow (the Snakefile writes runs/<scale>/config.json on parse)."""
+    for name in ("Snakefile", "workflows", "results/audit"):  # results/audit: the audit's committed baseline
+        src = ROOT / name
+        if src.exists():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp / name)
+    return tmp
+
+
+def _snakemake(cwd: Path, *args: str) -> str:
+    res = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    return res.stdout + res.stderr
+
+
+def _jobs(dry_run: str) -> list[dict]:
+    """Jobs of a dry run's log: rule, wildcards, resources (values as Snakemake prints them), shell."""
+    jobs: list[dict] = []
+    for line in dry_run.splitlines():
+        m = re.match(r"^(?:local)?rule (\w+):$", line)
+        if m:
+            jobs.append({"rule": m.group(1), "wildcards": "", "resources": {}, "shell": ""})
+            continue
+        if not jobs:
+            continue
+        s = line.strip()
+        if s.startswith("wildcards: "):
+            jobs[-1]["wildcards"] = s[len("wildcards: "):]
+        elif s.startswith("resources: "):
+            for item in s[len("resources: "):].split(", "):
+                k, _, v = item.partition("=")
+                jobs[-1]["resources"][k] = int(v) if v.isdigit() else v
+    return jobs
+
+
+def _rules_planned(dry_run: str) -> set[str]:
+    table = dry_run.split("Job stats:")[1].split("total")[0]
+    return {l.split()[0] for l in table.splitlines()[3:] if l.strip()}
+
+
+@pytest.fixture(scope="module")
+def slurm_dry_run(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """`snakemake -n reproduce_all` at paper scale through the SLURM profile (no cluster needed to plan)."""
+    wd = _workdir(tmp_path_factory.mktemp("paper_slurm"))
+    return _snakemake(wd, "-n", "reproduce_all", "--config", "scale=paper", "--profile", "workflows/profiles/slurm")
+
+
+def test_paper_dry_run_plans_the_full_dag(tmp_path: Path, slurm_dry_run: str) -> None:
+    """Every rule of the smoke DAG (the one CI runs end to end) is planned at paper scale too."""
+    smoke = _snakemake(_workdir(tmp_path), "-n", "--cores", "2", "reproduce_all", "--config", "scale=smoke")
+    assert _rules_planned(slurm_dry_run) == _rules_planned(smoke)
+    for v in PAPER["core_variants"]:
+        assert f"runs/paper/models/{v}/model.pt" in slurm_dry_run
+    for target in ("fig2.png", "table10.md", "table3.md", "fig7.png", "table1.csv"):
+        assert f"paper/{target}" in slurm_dry_run
+    assert "localrules directive specifies rules that are not present" not in slurm_dry_run
+
+
+def _fake_job(job: dict) -> SimpleNamespace:
+    """What the SLURM plugin reads of a Snakemake job: name, threads, resources (attributes and .get)."""
+
+    class Res(dict):
+        __getattr__ = dict.__getitem__
+
+    return SimpleNamespace(name=job["rule"], threads=1, resources=Res(job["resources"]), is_group=lambda: False)
+
+
+def _sbatch(job: dict) -> str:
+    """The sbatch line snakemake-executor-plugin-slurm builds for this job (its own builder functions)."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+
+    fake = _fake_job(job)
+    params = {"run_uuid": "RUN", "slurm_logfile": "LOG", "comment_str": f"rule_{job['rule']}", "account": "",
+              "partition": "", "workdir": "/wd"}
+    return get_submit_command(fake, params) + set_gres_string(fake)
+
+
+def test_slurm_submissions_carry_the_configured_resources(slurm_dry_run: str) -> None:
+    jobs = _jobs(slurm_dry_run)
+    by_rule: dict[str, list[dict]] = {}
+    for j in jobs:
+        by_rule.setdefault(j["rule"], []).append(j)
+    assert len(by_rule["train"]) == len(PAPER["variants"])  # every run the studies use
+    for job in jobs:
+        if job["rule"] in ("reproduce_all", "efficiency"):
+            continue
+        want = cluster.rule_resources(PAPER, job["rule"])
+        got = job["resources"]
+        for k, v in want.items():
+            assert got.get(k) == v, (job["rule"], k, got)
+        line = _sbatch(job)
+        assert f"-t {want['runtime']}" in line and f"--mem {want['mem_mb']}" in line, line
+        assert f"--cpus-per-task={want['cpus_per_task']}" in line, line
+    # multi-node training: 4 nodes, one task each, 8 GPUs per node, torchrun launched by srun in the job
+    train = _sbatch(by_rule["train"][0])
+    for flag in ("--nodes=4", "--ntasks=4", "--gres=gpu:8", "-t 4320", "--mem 480000", "--cpus-per-task=64"):
+        assert flag in train, train
+    assert "--gpus=" not in train
+    assert by_rule["train"][0]["resources"]["mpi"] == "srun"  # the job step runs the command as it is
+    # evaluation and profiling: one GPU each
+    for rule in ("ppl", "kv_measure", "niah", "longppl", "downstream", "profile"):
+        line = _sbatch(by_rule[rule][0])
+        assert "--gpus=1" in line and "--nodes" not in line, (rule, line)
+    # data preparation: CPU only
+    for rule in ("corpus", "tokens"):
+        line = _sbatch(by_rule[rule][0])
+        assert "gpu" not in line and "--ntasks=1" in line, (rule, line)
+
+
+def test_train_shell_command_launches_torchrun_on_every_node(slurm_dry_run: str) -> None:
+    shells = [l.split("Shell command: ", 1)[-1] for l in slurm_dry_run.splitlines() if "run_config.json --data" in l]
+    assert len(shells) == len(PAPER["variants"]) and all(l.startswith("OMP_NUM_THREADS=") for l in shells)
+    assert all("srun --nodes=4 --ntasks-per-node=1" in l and "torchrun --nnodes 4 --nproc-per-node 8" in l
+               for l in shells), shells[0]
+
+
+def test_plotting_and_tables_are_local_rules(tmp_path: Path) -> None:
+    """Read Snakemake's own decision (a dry run does not print it): the config's local_rules are local."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    wd = _workdir(tmp_path)
+    with SnakemakeApi(OutputSettings()) as api:
+        wf = api.workflow(snakefile=wd / "Snakefile", workdir=wd, resource_settings=ResourceSettings(cores=2, nodes=4),
+                          config_settings=ConfigSettings(config={"scale": "paper"}))._workflow
+        defined = {r.name for r in wf.rules}
+        local = set(PAPER["resources"]["local_rules"])
+        assert local <= defined, local - defined
+        assert local <= wf._localrules
+        assert not {"train", "ppl", "profile", "corpus"} & wf._localrules
+
+
+def test_cli_resources_override_the_config(tmp_path: Path) -> None:
+    out = _snakemake(_workdir(tmp_path), "-n", "--jobs", "4", "--executor", "slurm", "runs/paper/tokens/train.bin",
+                     "--config", "scale=paper", "--set-resources", "tokens:runtime=30")
+    tokens = [j for j in _jobs(out) if j["rule"] == "tokens"][0]
+    assert tokens["resources"]["runtime"] == 30
+    assert tokens["resources"]["mem_mb"] == PAPER["resources"]["rules"]["tokens"]["mem_mb"]
+
+
+# --------------------------------------------------------------------------------------------------
+# config and resources
+
+
+def test_every_paper_variant_resolves() -> None:
+    for v in PAPER["variants"]:
+        rc = resolve_run(PAPER, v, vocab_size=100277)
+        assert rc["train"]["seq_len"] == 8192 and rc["train"]["fsdp"] and rc["train"]["activation_checkpointing"]
+        assert rc["model"]["vocab_size"] == 100277
+    moe = resolve_run(PAPER, "yocou_moe", vocab_size=100277)["model"]
+    assert (moe["n_experts"], moe["top_k"], moe["d_expert"], moe["d_shared_expert"], moe["d_model"]) == \
+        (64, 8, 1024, 1024, 2560)
+
+
+def test_rule_resources_merge_and_errors() -> None:
+    cfg = {"launch": {"nproc": 4, "nnodes": 1, "gpus": True},
+           "resources": {"default": {"runtime": 10, "mem_mb": 100}, "rules": {"ppl": {"gpu": 1, "runtime": 20}}}}
+    assert cluster.rule_resources(cfg, "ppl") == {"runtime": 20, "mem_mb": 100, "gpu": 1}
+    assert cluster.rule_resources(cfg, "fig2") == {"runtime": 10, "mem_mb": 100}
+    assert cluster.rule_resources(cfg, "train") == {"runtime": 10, "mem_mb": 100, "nodes": 1, "gpu": 4}
+    assert set(cluster.configured_rules(cfg)) == {"ppl", "train"}
+    with pytest.raises(ValueError, match="resources.rules.ppl.*gpus"):
+        cluster.rule_resources({"resources": {"rules": {"ppl": {"gpus": 1}}}}, "ppl")
+    bad = {**cfg, "resources": {"rules": {"train": {"gpu": 2}}}}
+    with pytest.raises(ValueError, match="train.gpu.*launch"):
+        cluster.rule_resources(bad, "train")
+    assert cluster.rule_resources({}, "train") == {}  # CPU scales: no resources section, nothing changes
+
+
+# --------------------------------------------------------------------------------------------------
+# the training launcher
+
+
+def test_launcher_single_node_and_slots() -> None:
+    assert cluster.train_launcher({"launch": {"nproc": 1}}) == "yocou"
+    assert cluster.train_launcher({"launch": {"nproc": 2}}) == "torchrun --standalone --nproc-per-node 2 -m yocou.cli"
+    assert cluster.train_launcher({"launch": {"nproc": 8, "gpu_slots": 8}}) == \
+        "python -m yocou.cluster gpu-run --gpus 8 --slots 8 -- torchrun --standalone --nproc-per-node 8 -m yocou.cli"
+
+
+def _executable(path: Path, text: str) -> None:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_multi_node_launcher_runs_torchrun_per_node_with_the_rendezvous(tmp_path: Path) -> None:
+    """The launcher's shell text under stand-ins for srun (two nodes), scontrol and torchrun."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _executable(bin_ / "srun", '#!/bin/bash\n# stand-in: run the command once per node, as srun does\n'
+                '[ "$1" = "--nodes=2" ] || exit 3\nwhile [[ "$1" == --* ]]; do echo "srun $1" >&2; shift; done\n'
+                'for n in 0 1; do SLURM_NODEID=$n SLURM_JOB_NODELIST="gpu[07-08]" "$@" || exit $?; done\n')
+    _executable(bin_ / "scontrol", '#!/bin/bash\n[ "$*" = "show hostnames gpu[07-08]" ] || exit 4\n'
+                'printf "gpu07\\ngpu08\\n"\n')
+    _executable(bin_ / "torchrun", '#!/bin/bash\necho "node=$SLURM_NODEID torchrun $*"\n')
+    cfg = {"launch": {"nproc": 4, "nnodes": 2, "gpus": True, "rdzv_port": 29511},
+           "resources": {"rules": {"train": {"cpus_per_task": 32}}}}
+    prefix = cluster.train_launcher(cfg)
+    cmd = f"{prefix} train --run-config 'a b.json' --out runs/x"
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+    res = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "srun --cpus-per-task=32" in res.stderr and "srun --gres=gpu:4" in res.stderr
+    lines = res.stdout.splitlines()
+    assert len(lines) == 2
+    for n, line in enumerate(lines):
+        assert line == (f"node={n} torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-id 4242 "
+                        "--rdzv-endpoint gpu07:29511 -m yocou.cli train --run-config a b.json --out runs/x")
+
+
+# --------------------------------------------------------------------------------------------------
+# GPU slots on one machine (fake slots: no GPU needed)
+
+
+def test_slots_are_disjoint_and_wait_when_taken(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    a = cluster.acquire_gpu_slots(1, 3, lock_dir=tmp_path)
+    b = cluster.acquire_gpu_slots(1, 3, lock_dir=tmp_path)
+    assert (a.cuda_visible_devices, b.cuda_visible_devices) == ("0", "1")
+    with pytest.raises(TimeoutError, match="2 of 3"):
+        cluster.acquire_gpu_slots(2, 3, lock_dir=tmp_path, timeout_s=0.2, poll_s=0.05)
+    c = cluster.acquire_gpu_slots(1, 3, lock_dir=tmp_path, timeout_s=0.2)  # the failed try took none
+    assert c.slots == [2]
+    a.release()
+    d = cluster.acquire_gpu_slots(1, 3, lock_dir=tmp_path, timeout_s=0.2)
+    assert d.slots == [0]
+    for lease in (b, c, d):
+        lease.release()
+    with pytest.raises(ValueError, match="asked for 4 of 3"):
+        cluster.acquire_gpu_slots(4, 3, lock_dir=tmp_path)
+
+
+def test_slots_map_onto_visible_devices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6")
+    with cluster.acquire_gpu_slots(2, 3, lock_dir=tmp_path) as lease:
+        assert lease.cuda_visible_devices == "3,5"
+
+
+_PRINT_AND_WAIT = "import os, sys, time; print(os.environ.get('CUDA_VISIBLE_DEVICES'), flush=True); time.sleep(60)"
+
+
+def _gpu_run(lock_dir: Path, *extra_env: tuple[str, str], gpus: int = 1, slots: int = 2) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")}
+    env.update(dict(extra_env))
+    return subprocess.Popen([sys.executable, "-m", "yocou.cluster", "gpu-run", "--gpus", str(gpus), "--slots",
+                             str(slots), "--lock-dir", str(lock_dir), "--", sys.executable, "-c", _PRINT_AND_WAIT],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_concurrent_jobs_get_distinct_gpus_until_they_end(tmp_path: Path) -> None:
+    """Two concurrent commands through `gpu-run` see different devices; a killed one frees its slot."""
+    p1, p2 = _gpu_run(tmp_path), _gpu_run(tmp_path)
+    try:
+        seen = {p1.stdout.readline().strip(), p2.stdout.readline().strip()}
+        assert seen == {"0", "1"}
+        with pytest.raises(TimeoutError):
+            cluster.acquire_gpu_slots(1, 2, lock_dir=tmp_path, timeout_s=0.3, poll_s=0.05)
+        p1.kill()
+        p1.wait()
+        t0 = time.time()
+        with cluster.acquire_gpu_slots(1, 2, lock_dir=tmp_path, timeout_s=10, poll_s=0.05) as lease:
+            assert time.time() - t0 < 10 and len(lease.slots) == 1
+    finally:
+        for p in (p1, p2):
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.slow
+def test_gpu_run_inside_a_slurm_job_takes_no_slot(tmp_path: Path) -> None:
+    p = _gpu_run(tmp_path, ("SLURM_JOB_ID", "7"), ("CUDA_VISIBLE_DEVICES", "2"), gpus=2, slots=2)
+    try:
+        assert p.stdout.readline().strip() == "2"  # the allocation's devices, unchanged
+        with cluster.acquire_gpu_slots(2, 2, lock_dir=tmp_path, timeout_s=1) as lease:
+            assert lease.slots == [0, 1]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_cli_prints_a_rules_resources(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config",
+                          str(ROOT / "workflows/config/paper.yaml"), "train"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout) == cluster.rule_resources(PAPER, "train")
+
+
+# --------------------------------------------------------------------------------------------------
+# the prepared GPU check (python -m yocou.bench.gpu_check)
+
+
+def test_gpu_check_skips_cleanly_without_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture) -> None:
+    import torch
+
+    from yocou.bench import gpu_check
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_check.main(["--out", str(tmp_path)]) == 0
+    assert "skipped: no CUDA device" in capsys.readouterr().err
+    assert json.loads((tmp_path / "gpu_check.json").read_text())["status"] == "skipped"
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_on_cpu_runs_every_check_and_renders_fig7(tmp_path: Path) -> None:
+    """`--device cpu --dry`: the GPU check's code paths at tiny sizes; every named check passes."""
+    from yocou import config as C
+    from yocou.bench import gpu_check
+
+    assert gpu_check.main(["--out", str(tmp_path), "--device", "cpu", "--dry"]) == 0
+    summary = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert summary["status"] == "passed" and summary["n_failed"] == 0
+    named = {(r["variant"], r["check"]) for r in summary["checks"]}
+    for v in gpu_check.CHECK_VARIANTS:
+        for check in ("decode_vs_full_fp32", "decode_vs_full_bf16", "bf16_vs_fp32", "kv_bytes",
+                      "loss_device_vs_cpu", "grad_device_vs_cpu", "loss_bf16_autocast"):
+            assert (v, f"{check}_moe" if "moe" in v and f"{check}_moe" in gpu_check.TOLERANCES else check) in named
+    rows = json.loads((tmp_path / "profile.json").read_text())["rows"]
+    assert {r["variant"] for r in rows} == set(C.PRESETS) | {"upper_loop_nokv"}
+    assert all(r["kv_equal"] and r["dtype"] == "bf16" for r in rows)
+    for name in ("fig7.png", "fig7.pdf", "fig7_data.csv"):
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_gpu_check_tolerances_catch_a_wrong_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A decode step fed the wrong token fails decode_vs_full in both dtypes (the checks can fail)."""
+    import torch
+
+    from yocou.bench import gpu_check
+
+    real = gpu_check.decode_step
+
+    def stale(model, token, cache):  # always token 0: the logits differ from the full forward's
+        return real(model, torch.zeros_like(token), cache)
+
+    monkeypatch.setattr(gpu_check, "decode_step", stale)
+    rows = gpu_check.correctness(torch.device("cpu"), shape="dry", variants=["yocou"])
+    failed = {r["check"] for r in rows if not r["passed"]}
+    assert {"decode_vs_full_fp32", "decode_vs_full_bf16"} <= failed
+    assert "kv_bytes" not in failed
