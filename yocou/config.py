@@ -371,7 +371,9 @@ PRESETS = {
 # 4 KV heads, W = 512, cl100k vocabulary (SPEC.md sections 5-6; Table 10's
 # configuration at 1.3b). "tiny" and "smoke" are this harness's CPU scales [assume].
 SIZES: dict[str, dict[str, Any]] = {
-    **{f"paper-{k}": dict(vocab_size=100277, d_model=d, n_layers=nl, n_heads=nh, n_kv_heads=4, head_dim=128,
+    # 870m has 18 heads, which 4 KV heads do not divide: 6, the nearest count that does [assume]
+    **{f"paper-{k}": dict(vocab_size=100277, d_model=d, n_layers=nl, n_heads=nh, n_kv_heads=4 if nh % 4 == 0 else 6,
+                          head_dim=128,
                           d_ff=swiglu_hidden(d, 128), window=512)
        for k, (d, nl, nh) in {"300m": (1536, 12, 12), "500m": (2048, 12, 16), "870m": (2304, 16, 18),
                               "1.3b": (2560, 20, 20), "3.4b": (4096, 20, 32), "6.4b": (5120, 24, 40)}.items()},
