@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,14 @@ def token_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     train_tokenizer(corpus / "train.jsonl", 300, root / "tokenizer.json")
     encode_corpus(corpus, root / "tokenizer.json", root / "tokens", show_progress=False)
     return root / "tokens"
+
+
+def workflow_copy(tmp: Path) -> Path:
+    """A scratch copy of the workflow: Snakefile, workflows/ and the audit's committed baseline (an input of the
+    audit rule). The Snakefile writes runs/<scale>/config.json on parse, so tests never plan in the checkout."""
+    root = Path(__file__).resolve().parents[1]
+    for name in ("Snakefile", "workflows", "results/audit"):
+        src = root / name
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp / name)
+    return tmp

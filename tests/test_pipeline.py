@@ -14,14 +14,13 @@ import yaml
 
 from yocou.pipeline import resolve_run
 
+from conftest import workflow_copy
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _workdir(tmp: Path) -> Path:
-    for name in ("Snakefile", "workflows"):
-        src = ROOT / name
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp / name)
-    return tmp
+    return workflow_copy(tmp)
 
 
 def _snakemake(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -20,18 +20,14 @@ import yaml
 from yocou import cluster
 from yocou.pipeline import resolve_run
 
+from conftest import workflow_copy
+
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
 
 
 def _workdir(tmp: Path) -> Path:
-    """A copy of the workflow (the Snakefile writes runs/<scale>/config.json on parse)."""
-    for name in ("Snakefile", "workflows", "results/audit"):  # results/audit: the audit's committed baseline
-        src = ROOT / name
-        if src.exists():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp / name)
-    return tmp
+    return workflow_copy(tmp)
 
 
 def _snakemake(cwd: Path, *args: str) -> str:
