@@ -15,9 +15,10 @@ rule profile:
         lens=" ".join(str(n) for n in config["eval"]["profile"]["seq_lens"]),
         opts=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in config["eval"]["profile"].items()
                       if k not in ("fit", "seq_lens")),
+        gpu=lambda w: gpu_prefix(1),  # a free local GPU slot when launch.gpu_slots > 0 (common.smk)
     threads: workflow.cores
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
+        "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
         "{params.opts} --threads {threads} --out {output} > {log} 2>&1"
 
 
