@@ -31,6 +31,20 @@ PKG = importlib.util.find_spec("yocou").submodule_search_locations[0]
 for _v in CORE:
     if _v not in config["variants"]:
         raise ValueError(f"core_variants names {_v!r}, which is not in 'variants' of workflows/config/{SCALE}.yaml")
+_V = config["variants"]
+for _v, _spec in _V.items():
+    _to = _spec.get("equal_flops_to")
+    if _to is not None and (_to == _v or _to not in _V):
+        raise ValueError(f"variants.{_v}.equal_flops_to: {_to!r} must name another variant of "
+                         f"workflows/config/{SCALE}.yaml ({sorted(set(_V) - {_v})})")
+_RUNS_OK = set(_V) | {f"{v}_eqflops" for v, s in _V.items() if s.get("equal_flops_to")}
+for _study, _sec in config.get("studies", {}).items():
+    _names = _sec if isinstance(_sec, list) else [x for y in _sec.values() for x in (y if isinstance(y, list) else [y])]
+    for _r in _names:
+        if _r not in _RUNS_OK:
+            raise ValueError(f"studies.{_study} names {_r!r}, which is not a run of workflows/config/{SCALE}.yaml: "
+                             f"expected a key of 'variants' or <variant>_eqflops of a variant with equal_flops_to "
+                             f"({sorted(_RUNS_OK)})")
 
 # The resolved config, written only when it changes, so that its rules rerun then and only then.
 _cfg_path = Path(RUN) / "config.json"

@@ -60,6 +60,23 @@ def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
     assert "steps" in res.stdout + res.stderr
 
 
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: c["studies"].__setitem__("table3", ["transformer", "ghost"]), "studies.table3"),
+    (lambda c: c["studies"]["table2"].__setitem__("equal_flops", "yoco_eqflops"), "studies.table2"),
+    (lambda c: c["variants"]["yocou_moe"].__setitem__("equal_flops_to", "ghost"), "variants.yocou_moe.equal_flops_to"),
+])
+def test_studies_must_name_runs_of_the_config(tmp_path: Path, edit, field: str) -> None:
+    """A study naming no run, or an equal-FLOPs reference that is no variant, fails at planning, naming the field."""
+    wd = _workdir(tmp_path)
+    p = wd / "workflows/config/smoke.yaml"
+    cfg = yaml.safe_load(p.read_text())
+    edit(cfg)
+    p.write_text(yaml.safe_dump(cfg))
+    res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke", check=False)
+    assert res.returncode != 0
+    assert field in res.stdout + res.stderr
+
+
 def test_resolve_run_records_assumptions_and_rejects_unknown_variant() -> None:
     cfg = yaml.safe_load((ROOT / "workflows/config/tiny.yaml").read_text())
     rc = resolve_run(cfg, "yocou", vocab_size=123)

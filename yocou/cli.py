@@ -61,7 +61,13 @@ def kv_table(size: str = "1.3b", dtype: str = "bf16") -> list[dict[str, Any]]:
 
 
 def _cmd_kv_table(a: argparse.Namespace) -> int:
-    size = a.preset.split("-", 1)[1] if a.preset.startswith(("yocou-", "yoco-")) else a.preset
+    from .config import PRESETS, SIZES
+
+    variant, _, rest = a.preset.partition("-")
+    size = rest if variant in PRESETS and rest in SIZES else a.preset
+    if size not in SIZES:
+        raise SystemExit(f"yocou kv-table: error: --preset {a.preset!r}: expected a size (optionally after a variant, "
+                         f"e.g. yocou-tiny), one of {sorted(SIZES)}")
     rows = kv_table(size, a.dtype)
     if a.format == "json":
         print(json.dumps(rows, indent=2))

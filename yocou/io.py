@@ -236,7 +236,7 @@ def load_config_file(path: str | os.PathLike) -> Any:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: the file does not parse, naming it.
+        ValueError: the file does not parse, or its top level is not a mapping, naming it.
     """
     p = Path(path)
     if not p.is_file():
@@ -245,7 +245,12 @@ def load_config_file(path: str | os.PathLike) -> Any:
     try:
         if p.suffix in (".yaml", ".yml"):
             import yaml
-            return yaml.safe_load(text)
-        return json.loads(text)
+            data = yaml.safe_load(text)
+        else:
+            data = json.loads(text)
     except Exception as e:  # noqa: BLE001 - re-raised with the file's name
         raise ValueError(f"cannot parse config file {p}: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config file {p}: expected a mapping of keys to values at the top level, "
+                         f"got {type(data).__name__}")
+    return data

@@ -161,7 +161,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="data table stem")
     ap.add_argument("--scale-name", required=True)
     a = ap.parse_args(argv)
-    runs = json.loads(a.runs)
+    try:
+        runs = json.loads(a.runs)
+    except json.JSONDecodeError as e:
+        ap.error(f"--runs: not valid JSON ({e}): {a.runs!r}")
+    if a.what == "fig5":
+        if not (isinstance(runs, dict) and set(runs) == {"yoco", "yocou"}
+                and all(isinstance(v, list) and all(isinstance(r, str) for r in v) for v in runs.values())):
+            ap.error(f'--runs for fig5: expected {{"yoco": [run, ...], "yocou": [run, ...]}}, got {a.runs}')
+    elif not (isinstance(runs, dict) and all(str(t).isdigit() and int(t) >= 1 and isinstance(r, str)
+                                              for t, r in runs.items())):
+        ap.error(f'--runs for fig6: expected {{"<T, an integer >= 1>": run, ...}}, got {a.runs}')
     root, proot = Path(a.run_root), Path(a.ppl_root)
     cfg = {"runs": runs, "scale": a.scale_name}
 
