@@ -6,7 +6,9 @@ for parity), the same thread count and the same attention kernel family (``scale
 HF with ``attn_implementation="sdpa"``). Measured, each as a median of repeats after warm-up:
 
 * training tokens/s: forward + backward + AdamW step on ``batch × seq_len`` tokens under bf16 autocast with
-  fp32 weights (what ``yocou train`` does), eager for both (``--compile`` adds both under torch.compile);
+  fp32 weights (what ``yocou train`` does), eager for both (``--compile`` adds both under torch.compile).
+  The models are timed in interleaved rounds and the training ratio is the median of per-round paired
+  ratios, so that drift in the machine's speed during the run does not favour either side;
 * prefill tokens/s over a prompt of ``--prefill-len`` tokens (bf16 weights; ours in one chunk and in
   chunks of 512, HF one forward with its default ``DynamicCache``);
 * decode tokens/s of ``--n-decode`` greedy steps after that prompt (prefill excluded);
@@ -17,7 +19,7 @@ Ratios are ours / HF (> 1: ours faster). Writes a JSON with provenance (load ave
 
 Run (the numbers in README.md come from this command, at the tiny shape on the 2-core CPU)::
 
-    python benchmarks/hf_llama_peer.py --out benchmarks/results/hf_llama_peer.json
+    python benchmarks/hf_llama_peer.py --compile --rounds 16 --out benchmarks/results/hf_llama_peer.json
 """
 
 from __future__ import annotations
@@ -100,7 +102,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", default="transformer-tiny", help="our Transformer preset (shape of both models)")
     ap.add_argument("--batch", type=int, default=8, help="training batch (sequences)")
     ap.add_argument("--seq-len", type=int, default=512, help="training sequence length")
-    ap.add_argument("--train-steps", type=int, default=5, help="timed training steps (after 2 warm-up)")
+    ap.add_argument("--rounds", type=int, default=8, help="interleaved timing rounds of the training step")
+    ap.add_argument("--steps-per-round", type=int, default=2, help="timed training steps per model per round")
+    ap.add_argument("--warmup-steps", type=int, default=3, help="untimed training steps per model (compiles)")
     ap.add_argument("--prefill-len", type=int, default=4096)
     ap.add_argument("--n-decode", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
@@ -120,20 +124,52 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bf16 matmul peak: {peak / 1e9:.0f} GFLOP/s", flush=True)
 
     # -- training ---------------------------------------------------------------
+    # All models are built and warmed up first, then timed in interleaved rounds (each round runs every
+    # model for --steps-per-round steps, in reversed order every other round), so that drift in the
+    # machine's speed (frequency, other tenants) falls on both sides alike. The ratio is the median over
+    # rounds of the paired per-round ratios, HF step time / our step time.
     fpt = accounting.train_flops_per_token(cfg, a.seq_len)
     tokens = a.batch * a.seq_len
-    train = {}
-    for name in ("ours", "hf") + (("ours_compiled", "hf_compiled") if a.compile else ()):
+    names = ("ours", "hf") + (("ours_compiled", "hf_compiled") if a.compile else ())
+    steps: dict[str, Callable[[], None]] = {}
+    for name in names:
         torch.manual_seed(0)
         ours = LM(cfg).train()
         is_hf = name.startswith("hf")
         model = hf_llama_from(ours).train() if is_hf else ours
         fwd = torch.compile(model) if name.endswith("_compiled") else model
-        step = train_step_fn(fwd, is_hf, a.batch, a.seq_len, cfg.vocab_size)
-        t, ts = median_time(step, a.train_steps, 2)
-        train[name] = {"step_s": t, "steps_s": ts, "tokens_per_s": tokens / t, "mfu": tokens / t * fpt / peak}
+        steps[name] = train_step_fn(fwd, is_hf, a.batch, a.seq_len, cfg.vocab_size)
+        t0 = time.perf_counter()
+        for _ in range(a.warmup_steps):
+            steps[name]()
+        print(f"train {name}: warm-up {time.perf_counter() - t0:.1f} s", flush=True)
+    per_round: dict[str, list[float]] = {n: [] for n in names}
+    all_steps: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(a.rounds):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            ts = []
+            for _ in range(a.steps_per_round):
+                t0 = time.perf_counter()
+                steps[name]()
+                ts.append(time.perf_counter() - t0)
+            per_round[name].append(statistics.mean(ts))
+            all_steps[name].extend(ts)
+    train: dict[str, Any] = {}
+    for name in names:
+        t = statistics.median(all_steps[name])
+        train[name] = {"step_s": t, "steps_s": all_steps[name], "round_mean_step_s": per_round[name],
+                       "tokens_per_s": tokens / t, "mfu": tokens / t * fpt / peak}
         print(f"train {name}: {tokens / t:.0f} tokens/s, MFU {train[name]['mfu']:.3f}", flush=True)
+
+    def paired(o: str, h: str) -> dict[str, float]:
+        r = [hh / oo for oo, hh in zip(per_round[o], per_round[h])]
+        return {"median": statistics.median(r), "min": min(r), "max": max(r)}
+
     res["train"] = {"batch": a.batch, "seq_len": a.seq_len, "train_flops_per_token": fpt, "dtype": "bf16 autocast",
+                    "rounds": a.rounds, "steps_per_round": a.steps_per_round, "warmup_steps": a.warmup_steps,
+                    "paired_ratio_ours_over_hf": {"eager": paired("ours", "hf"),
+                                                  **({"compiled": paired("ours_compiled", "hf_compiled")}
+                                                     if a.compile else {})},
                     **train}
 
     # -- inference (bf16 weights) ---------------------------------------------------
@@ -185,9 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"decode {name}: {a.n_decode / t:.1f} tokens/s", flush=True)
     res["inference"] = inf
     res["ratios_ours_over_hf"] = {
-        "train_tokens_per_s": train["ours"]["tokens_per_s"] / train["hf"]["tokens_per_s"],
-        **({"train_tokens_per_s_compiled": train["ours_compiled"]["tokens_per_s"]
-            / train["hf_compiled"]["tokens_per_s"]}
+        "train_tokens_per_s": res["train"]["paired_ratio_ours_over_hf"]["eager"]["median"],
+        **({"train_tokens_per_s_compiled": res["train"]["paired_ratio_ours_over_hf"]["compiled"]["median"]}
            if a.compile else {}),
         "prefill_tokens_per_s": inf["prefill_ours"]["tokens_per_s"] / inf["prefill_hf"]["tokens_per_s"],
         "prefill_tokens_per_s_chunk512": inf["prefill_ours_chunk512"]["tokens_per_s"] / inf["prefill_hf"]["tokens_per_s"],

@@ -75,6 +75,20 @@ def test_chunked_all_logits_equal_full_forward(cfg: C.ModelConfig) -> None:
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
 
 
+@pytest.mark.parametrize("cfg", variants()[:3], ids=IDS[:3])
+def test_full_forward_at_training_length_equals_chunked(cfg: C.ModelConfig) -> None:
+    """At N = 384 (where causal attention on CPU runs as two calls) the full forward equals chunks of 100
+    through the cache, which never take that path."""
+    m = _model(cfg)
+    N = 384
+    ids = torch.randint(0, cfg.vocab_size, (2, N), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = m(ids).logits_BNV
+        cache = m.new_cache(2, N, fill=float("nan"))
+        parts = [m(ids[:, s:s + 100], cache=cache).logits_BNV for s in range(0, N, 100)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+
+
 def _copy_weights(dst: LM, src: LM) -> None:
     dst.load_state_dict(src.state_dict())
 
@@ -142,29 +156,30 @@ def test_window_at_least_sequence_equals_global() -> None:
         torch.testing.assert_close(ma(ids, cache=cache).logits_BNV, mb(ids).logits_BNV, rtol=0, atol=1e-5)
 
 
-def test_sliding_window_matches_slow_reference() -> None:
+@pytest.mark.parametrize("n", [14, 30])  # one masked call; blocks (n >= WINDOW_BLOCKED_MIN · W)
+def test_sliding_window_matches_slow_reference(n: int) -> None:
     """One SWA layer against an explicit per-query loop over its window."""
     cfg = C.ModelConfig(**{**KW, "n_kv_heads": 4, "stages": (C.Stage(kind="self", n_layers=1, window=W),)})
     m = _model(cfg)
     layer = m.stages[0][0]
-    x = torch.randn(1, 14, KW["d_model"])
+    x = torch.randn(1, n, KW["d_model"])
     from yocou.model import apply_rope, rope_cos_sin
     with torch.no_grad():
-        out = layer(x, m.plan[0], torch.arange(14), rope_cos_sin(torch.arange(14), 12, 10000.0, x.dtype), None, 0)
+        out = layer(x, m.plan[0], torch.arange(n), rope_cos_sin(torch.arange(n), 12, 10000.0, x.dtype), None, 0)
         h = layer.attn_norm(x)
         # slow reference: separate Q, K, V matmuls on the row blocks of the fused matrix
         wq, wk, wv = layer.wqkv.weight.split([48, 48, 48], dim=0)
-        q = (h @ wq.T).view(1, 14, 4, 12).transpose(1, 2)
-        k = (h @ wk.T).view(1, 14, 4, 12).transpose(1, 2)
-        v = (h @ wv.T).view(1, 14, 4, 12).transpose(1, 2)
-        cos, sin = rope_cos_sin(torch.arange(14), 12, 10000.0, x.dtype)
+        q = (h @ wq.T).view(1, n, 4, 12).transpose(1, 2)
+        k = (h @ wk.T).view(1, n, 4, 12).transpose(1, 2)
+        v = (h @ wv.T).view(1, n, 4, 12).transpose(1, 2)
+        cos, sin = rope_cos_sin(torch.arange(n), 12, 10000.0, x.dtype)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         o = torch.zeros_like(q)
-        for i in range(14):
+        for i in range(n):
             lo = max(0, i - W + 1)
             s = q[:, :, i:i + 1] @ k[:, :, lo:i + 1].transpose(-1, -2) / 12 ** 0.5
             o[:, :, i] = (s.softmax(-1) @ v[:, :, lo:i + 1])[:, :, 0]
-        h2 = x + layer.wo(o.transpose(1, 2).reshape(1, 14, -1))
+        h2 = x + layer.wo(o.transpose(1, 2).reshape(1, n, -1))
         ref = h2 + layer.ffn(layer.ffn_norm(h2))
     torch.testing.assert_close(out, ref, rtol=0, atol=1e-5)
 
@@ -244,3 +259,44 @@ def test_hf_llama_parity() -> None:
     ids = torch.randint(0, cfg.vocab_size, (2, 17))
     with torch.no_grad():
         torch.testing.assert_close(m(ids).logits_BNV, hf(ids).logits, rtol=0, atol=1e-5)
+
+
+def test_rope_frequencies_stay_fp32_when_the_model_is_cast() -> None:
+    """RoPE's inverse frequencies are a buffer outside the state dict that a dtype cast leaves exact:
+    a bf16 model rotates by the fp32 angles of ``theta^(-2i/Dh)``, computed here in float64."""
+    cfg = C.transformer(n_layers=1, **KW)
+    m = _model(cfg)
+    assert "rope_inv_freq" not in m.state_dict()
+    expect = torch.tensor([cfg.rope_theta ** (-2 * i / cfg.head_dim) for i in range(cfg.head_dim // 2)],
+                          dtype=torch.float64)
+    for cast in (lambda x: x.to(torch.bfloat16), lambda x: x.half(), lambda x: x.double()):
+        buf = cast(_model(cfg)).rope_inv_freq
+        assert buf.dtype == torch.float32
+        torch.testing.assert_close(buf.double(), expect, rtol=4e-7, atol=0)  # a few fp32 ulps; a bf16 cast is off by ~4e-3
+    meta = LM(cfg).to("meta")
+    meta.to_empty(device="cpu")
+    torch.testing.assert_close(meta.rope_inv_freq.double(), expect, rtol=4e-7, atol=0)  # a few fp32 ulps; a bf16 cast is off by ~4e-3
+
+
+@pytest.mark.parametrize("n", [255, 256, 301, 512, 513])
+def test_causal_attend_matches_slow_reference(n: int) -> None:
+    """Causal grouped-query attention (including the two-call split used on CPU for N in [256, 512]) equals
+    softmax(QKᵀ/√d + causal mask)·V computed in float64 with repeated key heads, in value and gradient."""
+    from yocou.model import attend
+
+    g = torch.Generator().manual_seed(n)
+    B, H, G, Dh = 2, 4, 2, 16
+    q, k, v = (torch.randn(B, h, n, Dh, generator=g, requires_grad=True) for h in (H, G, G))
+    out = attend(q, k, v, causal=True)
+    go = torch.randn(out.shape, generator=g)
+    grads = torch.autograd.grad(out, (q, k, v), go)
+
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    kr, vr = k64.repeat_interleave(H // G, dim=1), v64.repeat_interleave(H // G, dim=1)
+    scores = q64 @ kr.transpose(-1, -2) / Dh ** 0.5
+    allowed = torch.ones(n, n, dtype=torch.bool).tril()
+    ref = torch.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1) @ vr
+    ref_grads = torch.autograd.grad(ref, (q64, k64, v64), go.double())
+    torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-5)
+    for got, want in zip(grads, ref_grads):
+        torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-4)

@@ -149,11 +149,14 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path / "peer.json"
-    assert mod.main(["--preset", "transformer-smoke", "--batch", "2", "--seq-len", "32", "--train-steps", "1",
-                     "--prefill-len", "48", "--n-decode", "2", "--repeats", "1", "--peak-n", "128",
+    assert mod.main(["--preset", "transformer-smoke", "--batch", "2", "--seq-len", "32", "--rounds", "2",
+                     "--steps-per-round", "1", "--warmup-steps", "1", "--prefill-len", "48", "--n-decode", "2", "--repeats", "1", "--peak-n", "128",
                      "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert set(res["ratios_ours_over_hf"]) >= {"train_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s"}
     assert all(v > 0 for v in res["ratios_ours_over_hf"].values())
+    paired = res["train"]["paired_ratio_ours_over_hf"]["eager"]
+    assert paired["min"] <= paired["median"] <= paired["max"]
+    assert len(res["train"]["ours"]["round_mean_step_s"]) == 2
     assert 0 < res["train"]["ours"]["mfu"] and res["bf16_matmul_peak_flops"] > 0
     assert "loadavg_start" in res["provenance"] and res["provenance"]["versions"]["transformers"]

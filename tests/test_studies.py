@@ -137,11 +137,12 @@ def test_training_step_flops_match_the_analytic_count(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(flop_variants()))
-def test_forward_flops_dense_convention_match_torch_counter(name: str) -> None:
-    """The forward under torch's stock SDPA formula (full N×N score matrix per call, as the training
-    forward hands SDPA a causal flag or a window mask) equals ``forward_flops_per_token(attention="dense")``;
-    the backward under the stock formula is 2 × the matmuls + 2.5 × the attention (the fused backward's
-    recomputation of the scores counted), the documented factor."""
+def test_forward_flops_dense_convention_match_torch_counter(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forward under torch's stock SDPA formula (full N×N score matrix per call, as a forward that hands
+    SDPA a causal flag or a window mask for all N keys; window layers kept in one masked call here) equals
+    ``forward_flops_per_token(attention="dense")``; the backward under the stock formula is 2 × the matmuls
+    + 2.5 × the attention (the fused backward's recomputation of the scores counted), the documented factor."""
+    monkeypatch.setattr("yocou.model.WINDOW_BLOCKED_MIN", N)  # N < N·W: window layers in one masked call
     cfg = flop_variants()[name]
     m = _model(cfg)
     x = torch.randint(0, KW["vocab_size"], (B, N))

@@ -21,11 +21,14 @@ over sequences of N tokens:
   ``(N+1)/2`` for global and cross attention and the window ``W`` (``min(i+1, W)``
   at position i) for sliding-window layers: what an attention kernel that skips
   masked blocks does, and what the architecture costs. ``attention="dense"``: all
-  ``N`` keys for every attention application, what the plain training forward
-  actually hands to ``scaled_dot_product_attention`` (an ``N×N`` score matrix
-  with a causal flag or a boolean window mask, ``model._mask_for``) and what
-  ``torch.utils.flop_counter`` charges for it. The two differ only in the
-  attention term: dense/visible ≈ 2 for causal layers and ≈ N/W for window layers.
+  ``N`` keys for every attention application, the ``N×N`` score matrix of one
+  ``scaled_dot_product_attention`` call with a causal flag or a boolean window mask
+  (``model._mask_for``), which is what ``torch.utils.flop_counter`` charges for it.
+  The training forward makes such calls for global and cross attention and for
+  window layers shorter than ``model.WINDOW_BLOCKED_MIN · W``; longer window layers
+  run in blocks (``model.window_attend``), about ``N·(2W - 1)`` scores. The two
+  conventions differ only in the attention term: dense/visible ≈ 2 for causal
+  layers and ≈ N/W for window layers.
 * training = 3 × forward: the backward of every matmul is two matmuls of the same
   size (input and weight gradients); for attention, the four products of the
   backward (dP, dV, dQ, dK) over the same key pairs. The recomputation of the
