@@ -20,6 +20,11 @@ if SCALE not in _scales:
 configfile: f"workflows/config/{SCALE}.yaml"
 
 
+# Variant keys first (yocou.config is light): a typo such as `n_loop:` names variants.<name>.<key> and the keys
+# its preset takes, where the schema's message would not list them.
+from yocou.config import check_variants
+
+check_variants(config)
 validate(config, "workflows/schemas/config.schema.yaml")
 
 RUN = f"runs/{SCALE}"

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from yocou.config import variant_keys
 from yocou.pipeline import resolve_run
 
 from conftest import workflow_copy
@@ -85,9 +86,36 @@ def test_resolve_run_records_assumptions_and_rejects_unknown_variant() -> None:
     assert set(rc["assumptions"]) >= {"init_std", "norm_eps", "cross_rope"}
     with pytest.raises(ValueError, match="not in the config"):
         resolve_run(cfg, "yocu")
-    cfg["variants"]["yocou"]["n_loop"] = 2
-    with pytest.raises(TypeError, match="n_loop"):
-        resolve_run(cfg, "yocou")
+
+
+@pytest.mark.parametrize("variant, key", [("yocou", "n_loop"), ("transformer", "window"), ("yoco", "shared_kv")])
+def test_resolve_run_rejects_a_key_the_variants_preset_does_not_take(variant: str, key: str) -> None:
+    """A typo, or a key of another preset, names variants.<name>.<key> and lists the keys that preset takes."""
+    cfg = yaml.safe_load((ROOT / "workflows/config/tiny.yaml").read_text())
+    cfg["variants"][variant][key] = 2
+    with pytest.raises(ValueError, match=rf"variants\.{variant}\.{key}\b") as e:
+        resolve_run(cfg, variant)
+    allowed = variant_keys(cfg["variants"][variant]["preset"])
+    assert key not in allowed and all(k in str(e.value) for k in allowed)
+
+
+def test_schema_lists_every_variant_key() -> None:
+    """The schema's variant properties are exactly the keys check_variant allows (any preset)."""
+    schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
+    assert sorted(schema["properties"]["variants"]["additionalProperties"]["properties"]) == variant_keys()
+
+
+def test_variant_key_typo_fails_at_planning_naming_it(tmp_path: Path) -> None:
+    """`n_loop:` instead of `n_loops:` stops `snakemake -n`, naming variants.<name>.<key> and the allowed keys."""
+    wd = _workdir(tmp_path)
+    p = wd / "workflows/config/smoke.yaml"
+    cfg = yaml.safe_load(p.read_text())
+    cfg["variants"]["yocou"]["n_loop"] = cfg["variants"]["yocou"].pop("n_loops")
+    p.write_text(yaml.safe_dump(cfg))
+    res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "variants.yocou.n_loop:" in out and "n_loops" in out and "allowed keys" in out, out[-3000:]
 
 
 @pytest.mark.slow

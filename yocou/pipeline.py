@@ -16,7 +16,7 @@ import sys
 from typing import Any, Mapping
 
 from .accounting import train_flops_per_token
-from .config import ModelConfig, config_from_dict, preset
+from .config import ModelConfig, check_variant, config_from_dict, preset
 from .train import TrainConfig, train_config_from_dict
 
 # Fields of ModelConfig that SPEC.md marks [assume]; logged with every run.
@@ -58,15 +58,14 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     it under ``"equal_flops"``.
 
     Raises:
-        ValueError: unknown variant, a missing preset, or an ``equal_flops_to`` that names no other
-            variant or whose step falls outside the run.
+        ValueError: unknown variant, a missing or unknown preset, a key of ``variants.<variant>`` that its
+            preset does not take (:func:`yocou.config.check_variant`), or an ``equal_flops_to`` that names no
+            other variant or whose step falls outside the run.
     """
     if variant not in cfg.get("variants", {}):
         raise ValueError(f"variant {variant!r} is not in the config's 'variants' ({sorted(cfg.get('variants', {}))})")
+    check_variant(variant, cfg["variants"][variant])
     spec = dict(cfg["variants"][variant])
-    if "preset" not in spec:
-        raise ValueError(f"variants.{variant}: missing key 'preset' (one of transformer, loop, rins, yoco, yocou, "
-                         "upper_loop)")
     train_over = dict(spec.pop("train", {}))
     eq_to = spec.pop("equal_flops_to", None)
     cfg2 = {**cfg, "variants": {**cfg["variants"], variant: spec}}
