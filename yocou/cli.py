@@ -31,7 +31,7 @@ def _cmd_kv(a: argparse.Namespace) -> int:
         from .model import LM
 
         if param_count(cfg) > 200_000_000:
-            raise SystemExit(f"--measure is for small presets; {a.preset} has {param_count(cfg):,} parameters")
+            raise ValueError(f"--measure is for small presets; {a.preset} has {param_count(cfg):,} parameters")
         torch.manual_seed(0)
         model = LM(cfg).eval()
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
@@ -66,8 +66,8 @@ def _cmd_kv_table(a: argparse.Namespace) -> int:
     variant, _, rest = a.preset.partition("-")
     size = rest if variant in PRESETS and rest in SIZES else a.preset
     if size not in SIZES:
-        raise SystemExit(f"yocou kv-table: error: --preset {a.preset!r}: expected a size (optionally after a variant, "
-                         f"e.g. yocou-tiny), one of {sorted(SIZES)}")
+        raise ValueError(f"--preset {a.preset!r}: expected a size (optionally after a variant, e.g. yocou-tiny), "
+                         f"one of {sorted(SIZES)}")
     rows = kv_table(size, a.dtype)
     if a.format == "json":
         print(json.dumps(rows, indent=2))
@@ -99,7 +99,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     rc = _load_yaml_or_json(a.run_config)
     for key in ("model", "train"):
         if key not in rc:
-            raise SystemExit(f"{a.run_config}: missing top-level key {key!r} (expected 'model' and 'train')")
+            raise ValueError(f"{a.run_config}: missing top-level key {key!r} (expected 'model' and 'train')")
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
                     run_config=rc, progress=not a.no_progress)
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
@@ -133,7 +133,7 @@ def _pipeline_section(path: str, *keys: str) -> Any:
     cfg = _load_yaml_or_json(path)
     for k in keys:
         if not isinstance(cfg, dict) or k not in cfg:
-            raise SystemExit(f"{path}: missing key {'.'.join(keys)}")
+            raise ValueError(f"{path}: missing key {'.'.join(keys)}")
         cfg = cfg[k]
     return cfg
 
@@ -282,12 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``yocou`` console script. Bad input (:data:`yocou.entry.USER_ERRORS`) prints
+    ``yocou <cmd>: error: <message>`` and returns 2, as every ``python -m yocou.<module>`` does; other
+    exceptions (bugs) keep their traceback."""
+    from .entry import USER_ERRORS, report_user_error
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as e:
-        print(f"yocou {args.cmd}: error: {e}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as e:
+        return report_user_error(f"yocou {args.cmd}", e)
 
 
 if __name__ == "__main__":

@@ -261,11 +261,7 @@ def acquire_gpu_slots(n: int, n_slots: int, *, lock_dir: str | os.PathLike | Non
 
 
 def _gpu_run(a: argparse.Namespace) -> int:
-    cmd = list(a.command)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
-    if not cmd:
-        raise SystemExit("gpu-run: give the command after --")
+    cmd = a.command
     env = dict(os.environ)
     if a.gpus > 0 and a.slots > 0 and not env.get("SLURM_JOB_ID"):
         lease = acquire_gpu_slots(a.gpus, a.slots, lock_dir=a.lock_dir, timeout_s=a.timeout_s)
@@ -302,6 +298,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("rule")
     a = ap.parse_args(argv)
     if a.cmd == "gpu-run":
+        a.command = a.command[1:] if a.command[:1] == ["--"] else list(a.command)
+        if not a.command:
+            g.error("give the command to run after --")
         return _gpu_run(a)
     from .io import load_config_file
 
@@ -310,4 +309,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from .entry import run_main
+
+    raise SystemExit(run_main(main))

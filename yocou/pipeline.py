@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from typing import Any, Mapping
 
 from .accounting import train_flops_per_token
@@ -117,4 +116,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .entry import run_main
+
+    raise SystemExit(run_main(main))

@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if a.seq_len < 2 or a.max_tokens < 2 or a.batch < 1:
-        raise SystemExit(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "
+        raise ValueError(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "
                          f"{a.seq_len}, {a.max_tokens}, {a.batch}")
     model = load_model(a.model, device)
     ck = torch.load(a.model, map_location="cpu", weights_only=False)
@@ -233,4 +233,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main))

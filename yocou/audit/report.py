@@ -29,13 +29,13 @@ import html
 import io
 import json
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
 import pandas as pd
 
+from ..entry import USER_ERRORS, report_user_error
 from ..io import atomic_write_json, atomic_write_text, provenance
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
@@ -385,9 +385,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         return run_from_args(a)
-    except (ValueError, FileNotFoundError, KeyError) as e:
-        print(f"yocou audit: error: {e}", file=sys.stderr)
-        return 2
+    except USER_ERRORS as e:
+        return report_user_error("yocou audit", e)
 
 
 if __name__ == "__main__":

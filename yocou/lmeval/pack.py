@@ -442,4 +442,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main))

@@ -163,7 +163,7 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="result JSON; the per-token NLL goes to <stem>.npz")
     a = ap.parse_args(argv)
     if a.span < 1:
-        raise SystemExit(f"eval.longppl.span must be >= 1, got {a.span}")
+        raise ValueError(f"eval.longppl.span must be >= 1, got {a.span}")
     torch.manual_seed(0)
     model = load_model(a.model)
     ck = torch.load(a.model, map_location="cpu", weights_only=False)
@@ -199,4 +199,6 @@ def _main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(_main())
+    from ..entry import run_main
+
+    raise SystemExit(run_main(_main))

@@ -226,4 +226,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main))

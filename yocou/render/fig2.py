@@ -105,4 +105,6 @@ def write_summary(df: pd.DataFrame, ref: str, new: str, alpha: float, out: str, 
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main))

@@ -5,4 +5,6 @@ import sys
 from .scaling import main
 
 if __name__ == "__main__":
-    sys.exit(main(["fig6", *sys.argv[1:]]))
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main, ["fig6", *sys.argv[1:]]))

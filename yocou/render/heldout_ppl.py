@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale-name", default="")
     a = ap.parse_args(argv)
     if len(a.ppl) != len(a.summaries):
-        raise SystemExit("--ppl and --summaries must list the same variants in the same order")
+        raise ValueError("--ppl and --summaries must list the same variants in the same order")
     rows = []
     for pp, sp in zip(a.ppl, a.summaries):
         r, s = read_json(pp), read_json(sp)
@@ -75,4 +75,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main))

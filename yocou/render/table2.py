@@ -5,4 +5,6 @@ import sys
 from .downstream import main
 
 if __name__ == "__main__":
-    main(["table2", *sys.argv[1:]])
+    from ..entry import run_main
+
+    raise SystemExit(run_main(main, ["table2", *sys.argv[1:]]))

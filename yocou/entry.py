@@ -1,0 +1,60 @@
+"""Process entry points (``yocou`` and every ``python -m yocou.<module>``): an error from bad input prints one
+line, ``<prog>: error: <message>``, on stderr and exits with status 2, as argparse does for a bad argument.
+
+Bad input is what the library raises, naming the field, file or argument, for a config, path or value it
+cannot use: :data:`USER_ERRORS`. Anything else is a bug and keeps its traceback. ``YOCOU_TRACEBACK=1`` shows
+the traceback of user errors too. Standard library only: cheap to import.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+__all__ = ["USER_ERRORS", "EXIT_USER_ERROR", "error_message", "report_user_error", "run_main"]
+
+#: Exceptions that mean bad input (the library's documented errors): reported without a traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, TypeError, KeyError,
+    FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
+)
+#: Exit status of a user error (argparse's for a bad argument).
+EXIT_USER_ERROR = 2
+
+
+def error_message(e: BaseException) -> str:
+    """The message of ``e``; a bare ``KeyError('x')`` reads ``key 'x' not found``."""
+    if isinstance(e, KeyError) and len(e.args) == 1:
+        arg = e.args[0]
+        return arg if isinstance(arg, str) and " " in arg else f"key {arg!r} not found"
+    return str(e) or type(e).__name__
+
+
+def report_user_error(prog: str, e: BaseException) -> int:
+    """Print ``<prog>: error: <message>`` to stderr and return :data:`EXIT_USER_ERROR`; re-raise ``e`` when
+    ``YOCOU_TRACEBACK`` is set (not empty or ``0``)."""
+    if os.environ.get("YOCOU_TRACEBACK", "") not in ("", "0"):
+        raise e
+    print(f"{prog}: error: {error_message(e)}", file=sys.stderr)
+    return EXIT_USER_ERROR
+
+
+def _default_prog() -> str:
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        return f"python -m {spec.name.removesuffix('.__main__')}"
+    return os.path.basename(sys.argv[0]) or "yocou"
+
+
+def run_main(main: Callable[[Any], Any], argv: Sequence[str] | None = None, *, prog: str | None = None) -> int:
+    """Call ``main(argv)`` as a process entry point; returns the exit status (``None`` counts as 0).
+
+    :data:`USER_ERRORS` become one line on stderr and status 2 (:func:`report_user_error`); any other
+    exception propagates with its traceback. ``prog`` defaults to ``python -m <module>`` of ``__main__``.
+    """
+    try:
+        rc = main(argv)
+    except USER_ERRORS as e:
+        return report_user_error(prog or _default_prog(), e)
+    return 0 if rc is None else int(rc)
