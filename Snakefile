@@ -11,8 +11,11 @@ from snakemake.utils import min_version, validate
 
 min_version("9.0")
 
-SCALE = config.get("scale", "tiny")
-_scales = sorted(p.stem for p in Path("workflows/config").glob("*.yaml"))
+from yocou.scales import check_scale_name, configured_scales  # standard library only
+
+# A scale is any workflows/config/<scale>.yaml with a safe name (yocou.scales.SCALE_PATTERN): add your own.
+SCALE = check_scale_name(config.get("scale", "tiny"), "--config scale")
+_scales = configured_scales()
 if SCALE not in _scales:
     raise ValueError(f"--config scale={SCALE}: no workflows/config/{SCALE}.yaml; choose one of {_scales}")
 

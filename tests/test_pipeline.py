@@ -14,6 +14,7 @@ import yaml
 
 from yocou.config import variant_keys
 from yocou.pipeline import resolve_run
+from yocou.scales import SCALE_PATTERN, check_scale_name
 
 from conftest import workflow_copy
 
@@ -117,6 +118,45 @@ def test_variant_key_typo_fails_at_planning_naming_it(tmp_path: Path) -> None:
     assert res.returncode != 0
     assert "variants.yocou.n_loop:" in out and "n_loops" in out and "allowed keys" in out, out[-3000:]
 
+
+
+def test_a_user_added_scale_config_plans(tmp_path: Path) -> None:
+    """A scale of one's own: workflows/config/<name>.yaml with `scale: <name>` plans like the shipped ones."""
+    wd = _workdir(tmp_path)
+    cfg = yaml.safe_load((wd / "workflows/config/smoke.yaml").read_text())
+    cfg["scale"] = "my-smoke_2"
+    (wd / "workflows/config/my-smoke_2.yaml").write_text(yaml.safe_dump(cfg))
+    out = _snakemake(wd, "-n", "--cores", "1", "reproduce_all", "--config", "scale=my-smoke_2").stdout
+    for v in cfg["core_variants"]:
+        assert f"runs/my-smoke_2/models/{v}/model.pt" in out
+
+
+def test_an_unsafe_scale_name_is_rejected_naming_it(tmp_path: Path) -> None:
+    wd = _workdir(tmp_path)
+    cfg = yaml.safe_load((wd / "workflows/config/smoke.yaml").read_text())
+    cfg["scale"] = "my scale"
+    (wd / "workflows/config/my scale.yaml").write_text(yaml.safe_dump(cfg))
+    res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=my scale", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0
+    assert "--config scale: 'my scale' is not a usable scale name" in out and SCALE_PATTERN in out, out[-3000:]
+
+
+def test_schema_scale_is_the_safe_name_pattern() -> None:
+    """The schema accepts any safe scale name (not a fixed list) and rejects unsafe ones, as yocou.scales does."""
+    import jsonschema
+
+    schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
+    assert schema["properties"]["scale"]["pattern"] == SCALE_PATTERN
+    cfg = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
+    for name in ("mine", "paper-2", "v1.5_cpu"):
+        jsonschema.validate({**cfg, "scale": name}, schema)
+        assert check_scale_name(name) == name
+    for name in ("../x", "a b", "-x", "x;y", ""):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**cfg, "scale": name}, schema)
+        with pytest.raises(ValueError, match="scale"):
+            check_scale_name(name)
 
 @pytest.mark.slow
 def test_smoke_pipeline_end_to_end(tmp_path: Path) -> None:
