@@ -332,3 +332,27 @@ def test_yocou_audit_exit_codes_and_report(src, tmp_path):
     assert "data:image/png;base64," in html and "<table>" in html
     for f in ("checks.csv", "verdicts.csv", "claims.csv"):
         assert len(pd.read_csv(out / f)) > 0
+
+
+def test_yocou_audit_rejects_an_unknown_scale_naming_the_scales(tmp_path, monkeypatch, capsys):
+    """`--scale nope` fails (status 2) naming it and the scales there are, instead of reporting every verdict
+    "not run"; a scale with a config but no results yet is audited; a missing --results folder fails too."""
+    from yocou.cli import main
+
+    monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "workflows/config").mkdir(parents=True)
+    (tmp_path / "workflows/config/mine.yaml").write_text("scale: mine\n", encoding="utf-8")
+    (tmp_path / "results/theirs").mkdir(parents=True)
+    (tmp_path / "results/audit").mkdir()  # the baseline's folder, not a scale
+    assert main(["audit", "--scale", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("yocou audit: error: --scale 'nope'"), err
+    assert "'mine'" in err and "'theirs'" in err and "'audit'" not in err
+    assert main(["audit", "--scale", "../theirs"]) == 2
+    assert "not a usable scale name" in capsys.readouterr().err
+    assert main(["audit", "--results", str(tmp_path / "missing")]) == 2
+    assert "missing: no such folder" in capsys.readouterr().err
+    for scale in ("mine", "theirs"):
+        assert main(["audit", "--scale", scale]) == 0
+        assert f"audit ({scale})" in capsys.readouterr().out

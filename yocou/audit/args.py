@@ -9,8 +9,11 @@ DEFAULT_BASELINE = "results/audit/baseline.json"
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """Add the audit options to ``ap`` (see :mod:`yocou.audit.report`)."""
-    ap.add_argument("--scale", default="tiny", help="scale whose results to read (results/<scale>)")
-    ap.add_argument("--results", default=None, help="results folder (default results/<scale>)")
+    ap.add_argument("--scale", default="tiny",
+                    help="scale whose results to read (results/<scale>); one with workflows/config/<scale>.yaml or "
+                         "results/<scale>/ in the working directory")
+    ap.add_argument("--results", default=None,
+                    help="results folder (default results/<scale>); given, --scale only labels the report")
     ap.add_argument("--baseline", default=None,
                     help=f"baseline JSON of check results (default {DEFAULT_BASELINE} when it exists)")
     ap.add_argument("--out", default=None, help="write the report here (e.g. results/<scale>/audit)")

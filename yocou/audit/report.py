@@ -37,6 +37,7 @@ import pandas as pd
 
 from ..entry import USER_ERRORS, report_user_error
 from ..io import atomic_write_json, atomic_write_text, provenance
+from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
 from .claims import Sources, load_claims, load_sources
@@ -52,12 +53,24 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
           registry: str | Path | None = None) -> dict[str, Any]:
     """Run checks and verdicts; returns ``{"sources", "checks", "verdicts", "claims"}`` (claims with status).
 
+    ``results_dir`` defaults to ``results/<scale>``; ``scale`` must then be a scale of the working directory (a
+    ``workflows/config/<scale>.yaml`` or a ``results/<scale>/``; one with a config but no results yet has every
+    verdict "not run"). A given ``results_dir`` must be a folder; ``scale`` then only labels the report.
+
     Raises:
-        ValueError / FileNotFoundError: malformed registry, reported tables or result files, naming them.
+        ValueError / FileNotFoundError: an unknown scale (naming the scales there are), a missing results folder,
+            malformed registry, reported tables or result files, naming them.
     """
+    if results_dir is None:
+        check_scale(scale, "--scale")
+        rdir = Path("results") / scale
+    else:
+        rdir = Path(results_dir)
+        if not rdir.is_dir():
+            raise FileNotFoundError(f"--results {rdir}: no such folder (expected the result files of scale "
+                                    f"{scale!r}, e.g. results/{scale})")
     src = load_sources(reported_dir, registry)
     checks = run_checks(src)
-    rdir = Path(results_dir) if results_dir is not None else Path("results") / scale
     verdicts = reproduce(src, rdir, scale)
     claims = claim_status(load_claims(src), checks, verdicts)
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
