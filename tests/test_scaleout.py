@@ -303,6 +303,19 @@ def test_gpu_run_inside_a_slurm_job_takes_no_slot(tmp_path: Path) -> None:
         p.wait()
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--gpus", "-1", "--slots", "2"], "argument --gpus: expected an integer >= 1, got -1"),
+    (["--gpus", "0", "--slots", "2"], "argument --gpus: expected an integer >= 1, got 0"),
+    (["--gpus", "1", "--slots", "-1"], "argument --slots: expected an integer >= 0, got -1"),
+])
+def test_gpu_run_rejects_bad_counts_before_running(tmp_path: Path, args: list[str], message: str) -> None:
+    """A GPU count below 1 (or negative slots) is an argument error: status 2, the command never runs."""
+    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "gpu-run", *args, "--lock-dir", str(tmp_path),
+                          "--", sys.executable, "-c", "print('ran')"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert message in res.stderr and "ran" not in res.stdout, res.stderr
+
+
 def test_cli_prints_a_rules_resources(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config",
                           str(ROOT / "workflows/config/paper.yaml"), "train"], capture_output=True, text=True)

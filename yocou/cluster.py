@@ -260,10 +260,23 @@ def acquire_gpu_slots(n: int, n_slots: int, *, lock_dir: str | os.PathLike | Non
         time.sleep(poll_s)
 
 
+def _count(minimum: int) -> Any:
+    """argparse type: an integer >= ``minimum``; anything else fails naming the argument and what it expects."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse
+
+
 def _gpu_run(a: argparse.Namespace) -> int:
     cmd = a.command
     env = dict(os.environ)
-    if a.gpus > 0 and a.slots > 0 and not env.get("SLURM_JOB_ID"):
+    if a.slots > 0 and not env.get("SLURM_JOB_ID"):
         lease = acquire_gpu_slots(a.gpus, a.slots, lock_dir=a.lock_dir, timeout_s=a.timeout_s)
         for fd in lease._fds:
             os.set_inheritable(fd, True)  # the locks live as long as the command (exec keeps the fds)
@@ -278,8 +291,8 @@ def _gpu_run(a: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m yocou.cluster gpu-run --gpus N --slots K [--lock-dir D] -- COMMAND ...``
 
-    Runs COMMAND (replacing this process) with ``CUDA_VISIBLE_DEVICES`` set to N free GPU slots of K,
-    held until COMMAND ends. In a SLURM job, or with N or K of 0, COMMAND runs unchanged.
+    Runs COMMAND (replacing this process) with ``CUDA_VISIBLE_DEVICES`` set to N (>= 1) free GPU slots of K,
+    held until COMMAND ends. In a SLURM job, or with K of 0, COMMAND runs unchanged.
     ``python -m yocou.cluster resources --config CFG.yaml RULE`` prints a rule's resources as JSON.
     """
     import json
@@ -288,8 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("gpu-run", help="run a command on free GPU slots")
-    g.add_argument("--gpus", type=int, required=True, help="GPUs the command needs")
-    g.add_argument("--slots", type=int, required=True, help="GPU slots on this machine (0: no slot logic)")
+    g.add_argument("--gpus", type=_count(1), required=True, help="GPUs the command needs (>= 1)")
+    g.add_argument("--slots", type=_count(0), required=True, help="GPU slots on this machine (0: no slot logic)")
     g.add_argument("--lock-dir", default=None, help="lock-file folder shared by all jobs")
     g.add_argument("--timeout-s", type=float, default=86400.0, help="seconds to wait for free slots")
     g.add_argument("command", nargs=argparse.REMAINDER)
