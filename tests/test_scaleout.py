@@ -323,6 +323,22 @@ def test_cli_prints_a_rules_resources(tmp_path: Path) -> None:
     assert json.loads(res.stdout) == cluster.rule_resources(PAPER, "train")
 
 
+
+def test_cli_resources_rejects_an_unknown_rule_listing_the_rules() -> None:
+    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config",
+                          str(ROOT / "workflows/config/paper.yaml"), "trian"], capture_output=True, text=True)
+    assert res.returncode == 2 and not res.stdout, res.stdout + res.stderr
+    assert "argument RULE: invalid choice: 'trian'" in res.stderr and "'train'" in res.stderr, res.stderr
+    assert all(f"'{r}'" in res.stderr for r in cluster.RULES)
+
+
+def test_known_rules_are_the_workflows_rules(tmp_path: Path) -> None:
+    """cluster.RULES (what `resources` accepts) is exactly the rule list of the workflow."""
+    out = _snakemake(_workdir(tmp_path), "--list-rules", "--config", "scale=smoke")
+    listed = {ln.strip() for ln in out.splitlines() if re.fullmatch(r"\s*[A-Za-z_][A-Za-z0-9_]*\s*", ln)}
+    assert listed == set(cluster.RULES)
+
+
 # --------------------------------------------------------------------------------------------------
 # the prepared GPU check (python -m yocou.bench.gpu_check)
 

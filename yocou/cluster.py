@@ -35,14 +35,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-__all__ = ["rule_resources", "default_resources", "configured_rules", "train_launcher", "GpuLease", "acquire_gpu_slots",
-           "default_lock_dir", "main"]
+__all__ = ["RULES", "rule_resources", "default_resources", "configured_rules", "train_launcher", "GpuLease",
+           "acquire_gpu_slots", "default_lock_dir", "main"]
 
 #: Keys a rule's resources may carry (Snakemake's own and the SLURM plugin's); others are a typo.
 RESOURCE_KEYS = frozenset({
     "runtime", "mem_mb", "mem_mb_per_cpu", "disk_mb", "cpus_per_task", "cpus_per_gpu", "gpu", "gpu_model",
     "gres", "nodes", "tasks", "tasks_per_node", "tasks_per_gpu", "mpi", "constraint", "qos",
     "slurm_partition", "slurm_account", "slurm_extra", "tmpdir",
+})
+
+#: The workflow's rules (`snakemake --list-rules`; tests/test_scaleout.py keeps this in step): what
+#: ``python -m yocou.cluster resources`` accepts.
+RULES = frozenset({
+    "angular", "audit", "corpus", "downstream", "efficiency", "eqflops_model", "eval_pack", "fig2", "fig3", "fig4",
+    "fig5", "fig6", "fig7", "fig8", "heldout_ppl", "kv_measure", "longppl", "niah", "niah_prompts", "ppl",
+    "profile", "reproduce_all", "run_config", "table1", "table10", "table2", "table3", "table4", "table5",
+    "tables8_9", "tokenizer", "tokens", "train",
 })
 
 
@@ -293,7 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Runs COMMAND (replacing this process) with ``CUDA_VISIBLE_DEVICES`` set to N (>= 1) free GPU slots of K,
     held until COMMAND ends. In a SLURM job, or with K of 0, COMMAND runs unchanged.
-    ``python -m yocou.cluster resources --config CFG.yaml RULE`` prints a rule's resources as JSON.
+    ``python -m yocou.cluster resources --config CFG.yaml RULE`` prints a rule's resources as JSON (RULE: a rule
+    of the workflow, :data:`RULES`).
     """
     import json
 
@@ -308,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("command", nargs=argparse.REMAINDER)
     r = sub.add_parser("resources", help="print one rule's cluster resources")
     r.add_argument("--config", required=True, help="workflows/config/<scale>.yaml")
-    r.add_argument("rule")
+    r.add_argument("rule", metavar="RULE", choices=sorted(RULES), help="a rule of the workflow (yocou.cluster.RULES)")
     a = ap.parse_args(argv)
     if a.cmd == "gpu-run":
         a.command = a.command[1:] if a.command[:1] == ["--"] else list(a.command)
