@@ -75,3 +75,30 @@ def test_provenance_keys():
     assert p["created_utc"].endswith("+00:00")
     json.dumps(p)  # serialisable
     assert provenance({}, None)["seed"] is None
+
+
+def test_git_state_dirty_counts_code_not_outputs(tmp_path):
+    """A rewritten result or figure leaves the tree clean; an edited source file makes it dirty."""
+    import shutil
+    import subprocess
+
+    from yocou.io import git_state
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for d in ("pkg", "results/tiny", "figures/tiny", "benchmarks/results"):
+        (tmp_path / d).mkdir(parents=True)
+    for f in ("pkg/m.py", "results/tiny/t.md", "figures/tiny/f.png", "benchmarks/results/b.json"):
+        (tmp_path / f).write_text("0\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True, env=env)
+    subprocess.run(["git", "add", "-A"], cwd=tmp_path, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "x"], cwd=tmp_path, check=True, env=env)
+    assert git_state(tmp_path / "pkg")["dirty"] is False
+    for f in ("results/tiny/t.md", "figures/tiny/f.png", "benchmarks/results/b.json"):
+        (tmp_path / f).write_text("1\n")
+    assert git_state(tmp_path / "pkg")["dirty"] is False
+    (tmp_path / "pkg/m.py").write_text("1\n")
+    state = git_state(tmp_path / "pkg")
+    assert state["dirty"] is True and len(state["commit"]) == 40

@@ -148,18 +148,26 @@ def _run_git(args: list[str], cwd: Path) -> str | None:
     return out.stdout
 
 
+OUTPUT_DIRS = ("results", "figures", "benchmarks/results")
+"""Top-level folders of pipeline outputs, not counted as dirt by :func:`git_state`."""
+
+
 def git_state(start: str | os.PathLike | None = None) -> dict:
     """Git commit and dirtiness of the repository containing ``start`` (default: the yocou package).
 
     Returns:
-        ``{"commit": <40-hex sha or "unknown">, "dirty": bool | None}``; ``dirty`` is None when git is
-        unavailable or ``start`` is not inside a repository (or it has no commits yet).
+        ``{"commit": <40-hex sha or "unknown">, "dirty": bool | None}``; ``dirty``: a tracked file outside
+        :data:`OUTPUT_DIRS` differs from the commit; None when git is unavailable or ``start`` is not
+        inside a repository (or it has no commits yet).
     """
     cwd = Path(start) if start is not None else Path(__file__).resolve().parent
     head = _run_git(["rev-parse", "HEAD"], cwd)
     if head is None:
         return {"commit": "unknown", "dirty": None}
-    status = _run_git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    # The pipeline's own outputs (committed results, figures, benchmark results) are rewritten by the run
+    # that writes this provenance: dirty means that tracked code or configs differ from the commit.
+    status = _run_git(["status", "--porcelain", "--untracked-files=no", "--", ":(top)"]
+                      + [f":(top,exclude){p}" for p in OUTPUT_DIRS], cwd)
     return {"commit": head.strip(), "dirty": None if status is None else bool(status.strip())}
 
 
