@@ -117,17 +117,43 @@ def _rss_bytes() -> int:
         return 0
 
 
+def _hwm_bytes() -> int | None:
+    """Peak resident set size of this process since its last reset (Linux ``VmHWM``); None if unavailable."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _reset_hwm() -> bool:
+    """Reset this process's peak RSS to its current RSS (Linux >= 4.0: ``5`` into ``/proc/self/clear_refs``)."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+    except OSError:
+        return False
+    return _hwm_bytes() is not None
+
+
 class PeakMemory:
     """Context manager: peak memory during its body.
 
-    CUDA: ``max_memory_allocated`` after a reset (``kind = "cuda_max_allocated"``). CPU: resident set
-    size sampled every ``interval_s`` by a thread (``kind = "cpu_rss_sampled"``; kernels release the GIL).
+    CUDA: ``max_memory_allocated`` after a reset (``kind = "cuda_max_allocated"``). CPU on Linux: the
+    kernel's high-water mark of the resident set, reset on entry (``kind = "cpu_rss_hwm"``): exact and free,
+    nothing runs beside the timed work. Elsewhere the resident set sampled every ``interval_s`` by a
+    thread (``kind = "cpu_rss_sampled"``), which competes with the kernels for the cores: on 2 cores it
+    slowed a YOCO prefill chunk by about 40%.
     After exit: ``peak_bytes`` and ``delta_bytes`` (peak minus the value at entry).
     """
 
-    def __init__(self, device: torch.device, interval_s: float = 1e-3) -> None:
+    def __init__(self, device: torch.device, interval_s: float = 1e-3, *, sample: bool = False) -> None:
         self.device = device
         self.interval_s = interval_s
+        self.sample = sample
         self.kind = "cuda_max_allocated" if device.type == "cuda" else "cpu_rss_sampled"
         self.peak_bytes = 0
         self.delta_bytes = 0
@@ -140,6 +166,9 @@ class PeakMemory:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             self._start = torch.cuda.memory_allocated(self.device)
+        elif not self.sample and _reset_hwm():
+            self.kind = "cpu_rss_hwm"
+            self._start = self.peak_bytes = _rss_bytes()
         else:
             self._start = self.peak_bytes = _rss_bytes()
             self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -155,6 +184,8 @@ class PeakMemory:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.peak_bytes = torch.cuda.max_memory_allocated(self.device)
+        elif self.kind == "cpu_rss_hwm":
+            self.peak_bytes = max(self._start, _hwm_bytes() or 0)
         else:
             self._stop.set()
             assert self._thread is not None
