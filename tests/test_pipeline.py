@@ -106,6 +106,37 @@ def test_schema_lists_every_variant_key() -> None:
     assert sorted(schema["properties"]["variants"]["additionalProperties"]["properties"]) == variant_keys()
 
 
+def test_schema_lists_every_train_field() -> None:
+    """The schema's train fields (shared by train: and variants.<name>.train:) are exactly TrainConfig's."""
+    from dataclasses import fields
+
+    from yocou.train import TrainConfig
+
+    schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
+    assert sorted(schema["$defs"]["train_fields"]["properties"]) == sorted(f.name for f in fields(TrainConfig))
+
+
+@pytest.mark.parametrize("where", ["train", "variant"])
+def test_train_key_typo_fails_at_planning_naming_it(tmp_path: Path, where: str) -> None:
+    """`stepz:` under train: or under variants.yocou.train: stops `snakemake -n`, naming the key; resolving
+    the run names the section too."""
+    from yocou.pipeline import resolve_run
+
+    wd = _workdir(tmp_path)
+    p = wd / "workflows/config/smoke.yaml"
+    cfg = yaml.safe_load(p.read_text())
+    if where == "train":
+        cfg["train"]["stepz"] = 3
+    else:
+        cfg["variants"]["yocou"]["train"] = {"stepz": 3}
+    p.write_text(yaml.safe_dump(cfg))
+    res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke", check=False)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "stepz" in out, out[-3000:]
+    with pytest.raises(ValueError, match=r"^train( \+ variants\.yocou\.train)?: unknown TrainConfig key.*stepz"):
+        resolve_run(cfg, "yocou", vocab_size=cfg["data"]["vocab_size"])
+
+
 def test_variant_key_typo_fails_at_planning_naming_it(tmp_path: Path) -> None:
     """`n_loop:` instead of `n_loops:` stops `snakemake -n`, naming variants.<name>.<key> and the allowed keys."""
     wd = _workdir(tmp_path)

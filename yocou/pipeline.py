@@ -69,7 +69,11 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     eq_to = spec.pop("equal_flops_to", None)
     cfg2 = {**cfg, "variants": {**cfg["variants"], variant: spec}}
     mc = resolve_model(cfg2, variant, vocab_size)
-    tc = train_config_from_dict({"seed": cfg.get("seed", 0), **cfg["train"], **train_over})
+    try:
+        tc = train_config_from_dict({"seed": cfg.get("seed", 0), **cfg["train"], **train_over})
+    except (TypeError, ValueError) as e:
+        where = f"train + variants.{variant}.train" if train_over else "train"
+        raise ValueError(f"{where}: {e}") from e
     out: dict[str, Any] = {}
     if eq_to is not None:
         if eq_to == variant or eq_to not in cfg["variants"]:
