@@ -137,6 +137,19 @@ def test_train_key_typo_fails_at_planning_naming_it(tmp_path: Path, where: str) 
         resolve_run(cfg, "yocou", vocab_size=cfg["data"]["vocab_size"])
 
 
+def test_model_overrides_keys_are_checked_for_every_variant() -> None:
+    """model.overrides applies to every variant: a typo, or a key one preset does not take (window for the
+    Transformer), is refused naming model.overrides.<key>; a key every preset takes passes."""
+    from yocou.config import check_variants
+
+    variants = {"transformer": {"preset": "transformer"}, "yocou": {"preset": "yocou", "n_loops": 3}}
+    check_variants({"variants": variants, "model": {"overrides": {"rope_theta": 5e5, "d_model": 64}}})
+    with pytest.raises(ValueError, match=r"model\.overrides\.d_modl: .*allowed keys"):
+        check_variants({"variants": variants, "model": {"overrides": {"d_modl": 64}}})
+    with pytest.raises(ValueError, match=r"model\.overrides\.window: .*'transformer'"):
+        check_variants({"variants": variants, "model": {"overrides": {"window": 64}}})
+
+
 def test_variant_key_typo_fails_at_planning_naming_it(tmp_path: Path) -> None:
     """`n_loop:` instead of `n_loops:` stops `snakemake -n`, naming variants.<name>.<key> and the allowed keys."""
     wd = _workdir(tmp_path)

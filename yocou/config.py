@@ -479,8 +479,27 @@ def check_variant(name: str, spec: Any) -> None:
 
 
 def check_variants(cfg: Mapping[str, Any]) -> None:
-    """:func:`check_variant` for every entry of ``cfg["variants"]`` (a pipeline config); nothing if absent."""
+    """:func:`check_variant` for every entry of ``cfg["variants"]`` (a pipeline config); nothing if absent.
+
+    Then ``model.overrides``, which applies to every variant: each key must be one that every configured
+    variant's preset takes (``preset``, ``size``, ``equal_flops_to`` and ``train`` excepted).
+
+    Raises:
+        ValueError: as :func:`check_variant`; or ``model.overrides.<key>``, naming a variant whose preset
+            does not take it and the keys it does.
+    """
     variants = cfg.get("variants")
-    if isinstance(variants, Mapping):
+    if not isinstance(variants, Mapping):
+        return
+    for name, spec in variants.items():
+        check_variant(str(name), spec)
+    model = cfg.get("model")
+    overrides = model.get("overrides") if isinstance(model, Mapping) else None
+    if not isinstance(overrides, Mapping):
+        return
+    for key in overrides:
         for name, spec in variants.items():
-            check_variant(str(name), spec)
+            allowed = [k for k in variant_keys(spec["preset"]) if k not in VARIANT_KEYS]
+            if key not in allowed:
+                raise ValueError(f"model.overrides.{key}: not a key that preset {spec['preset']!r} (variant "
+                                 f"{name!r}) takes; the overrides apply to every variant; allowed keys: {allowed}")
