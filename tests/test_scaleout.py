@@ -392,3 +392,16 @@ def test_gpu_check_tolerances_catch_a_wrong_cache(monkeypatch: pytest.MonkeyPatc
     failed = {r["check"] for r in rows if not r["passed"]}
     assert {"decode_vs_full_fp32", "decode_vs_full_bf16"} <= failed
     assert "kv_bytes" not in failed
+
+
+@pytest.mark.parametrize("section", ["rules", "local_rules"])
+def test_a_misspelt_rule_under_resources_is_refused(section: str) -> None:
+    """`trian:` under resources.rules (or in local_rules) names the section, the rule and the known rules."""
+    cfg = {"resources": {"rules": {"train": {"runtime": 1}}, "local_rules": ["fig2"]}}
+    assert "train" in cluster.configured_rules(cfg)
+    if section == "rules":
+        cfg["resources"]["rules"]["trian"] = {"runtime": 1}
+    else:
+        cfg["resources"]["local_rules"].append("fig_2")
+    with pytest.raises(ValueError, match=rf"resources\.{section}: '(trian|fig_2)' is not a rule.*'train'"):
+        cluster.configured_rules(cfg)

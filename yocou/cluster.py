@@ -62,9 +62,18 @@ def _check_keys(res: Mapping[str, Any], where: str) -> None:
 
 
 def configured_rules(cfg: Mapping[str, Any]) -> list[str]:
-    """Rules named under ``resources.rules`` (``train`` too when the config trains on several GPUs)."""
+    """Rules named under ``resources.rules`` (``train`` too when the config trains on several GPUs).
+
+    Raises:
+        ValueError: ``resources.rules`` or ``resources.local_rules`` names a rule that the workflow does not
+            have (:data:`RULES`), naming it and listing the rules.
+    """
     sec = cfg.get("resources") or {}
     names = list(sec.get("rules") or {})
+    for where, given in (("resources.rules", names), ("resources.local_rules", list(sec.get("local_rules") or []))):
+        for name in given:
+            if name not in RULES:
+                raise ValueError(f"{where}: {name!r} is not a rule of the workflow; rules: {sorted(RULES)}")
     if "train" not in names and _train_defaults(cfg):
         names.append("train")
     return names
