@@ -162,6 +162,31 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     assert "loadavg_start" in res["provenance"] and res["provenance"]["versions"]["transformers"]
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--rounds", "0"], "--rounds"), (["--batch", "0"], "--batch"), (["--steps-per-round", "0"], "--steps-per-round"),
+    (["--repeats", "0"], "--repeats"), (["--n-decode", "0"], "--n-decode"), (["--threads", "0"], "--threads"),
+    (["--peak-n", "x"], "--peak-n"), (["--warmup-steps", "-1"], "--warmup-steps"), (["--preset", "nope"], "--preset"),
+    (["--preset", "yocou-smoke"], "--preset"), (["--out", "."], "--out")])
+def test_hf_peer_benchmark_bad_arguments(args: list[str], needle: str, tmp_path: Path) -> None:
+    """Bad arguments fail at once (before any timing), naming the argument, with status 2 and no traceback;
+    --rounds 0 used to time every warm-up and then fail on the median of nothing."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "YOCOU_TRACEBACK"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    out = [] if "--out" in args else ["--out", str(tmp_path / "peer.json")]  # never the committed result
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "hf_llama_peer.py"), *out, *args], cwd=tmp_path,
+                         env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    last = res.stderr.strip().splitlines()[-1]
+    assert "error: " in last and needle in last, last
+
+
 @pytest.mark.parametrize("sample", [False, True])
 def test_peak_memory_sees_a_freed_buffer(sample: bool) -> None:
     """A 256 MiB buffer written and freed inside the block shows in the peak (kernel high-water mark, or
