@@ -38,6 +38,7 @@ from yocou import accounting
 from yocou import config as C
 from yocou.generate import decode_step, prefill
 from yocou.io import atomic_write_json, provenance
+from yocou.entry import int_at_least, run_main
 from yocou.model import LM
 
 
@@ -99,25 +100,32 @@ def train_step_fn(model: torch.nn.Module, is_hf: bool, batch: int, seq_len: int,
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pos, nonneg = int_at_least(1), int_at_least(0)
     ap.add_argument("--preset", default="transformer-tiny", help="our Transformer preset (shape of both models)")
-    ap.add_argument("--batch", type=int, default=8, help="training batch (sequences)")
-    ap.add_argument("--seq-len", type=int, default=512, help="training sequence length")
-    ap.add_argument("--rounds", type=int, default=8, help="interleaved timing rounds of the training step")
-    ap.add_argument("--steps-per-round", type=int, default=2, help="timed training steps per model per round")
-    ap.add_argument("--warmup-steps", type=int, default=3, help="untimed training steps per model (compiles)")
-    ap.add_argument("--prefill-len", type=int, default=4096)
-    ap.add_argument("--n-decode", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--peak-n", type=int, default=4096, help="matmul size of the bf16 peak measurement")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--batch", type=pos, default=8, help="training batch (sequences)")
+    ap.add_argument("--seq-len", type=pos, default=512, help="training sequence length")
+    ap.add_argument("--rounds", type=pos, default=8, help="interleaved timing rounds of the training step")
+    ap.add_argument("--steps-per-round", type=pos, default=2, help="timed training steps per model per round")
+    ap.add_argument("--warmup-steps", type=nonneg, default=3, help="untimed training steps per model (compiles)")
+    ap.add_argument("--prefill-len", type=pos, default=4096)
+    ap.add_argument("--n-decode", type=pos, default=64)
+    ap.add_argument("--repeats", type=pos, default=3)
+    ap.add_argument("--peak-n", type=pos, default=4096, help="matmul size of the bf16 peak measurement")
+    ap.add_argument("--threads", type=pos, default=os.cpu_count())
     ap.add_argument("--compile", action="store_true", help="also time both training steps under torch.compile")
     ap.add_argument("--out", default="benchmarks/results/hf_llama_peer.json")
     a = ap.parse_args(argv)
+    try:
+        cfg = C.preset(a.preset)
+    except ValueError as e:
+        raise ValueError(f"--preset {a.preset!r}: {e}") from None
+    if [s.kind for s in cfg.stages] != ["self"] or cfg.stages[0].n_loops != 1 or cfg.stages[0].window is not None:
+        raise ValueError(f"--preset must be a plain Transformer (e.g. transformer-tiny), got {a.preset}")
+    out_dir = os.path.dirname(os.path.abspath(a.out))
+    if os.path.isdir(a.out) or (os.path.exists(out_dir) and not os.path.isdir(out_dir)):
+        raise ValueError(f"--out {a.out}: expected a JSON file path in a folder")  # before minutes of timing
     torch.set_num_threads(a.threads)
     load0 = os.getloadavg()
-    cfg = C.preset(a.preset)
-    if [s.kind for s in cfg.stages] != ["self"] or cfg.stages[0].n_loops != 1 or cfg.stages[0].window is not None:
-        raise ValueError(f"--preset must be a plain Transformer, got {a.preset}")
     res: dict[str, Any] = {"shape": cfg.to_dict(), "threads": torch.get_num_threads()}
     peak = matmul_peak_flops(a.peak_n)
     res["bf16_matmul_peak_flops"] = peak
@@ -240,4 +248,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_main(main, prog="benchmarks/hf_llama_peer.py"))

@@ -133,3 +133,13 @@ def test_kv_cli_measure_equals_analytic(capsys) -> None:
     assert main(["kv", "--preset", "yocou-smoke", "--seq-len", "40", "--batch", "2", "--measure"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["measured_bytes"] == out["analytic_bytes"] > 0 and out["measured_equals_analytic"]
+
+
+@pytest.mark.parametrize("preset", [["yocou"], {"a": 1}, 3, None])
+def test_check_variant_names_a_preset_that_is_not_a_name(preset: object) -> None:
+    """variants.<name>.preset of the wrong type fails naming the field (a list used to raise a bare
+    'unhashable type' TypeError at planning)."""
+    from yocou.config import check_variant
+
+    with pytest.raises(ValueError, match=r"variants\.v\.preset|variants\.v: missing key 'preset'"):
+        check_variant("v", {"preset": preset})

@@ -83,6 +83,37 @@ def test_profile_config_validation() -> None:
     with pytest.raises(TypeError, match="repeats"):
         ProfileConfig(seq_lens=(64,), repeats=1.5)
     assert profile_config_from_dict({"seq_lens": [64, 128]}).seq_lens == (64, 128)
+    with pytest.raises(ValueError, match="seq_lens must be distinct"):  # used to give two rows for one length
+        ProfileConfig(seq_lens=(64, 64))
+
+
+def test_profile_cli_bad_input(tmp_path: Path) -> None:
+    """Run configs and --device that cannot be used fail naming them (status 2, no traceback)."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "YOCOU_TRACEBACK"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    good = tmp_path / "rc.json"
+    good.write_text(json.dumps({"model": C.preset("yocou-smoke").to_dict()}))
+    (tmp_path / "nomodel.json").write_text(json.dumps({"variant": "x"}))
+    (tmp_path / "corrupt.json").write_text("{not json")
+    bad_model = C.preset("yocou-smoke").to_dict() | {"n_layer": 3}
+    (tmp_path / "badmodel.json").write_text(json.dumps({"model": bad_model}))
+    cases = [(["--run-configs", "nomodel.json"], "nomodel.json"), (["--run-configs", "corrupt.json"], "corrupt.json"),
+             (["--run-configs", "badmodel.json"], "badmodel.json"),
+             (["--run-configs", "rc.json", "--device", "gpu"], "--device")]
+    if not torch.cuda.is_available():
+        cases.append((["--run-configs", "rc.json", "--device", "cuda"], "--device"))
+    for args, needle in cases:
+        res = subprocess.run([sys.executable, "-m", "yocou.bench.profile", *args, "--seq-lens", "64", "--out",
+                              "o.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and "Traceback" not in res.stderr, (args, res.stderr[-2000:])
+        last = res.stderr.strip().splitlines()[-1]
+        assert last.startswith("python -m yocou.bench.profile: error: ") and needle in last, (args, last)
+    assert not (tmp_path / "o.json").exists()
 
 
 def test_fit_exponent_and_linear_on_synthetic_data() -> None:
@@ -162,6 +193,31 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     assert "loadavg_start" in res["provenance"] and res["provenance"]["versions"]["transformers"]
 
 
+@pytest.mark.parametrize("args,needle", [
+    (["--rounds", "0"], "--rounds"), (["--batch", "0"], "--batch"), (["--steps-per-round", "0"], "--steps-per-round"),
+    (["--repeats", "0"], "--repeats"), (["--n-decode", "0"], "--n-decode"), (["--threads", "0"], "--threads"),
+    (["--peak-n", "x"], "--peak-n"), (["--warmup-steps", "-1"], "--warmup-steps"), (["--preset", "nope"], "--preset"),
+    (["--preset", "yocou-smoke"], "--preset"), (["--out", "."], "--out")])
+def test_hf_peer_benchmark_bad_arguments(args: list[str], needle: str, tmp_path: Path) -> None:
+    """Bad arguments fail at once (before any timing), naming the argument, with status 2 and no traceback;
+    --rounds 0 used to time every warm-up and then fail on the median of nothing."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).parents[1]
+    env = {k: v for k, v in os.environ.items() if k != "YOCOU_TRACEBACK"}
+    env["PYTHONPATH"] = str(root) + os.pathsep + env.get("PYTHONPATH", "")
+    out = [] if "--out" in args else ["--out", str(tmp_path / "peer.json")]  # never the committed result
+    res = subprocess.run([sys.executable, str(root / "benchmarks" / "hf_llama_peer.py"), *out, *args], cwd=tmp_path,
+                         env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr, res.stderr[-2000:]
+    last = res.stderr.strip().splitlines()[-1]
+    assert "error: " in last and needle in last, last
+
+
 @pytest.mark.parametrize("sample", [False, True])
 def test_peak_memory_sees_a_freed_buffer(sample: bool) -> None:
     """A 256 MiB buffer written and freed inside the block shows in the peak (kernel high-water mark, or
@@ -180,3 +236,22 @@ def test_peak_memory_sees_a_freed_buffer(sample: bool) -> None:
     assert mem.kind == ("cpu_rss_sampled" if sample else mem.kind)
     assert mem.kind in ("cpu_rss_hwm", "cpu_rss_sampled")
     assert 0.9 * size <= mem.delta_bytes <= 1.5 * size
+
+
+def test_peak_memory_reused_after_the_high_water_mark_becomes_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PeakMemory entered again picks its method afresh: one that measured with the kernel's high-water mark
+    and then falls back to sampling must stop its sampling thread on exit (it used to keep the 'cpu_rss_hwm'
+    kind and leave the thread running)."""
+    from yocou.bench import profile as P
+
+    mem = P.PeakMemory(torch.device("cpu"))
+    monkeypatch.setattr(P, "_reset_hwm", lambda: True)
+    monkeypatch.setattr(P, "_hwm_bytes", lambda: 1)
+    with mem:
+        pass
+    assert mem.kind == "cpu_rss_hwm"
+    monkeypatch.setattr(P, "_reset_hwm", lambda: False)
+    with mem:
+        pass
+    assert mem.kind == "cpu_rss_sampled"
+    assert mem._thread is not None and not mem._thread.is_alive()

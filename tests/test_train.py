@@ -168,3 +168,30 @@ def test_bad_train_config_names_the_field() -> None:
         TrainConfig(steps=3, batch_size=1, seq_len=4, warmup_steps=5)
     with pytest.raises(TypeError, match="lr"):
         TrainConfig(steps=3, batch_size=1, seq_len=4, lr="big")
+
+
+def test_corrupt_checkpoints_fail_naming_the_file(tmp_path: Path, token_dir: Path) -> None:
+    """A truncated or foreign ckpt.pt / model.pt fails with a ValueError naming the file and what to do
+    (it used to surface torch's RuntimeError from the zip reader, or a bare KeyError), and through the CLI
+    as one line with status 2."""
+    from yocou.train import load_model
+
+    tc = TrainConfig(steps=2, batch_size=2, seq_len=8, ckpt_every=1, dtype="fp32")
+    train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+    good = (tmp_path / "model.pt").read_bytes()
+    (tmp_path / "ckpt.pt").write_bytes(good[: len(good) // 2])  # an interrupted copy, say
+    with pytest.raises(ValueError, match=r"ckpt\.pt cannot be read.*remove it to restart"):
+        train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+    (tmp_path / "ckpt.pt").unlink()
+    (tmp_path / "model.pt").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match=r"model\.pt cannot be read"):
+        load_model(tmp_path / "model.pt")
+    torch.save([1, 2], tmp_path / "model.pt")
+    with pytest.raises(ValueError, match=r"model\.pt is not a yocou checkpoint"):
+        load_model(tmp_path / "model.pt")
+    env = {k: v for k, v in _env().items() if k != "YOCOU_TRACEBACK"}
+    res = subprocess.run(_cli("ppl", "--model", str(tmp_path / "model.pt"), "--data", str(token_dir),
+                              "--splits", "train", "--seq-len", "8"), env=env, capture_output=True, text=True,
+                         timeout=120, cwd=Path(__file__).parents[1])
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    assert "model.pt" in res.stderr.strip().splitlines()[-1]

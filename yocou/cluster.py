@@ -279,16 +279,10 @@ def acquire_gpu_slots(n: int, n_slots: int, *, lock_dir: str | os.PathLike | Non
 
 
 def _count(minimum: int) -> Any:
-    """argparse type: an integer >= ``minimum``; anything else fails naming the argument and what it expects."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-    return parse
+    """argparse type: an integer >= ``minimum`` (:func:`yocou.entry.int_at_least`)."""
+    from .entry import int_at_least
+
+    return int_at_least(minimum)
 
 
 def _gpu_run(a: argparse.Namespace) -> int:

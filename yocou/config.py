@@ -468,7 +468,7 @@ def check_variant(name: str, spec: Any) -> None:
     kind = spec.get("preset")
     if kind is None:
         raise ValueError(f"{where}: missing key 'preset' (one of {sorted(PRESETS)})")
-    if kind not in PRESETS:
+    if not isinstance(kind, str) or kind not in PRESETS:
         raise ValueError(f"{where}.preset: {kind!r} is not a preset; expected one of {sorted(PRESETS)}")
     allowed = variant_keys(kind)
     unknown = sorted(set(spec) - set(allowed))

@@ -8,11 +8,12 @@ the traceback of user errors too. Standard library only: cheap to import.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any, Callable, Sequence
 
-__all__ = ["USER_ERRORS", "EXIT_USER_ERROR", "error_message", "report_user_error", "run_main"]
+__all__ = ["USER_ERRORS", "EXIT_USER_ERROR", "error_message", "report_user_error", "run_main", "int_at_least"]
 
 #: Exceptions that mean bad input (the library's documented errors): reported without a traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (
@@ -58,3 +59,16 @@ def run_main(main: Callable[[Any], Any], argv: Sequence[str] | None = None, *, p
     except USER_ERRORS as e:
         return report_user_error(prog or _default_prog(), e)
     return 0 if rc is None else int(rc)
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse ``type``: an integer >= ``minimum``; anything else fails naming the argument and what it expects."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+    return parse

@@ -36,6 +36,8 @@ def equal_flops_model(run_dir: str | Path, out_dir: str | Path) -> dict[str, Any
     """
     import torch
 
+    from .train import read_checkpoint
+
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     for name in ("run_config.json", "summary.json"):
         if not (run_dir / name).is_file():
@@ -48,7 +50,7 @@ def equal_flops_model(run_dir: str | Path, out_dir: str | Path) -> dict[str, Any
     snap = run_dir / f"model_step{eq['step']}.pt"
     if not snap.is_file():
         raise FileNotFoundError(f"{snap} not found: the run did not write its equal-FLOPs snapshot")
-    ck = torch.load(snap, map_location="cpu", weights_only=False)
+    ck = read_checkpoint(snap, what="equal-FLOPs snapshot", remedy="remove the run folder and train it again")
     if ck.get("step") != eq["step"]:
         raise ValueError(f"{snap} holds step {ck.get('step')}, expected {eq['step']}")
     name = out_dir.name

@@ -214,7 +214,10 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     metrics_path = out / "metrics.jsonl"
     if ckpt_path.exists():
         # FSDP: every rank maps the full-tensor file (pages shared on a node) and keeps its shards.
-        ck = torch.load(ckpt_path, map_location="cpu" if tc.fsdp else device, mmap=tc.fsdp, weights_only=False)
+        ck = read_checkpoint(ckpt_path, map_location="cpu" if tc.fsdp else device, mmap=tc.fsdp,
+                             what="resume checkpoint", keys=("model", "optimizer", "step", "model_config",
+                                                             "train_config"),
+                             remedy=f"remove it to restart the run in {out} from step 0")
         # A field added after the checkpoint was written counts as its default.
         ck_tc = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
         if ck["model_config"] != model_cfg.to_dict() or {**ck_tc, **ck["train_config"]} != dataclasses.asdict(tc):
@@ -353,16 +356,38 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
                     "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
 
 
+def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", mmap: bool = False,
+                    what: str = "model checkpoint", keys: tuple[str, ...] = ("model", "model_config"),
+                    remedy: str = "remove it and train the model again") -> dict[str, Any]:
+    """``torch.load`` of a checkpoint written by :func:`train` (``model.pt``, ``ckpt.pt``, snapshots).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file cannot be read (truncated, corrupt, not a torch file) or lacks ``keys``,
+            naming the file and what to do.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{what} {p} not found (train it first)")
+    try:
+        ck = torch.load(p, map_location=map_location, mmap=mmap, weights_only=False)
+    except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError, ...
+        msg = (str(e).splitlines() or [""])[0].split(". ")[0][:160]
+        raise ValueError(f"{what} {p} cannot be read: it is truncated, corrupt or not a torch checkpoint "
+                         f"({type(e).__name__}: {msg}); {remedy}") from None
+    missing = [k for k in keys if k not in ck] if isinstance(ck, dict) else list(keys)
+    if missing:
+        raise ValueError(f"{what} {p} is not a yocou checkpoint: no {missing}; {remedy}")
+    return ck
+
+
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LM:
     """Load a trained ``model.pt`` (weights + config) for evaluation.
 
     Raises:
         FileNotFoundError: no such file.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"model checkpoint {p} not found (train it first)")
-    ck = torch.load(p, map_location=device, weights_only=False)
+    ck = read_checkpoint(path, map_location=device)
     model = LM(config_from_dict(ck["model_config"])).to(device)
     model.load_state_dict(ck["model"])
     return model.eval()

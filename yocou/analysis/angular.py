@@ -177,7 +177,7 @@ def _split_result(model: torch.nn.Module, stream: Any, seq_len: int, max_tokens:
 def main(argv: list[str] | None = None) -> int:
     from ..data import TokenStream
     from ..io import atomic_write_json, provenance
-    from ..train import load_model
+    from ..train import load_model, read_checkpoint
 
     ap = argparse.ArgumentParser(prog="python -m yocou.analysis.angular", description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, help="runs/<scale>/models/<variant>/model.pt")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "
                          f"{a.seq_len}, {a.max_tokens}, {a.batch}")
     model = load_model(a.model, device)
-    ck = torch.load(a.model, map_location="cpu", weights_only=False)
+    ck = read_checkpoint(a.model)
     cfg = model.cfg
     t0 = time.perf_counter()
     splits: dict[str, Any] = {}

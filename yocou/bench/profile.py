@@ -87,6 +87,8 @@ class ProfileConfig:
                 raise ValueError(f"ProfileConfig.{f} must be >= 1, got {getattr(self, f)}")
         if self.warmup < 0:
             raise ValueError(f"ProfileConfig.warmup must be >= 0, got {self.warmup}")
+        if len(set(self.seq_lens)) != len(self.seq_lens):
+            raise ValueError(f"ProfileConfig.seq_lens must be distinct (each length is one row), got {self.seq_lens}")
         if min(self.seq_lens) <= self.n_decode:
             raise ValueError(f"ProfileConfig.seq_lens must all exceed n_decode={self.n_decode}, got {self.seq_lens}")
         if self.threads is not None and self.threads < 1:
@@ -162,6 +164,8 @@ class PeakMemory:
         self._start = 0
 
     def __enter__(self) -> "PeakMemory":
+        self.kind = "cuda_max_allocated" if self.device.type == "cuda" else "cpu_rss_sampled"
+        self._stop.clear()
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -390,11 +394,26 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(a, f) is not None:
             d[f] = getattr(a, f)
     pc = profile_config_from_dict(d)
+    try:
+        dev = torch.device(a.device)
+    except RuntimeError:
+        raise ValueError(f"--device {a.device!r}: expected cpu or cuda (optionally cuda:<index>)") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"--device {a.device!r}: expected cpu or cuda (optionally cuda:<index>)")
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"--device {a.device!r}: CUDA is not available on this machine; use --device cpu")
+    from ..io import load_config_file
     t0 = time.time()
     cfgs: dict[str, ModelConfig] = {}
     for rc_path in a.run_configs:
-        rc = json.loads(Path(rc_path).read_text(encoding="utf-8"))
-        cfg = config_from_dict(rc["model"])
+        rc = load_config_file(rc_path)
+        if not isinstance(rc.get("model"), dict):
+            raise ValueError(f"--run-configs {rc_path}: expected a 'model' mapping (a run_config.json of the "
+                             f"pipeline), got keys {sorted(rc)}")
+        try:
+            cfg = config_from_dict(rc["model"])
+        except (ValueError, TypeError) as e:
+            raise type(e)(f"--run-configs {rc_path}: {e}") from None
         variant = rc.get("variant", cfg.name)
         cfgs[variant if isinstance(variant, str) else cfg.name] = cfg
     rows = profile_models(cfgs, pc, device=a.device,

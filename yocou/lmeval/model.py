@@ -86,9 +86,9 @@ class YocouLM(TemplateLM):
             path = str(model)
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"model checkpoint {path} not found")
-            from ..train import load_model
+            from ..train import load_model, read_checkpoint
 
-            ck = torch.load(path, map_location="cpu", weights_only=False)
+            ck = read_checkpoint(path)
             trained_len = (ck.get("train_config") or {}).get("seq_len")
             del ck
             model = load_model(path, device=device)

@@ -148,7 +148,7 @@ def select_documents(tokens_dir: str | Path, length: int, n_book: int, n_code: i
 
 def _main(argv: list[str] | None = None) -> int:
     from ..io import atomic_path, atomic_write_json, provenance
-    from ..train import load_model
+    from ..train import load_model, read_checkpoint
 
     ap = argparse.ArgumentParser(prog="python -m yocou.longctx.longppl", description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
@@ -166,7 +166,7 @@ def _main(argv: list[str] | None = None) -> int:
         raise ValueError(f"eval.longppl.span must be >= 1, got {a.span}")
     torch.manual_seed(0)
     model = load_model(a.model)
-    ck = torch.load(a.model, map_location="cpu", weights_only=False)
+    ck = read_checkpoint(a.model)
     train_len = ck.get("train_config", {}).get("seq_len")
     Lmax = max(a.lengths)
     docs = select_documents(a.tokens_dir, Lmax, a.book_docs, a.code_docs)

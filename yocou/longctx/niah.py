@@ -357,13 +357,13 @@ def read_prompts(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 def _cmd_eval(a: argparse.Namespace) -> int:
     from ..data import load_tokenizer
     from ..io import atomic_write_json, provenance
-    from ..train import load_model
+    from ..train import load_model, read_checkpoint
 
     torch.manual_seed(0)
     tok = load_tokenizer(a.tokenizer)
     head, prompts = read_prompts(a.prompts)
     model = load_model(a.model)
-    ck_train = torch.load(a.model, map_location="cpu", weights_only=False).get("train_config", {})
+    ck_train = read_checkpoint(a.model).get("train_config", {})
     t0 = time.perf_counter()
     recs = evaluate(model, tok, prompts, max_new_tokens=a.max_new_tokens, chunk_size=a.chunk_size,
                     batch=a.batch, dtype=a.dtype, progress=True)
