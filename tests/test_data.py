@@ -297,6 +297,16 @@ def test_encode_corpus_and_token_stream(tmp_path):
         ts.document(99)
     with pytest.raises(FileNotFoundError):
         TokenStream(tmp_path / "t" / "nope.bin")
+    # corrupt metadata names the file: not JSON, not an object, a field missing
+    meta_path = tmp_path / "t" / "train.json"
+    good = meta_path.read_text()
+    for bad, why in (("{not json", "Expecting"), ("[1, 2]", "JSON object"),
+                     (json.dumps({k: v for k, v in json.loads(good).items() if k != "dtype"}), "missing key 'dtype'")):
+        meta_path.write_text(bad)
+        with pytest.raises(ValueError, match=rf"metadata .*train\.json is not a token-stream.*{why}"):
+            TokenStream(tmp_path / "t" / "train.bin")
+    meta_path.write_text(good)
+    assert len(TokenStream(tmp_path / "t" / "train.bin")) == len(ts)
 
 
 def test_encode_real_corpus_smoke(tmp_path):

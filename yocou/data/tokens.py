@@ -154,7 +154,8 @@ class TokenStream:
 
     Raises:
         FileNotFoundError: the ``.bin`` or ``.json`` file is missing.
-        ValueError: file size disagrees with the metadata.
+        ValueError: the metadata is not JSON or lacks a field (naming the file), or the file size disagrees
+            with it.
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -167,16 +168,25 @@ class TokenStream:
             raise FileNotFoundError(f"TokenStream: token file {path} not found (run encode_corpus)")
         if not meta_path.is_file():
             raise FileNotFoundError(f"TokenStream: metadata {meta_path} not found next to {path}")
-        with open(meta_path, encoding="utf-8") as fh:
-            self.meta = json.load(fh)
-        self.dtype = np.dtype("<" + self.meta["dtype"]) if self.meta["dtype"][0] not in "<>|=" else np.dtype(self.meta["dtype"])
-        n = int(self.meta["n_tokens"])
+        try:
+            with open(meta_path, encoding="utf-8") as fh:
+                self.meta = json.load(fh)
+            if not isinstance(self.meta, dict):
+                raise ValueError(f"expected a JSON object, got {type(self.meta).__name__}")
+            dt = str(self.meta["dtype"])
+            self.dtype = np.dtype(dt if dt[:1] in ("<", ">", "|", "=") else "<" + dt)
+            n = int(self.meta["n_tokens"])
+            eos_id, vocab_size = int(self.meta["eos_id"]), int(self.meta["vocab_size"])
+        except (ValueError, TypeError, KeyError) as e:  # json.JSONDecodeError is a ValueError
+            what = f"missing key {e}" if isinstance(e, KeyError) else str(e)
+            raise ValueError(f"TokenStream: metadata {meta_path} is not a token-stream metadata file ({what}); "
+                             "rebuild it with encode_corpus (snakemake reruns the tokens rule)") from e
         if path.stat().st_size != n * self.dtype.itemsize:
             raise ValueError(f"TokenStream: {path} has {path.stat().st_size} bytes, metadata says "
                              f"{n} tokens of {self.dtype} ({n * self.dtype.itemsize} bytes)")
         self.tokens = np.memmap(path, dtype=self.dtype, mode="r", shape=(n,)) if n else np.zeros(0, self.dtype)
-        self.eos_id = int(self.meta["eos_id"])
-        self.vocab_size = int(self.meta["vocab_size"])
+        self.eos_id = eos_id
+        self.vocab_size = vocab_size
         self.doc_ids: list[str] = list(self.meta.get("doc_ids", []))
         self._offsets: np.ndarray | None = None
 
