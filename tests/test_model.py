@@ -62,31 +62,28 @@ def test_prefill_then_decode_equals_full_forward(cfg: C.ModelConfig, prompt_len:
     assert cache.pos == N
 
 
+def _assert_chunked_equals_full(cfg: C.ModelConfig, batch: int, n: int, chunk: int, seed: int) -> None:
+    """Chunks of ``chunk`` through the cache with logits at every position (no early exit) == full forward."""
+    m = _model(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (batch, n), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        full = m(ids).logits_BNV
+        cache = m.new_cache(batch, n, fill=float("nan"))
+        parts = [m(ids[:, s:s + chunk], cache=cache).logits_BNV for s in range(0, n, chunk)]
+    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("cfg", variants(), ids=IDS)
 def test_chunked_all_logits_equal_full_forward(cfg: C.ModelConfig) -> None:
     """Chunks of 5 with logits at every position (no early exit) == full forward."""
-    m = _model(cfg)
-    N = 19
-    ids = torch.randint(0, cfg.vocab_size, (3, N), generator=torch.Generator().manual_seed(2))
-    with torch.no_grad():
-        full = m(ids).logits_BNV
-        cache = m.new_cache(3, N, fill=float("nan"))
-        parts = [m(ids[:, s:s + 5], cache=cache).logits_BNV for s in range(0, N, 5)]
-    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+    _assert_chunked_equals_full(cfg, batch=3, n=19, chunk=5, seed=2)
 
 
 @pytest.mark.parametrize("cfg", variants()[:3], ids=IDS[:3])
 def test_full_forward_at_training_length_equals_chunked(cfg: C.ModelConfig) -> None:
-    """At N = 384 (where causal attention on CPU runs as two calls) the full forward equals chunks of 100
-    through the cache, which never take that path."""
-    m = _model(cfg)
-    N = 384
-    ids = torch.randint(0, cfg.vocab_size, (2, N), generator=torch.Generator().manual_seed(3))
-    with torch.no_grad():
-        full = m(ids).logits_BNV
-        cache = m.new_cache(2, N, fill=float("nan"))
-        parts = [m(ids[:, s:s + 100], cache=cache).logits_BNV for s in range(0, N, 100)]
-    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=0, atol=1e-5)
+    """At N = 384 (causal attention on CPU as two calls; window layers in blocks, N >= 4W) the full forward
+    equals chunks of 100 through the cache, which take neither path."""
+    _assert_chunked_equals_full(cfg, batch=2, n=384, chunk=100, seed=3)
 
 
 def _copy_weights(dst: LM, src: LM) -> None:

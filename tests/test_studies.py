@@ -115,19 +115,27 @@ def _sdpa_calls(cfg: C.ModelConfig) -> int:
     return sum(1 for a in C.expand_plan(cfg) if a.kind != "kv")
 
 
+def _counted_training_step(cfg: C.ModelConfig, sdpa_formulas: dict) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(matmul, attention) FLOPs of the forward (with the loss) and of the backward of one training step on
+    random tokens, SDPA charged by ``sdpa_formulas``."""
+    m = _model(cfg)
+    x = torch.randint(0, KW["vocab_size"], (B, N))
+    y = torch.randint(0, KW["vocab_size"], (B, N))
+    with FlopCounterMode(display=False, custom_mapping=sdpa_formulas) as fwd:
+        loss, _ = _loss(m, x, y, cfg.moe_aux_weight)
+    with FlopCounterMode(display=False, custom_mapping=sdpa_formulas) as bwd:
+        loss.backward()
+    return _split_counts(fwd), _split_counts(bwd)
+
+
 @pytest.mark.parametrize("name", list(flop_variants()))
 def test_training_step_flops_match_the_analytic_count(name: str) -> None:
     """A real training step (forward, loss, backward) under FlopCounterMode, SDPA charged for the
     (query, key) pairs its causal flag or mask lets through, equals ``train_flops_per_token`` (the
     ``visible`` convention logged with every run) × tokens, within 2%; each part separately exactly."""
     cfg = flop_variants()[name]
-    m = _model(cfg)
-    x = torch.randint(0, KW["vocab_size"], (B, N))
-    y = torch.randint(0, KW["vocab_size"], (B, N))
-    with FlopCounterMode(display=False, custom_mapping=VISIBLE) as fc:
-        loss, _ = _loss(m, x, y, cfg.moe_aux_weight)
-        loss.backward()
-    mm, attn = _split_counts(fc)
+    (mm_f, attn_f), (mm_b, attn_b) = _counted_training_step(cfg, VISIBLE)
+    mm, attn = mm_f + mm_b, attn_f + attn_b
     n_tok = B * N
     assert mm + attn == pytest.approx(A.train_flops_per_token(cfg, N) * n_tok, rel=0.02)
     # The parts: 3 × 2 × active matmul parameters; 3 × the visible-pairs attention term.
@@ -144,15 +152,7 @@ def test_forward_flops_dense_convention_match_torch_counter(name: str, monkeypat
     + 2.5 × the attention (the fused backward's recomputation of the scores counted), the documented factor."""
     monkeypatch.setattr("yocou.model.WINDOW_BLOCKED_MIN", N)  # N < N·W: window layers in one masked call
     cfg = flop_variants()[name]
-    m = _model(cfg)
-    x = torch.randint(0, KW["vocab_size"], (B, N))
-    y = torch.randint(0, KW["vocab_size"], (B, N))
-    with FlopCounterMode(display=False, custom_mapping=STOCK) as fwd:
-        loss, _ = _loss(m, x, y, cfg.moe_aux_weight)
-    with FlopCounterMode(display=False, custom_mapping=STOCK) as bwd:
-        loss.backward()
-    mm_f, attn_f = _split_counts(fwd)
-    mm_b, attn_b = _split_counts(bwd)
+    (mm_f, attn_f), (mm_b, attn_b) = _counted_training_step(cfg, STOCK)
     n_tok = B * N
     assert mm_f + attn_f == pytest.approx(A.forward_flops_per_token(cfg, N, attention="dense") * n_tok, rel=0.02)
     hd = cfg.n_heads * cfg.head_dim

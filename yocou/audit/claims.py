@@ -75,23 +75,25 @@ def load_registry(path: str | Path | None = None) -> dict:
     for key in ("tables", "claims"):
         if not isinstance(data.get(key), list):
             raise ValueError(f"{p}: '{key}' must be a list")
+
+    def entries(key: str, fields: tuple[str, ...]):  # noqa: ANN202
+        """(index, entry) of ``data[key]``, each a mapping holding every one of ``fields``."""
+        for i, e in enumerate(data[key]):
+            if not isinstance(e, dict):
+                raise ValueError(f"{p}: {key}[{i}] must be a mapping")
+            for f in fields:
+                if f not in e:
+                    ident = f" ({e.get('id', '?')})" if key == "claims" else ""
+                    raise ValueError(f"{p}: {key}[{i}]{ident} lacks field '{f}'")
+            yield i, e
+
     seen_tables: set[int] = set()
-    for i, t in enumerate(data["tables"]):
-        if not isinstance(t, dict):
-            raise ValueError(f"{p}: tables[{i}] must be a mapping")
-        for f in TABLE_FIELDS:
-            if f not in t:
-                raise ValueError(f"{p}: tables[{i}] lacks field '{f}'")
+    for i, t in entries("tables", TABLE_FIELDS):
         if not isinstance(t["table"], int) or t["table"] in seen_tables:
             raise ValueError(f"{p}: tables[{i}].table must be a unique int, got {t['table']!r}")
         seen_tables.add(t["table"])
     seen: set[str] = set()
-    for i, c in enumerate(data["claims"]):
-        if not isinstance(c, dict):
-            raise ValueError(f"{p}: claims[{i}] must be a mapping")
-        for f in CLAIM_FIELDS:
-            if f not in c:
-                raise ValueError(f"{p}: claims[{i}] ({c.get('id', '?')}) lacks field '{f}'")
+    for i, c in entries("claims", CLAIM_FIELDS):
         if not isinstance(c["id"], str) or c["id"] in seen or c["id"].startswith("T"):
             raise ValueError(f"{p}: claims[{i}].id must be a unique string not starting with 'T', got {c['id']!r}")
         if not isinstance(c["printed"], bool):

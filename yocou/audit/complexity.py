@@ -14,7 +14,7 @@ from itertools import product
 from typing import Callable
 
 from ..accounting import attention_context, kv_cache_bytes
-from ..config import ModelConfig, early_exit_index, expand_plan
+from ..config import Application, ModelConfig, early_exit_index, expand_plan
 
 __all__ = ["parse_big_o", "prefill_flops", "decode_flops", "layer_flops", "paper_config", "COMPLEXITY_GRID",
            "complexity_band"]
@@ -91,36 +91,33 @@ def prefill_flops(cfg: ModelConfig, n_tokens: int) -> float:
     """
     plan = _plan(cfg)
     ex = early_exit_index(plan)
-    hd = cfg.n_heads * cfg.head_dim
     N = n_tokens
     f = 0.0
     for i, a in enumerate(plan):
         if i < ex:
-            f += N * layer_flops(cfg, a.kind)
-            if a.kind == "self":
-                f += 4 * hd * N * attention_context(a.window, N)
-            elif a.kind == "cross":
-                f += 4 * hd * N * attention_context(None, N)
+            window = a.window if a.kind == "self" else None
+            f += N * (layer_flops(cfg, a.kind) + _attention_flops(cfg, a.kind, attention_context(window, N)))
         else:
-            f += layer_flops(cfg, a.kind)
-            if a.kind == "self":
-                f += 4 * hd * min(N, a.window or N)
-            elif a.kind == "cross":
-                f += 4 * hd * N
+            f += _one_position_flops(cfg, a, N)
     return f + 2 * cfg.d_model * cfg.vocab_size
+
+
+def _attention_flops(cfg: ModelConfig, kind: str, keys: float) -> float:
+    """Attention FLOPs of one query of an application of ``kind`` over ``keys`` keys (0 for the K̂V̂ maker)."""
+    return 4 * cfg.n_heads * cfg.head_dim * keys if kind in ("self", "cross") else 0.0
+
+
+def _one_position_flops(cfg: ModelConfig, a: Application, n_keys: int) -> float:
+    """One application at one position that follows ``n_keys`` positions' keys (its own included for prefill's
+    last token): the layer, plus attention over the window (SWA) or over all of them (global, cross)."""
+    keys = min(n_keys, a.window or n_keys) if a.kind == "self" else n_keys
+    return layer_flops(cfg, a.kind) + _attention_flops(cfg, a.kind, keys)
 
 
 def decode_flops(cfg: ModelConfig, position: int) -> float:
     """FLOPs of one decode step at ``position`` (tokens already cached): every application once, attention over
     the window (SWA) or over all cached positions (global, cross), plus the LM head."""
-    hd = cfg.n_heads * cfg.head_dim
-    f = 0.0
-    for a in _plan(cfg):
-        f += layer_flops(cfg, a.kind)
-        if a.kind == "self":
-            f += 4 * hd * min(position, a.window or position)
-        elif a.kind == "cross":
-            f += 4 * hd * position
+    f = sum(_one_position_flops(cfg, a, position) for a in _plan(cfg))
     return f + 2 * cfg.d_model * cfg.vocab_size
 
 

@@ -187,6 +187,19 @@ def _not_run(vid: str, claims: Iterable[str], comparison: str, paper: str, files
                    why or f"{', '.join(files)} not found", files)
 
 
+def _ours_ratio_by_length(df: pd.DataFrame | None, name: str, fname: str) -> tuple[pd.Series | None, str | None]:
+    """Our row ``name`` (e.g. ``"YOCO-U / YOCO"``) of a rendered ratio table (columns ``ratio``, ``source``,
+    one per length, ``mean``) as floats by length, missing lengths dropped; or ``(None, why)``, ``why`` None
+    when the file itself is missing (:func:`_not_run`'s default message)."""
+    if df is None:
+        return None, None
+    row = df[(df["ratio"] == name) & df["source"].str.startswith("ours")]
+    if row.empty:
+        return None, f"no row {name!r} in {fname}"
+    lens = [c for c in row.columns if c not in ("ratio", "source", "mean")]
+    return row.iloc[0][lens].astype(float).dropna(), None
+
+
 # --------------------------------------------------------------------------------------------- KV (Table 10)
 
 
@@ -224,16 +237,10 @@ def _kv_verdicts(src: Sources, R: _Results) -> list[Verdict]:
         a, b = [VAR for VAR in name.split(" / ")]
         cells = tuple(cell_ref(10, m, n) for m in (a, b) for n in SEQ)
         paper_r = src.num(cell_ref(10, a, SEQ[-1])) / src.num(cell_ref(10, b, SEQ[-1]))
-        if rat is None:
-            out.append(_not_run(vid, (*cells, *extra), comp, f"{paper_r:.3f} at 256K", [f_rat], "deterministic"))
+        vals, why = _ours_ratio_by_length(rat, name, f_rat)
+        if vals is None:
+            out.append(_not_run(vid, (*cells, *extra), comp, f"{paper_r:.3f} at 256K", [f_rat], "deterministic", why))
             continue
-        row = rat[(rat["ratio"] == name) & rat["source"].str.startswith("ours")]
-        if row.empty:
-            out.append(_not_run(vid, (*cells, *extra), comp, f"{paper_r:.3f} at 256K", [f_rat], "deterministic",
-                                f"no row {name!r} in {f_rat}"))
-            continue
-        lens = [c for c in row.columns if c not in ("ratio", "source", "mean")]
-        vals = row.iloc[0][lens].astype(float).dropna()
         ours_r, at = float(vals.iloc[-1]), vals.index[-1]
         shrink = ""
         if vid == "v.kv.yocou_over_yoco":
@@ -291,16 +298,10 @@ def _timing_verdicts(src: Sources, R: _Results) -> list[Verdict]:
             p_mean = sum(paper) / len(paper)
             comp = (f"{key} tokens/s, {a} over {b} (log of the ratio; mean over lengths when the ratio is a scale-free "
                     "compute ratio, else at the longest length)")
-            if df is None:
-                out.append(_not_run(vid, (*cells, *extra), comp, f"{p_mean:.3f} mean", [fname], "timing"))
+            vals, why = _ours_ratio_by_length(df, name, fname)
+            if vals is None:
+                out.append(_not_run(vid, (*cells, *extra), comp, f"{p_mean:.3f} mean", [fname], "timing", why))
                 continue
-            row = df[(df["ratio"] == name) & df["source"].str.startswith("ours")]
-            if row.empty:
-                out.append(_not_run(vid, (*cells, *extra), comp, f"{p_mean:.3f} mean", [fname], "timing",
-                                    f"no row {name!r} in {fname}"))
-                continue
-            lens = [c for c in row.columns if c not in ("ratio", "source", "mean")]
-            vals = row.iloc[0][lens].astype(float).dropna()
             spread_by_n = _repeat_ratios(prof, _variant(a), _variant(b), key)
             if comparable:
                 ours = float(vals.mean())

@@ -156,7 +156,7 @@ class PeakMemory:
         self.device = device
         self.interval_s = interval_s
         self.sample = sample
-        self.kind = "cuda_max_allocated" if device.type == "cuda" else "cpu_rss_sampled"
+        self.kind = ""  # chosen on every entry
         self.peak_bytes = 0
         self.delta_bytes = 0
         self._stop = threading.Event()
