@@ -205,6 +205,40 @@ def test_generate_greedy_matches_argmax_of_full_forward() -> None:
     assert torch.equal(out, seq[:, 9:])
 
 
+def _greedy_reference(m: LM, prompt: torch.Tensor, n: int) -> torch.Tensor:
+    """n greedy tokens [B, n] from the full forward (no cache)."""
+    seq = prompt
+    with torch.no_grad():
+        for _ in range(n):
+            seq = torch.cat([seq, m(seq).logits_BNV[:, -1].argmax(-1)[:, None]], dim=1)
+    return seq[:, prompt.shape[1]:]
+
+
+def _pad_after_eos(ref: torch.Tensor, eos: int) -> torch.Tensor:
+    """Each row of ref kept up to and including its first eos, eos after it (plain Python)."""
+    rows = []
+    for r in ref.tolist():
+        k = r.index(eos) if eos in r else len(r)
+        rows.append(r[:k + 1] + [eos] * (len(r) - k - 1))
+    return torch.tensor(rows)
+
+
+def test_generate_with_eos_keeps_its_shape_and_pads_finished_rows() -> None:
+    """generate(..., eos_id) returns [B, max_new_tokens]: a finished row holds eos_id after its first EOS,
+    also when every row has finished early (the loop stops, the width stays)."""
+    m = _model(C.yocou(n_layers=4, window=W, **KW))
+    torch.manual_seed(1)
+    prompt = torch.randint(0, 101, (2, 9))
+    ref = _greedy_reference(m, prompt, 10)
+    eos = int(ref[0, 2])  # row 0 stops at step 2 (or earlier); row 1 may run on
+    out = generate(m, prompt, 10, chunk_size=4, eos_id=eos)
+    assert out.shape == (2, 10)
+    assert torch.equal(out, _pad_after_eos(ref, eos))
+    one = generate(m, prompt[:1], 10, chunk_size=4, eos_id=eos)  # its only row stops early
+    assert one.shape == (1, 10) and torch.equal(one, _pad_after_eos(ref[:1], eos))
+    assert generate(m, prompt, 0, eos_id=eos).shape == (2, 0)
+
+
 def test_generate_sampling_is_seeded() -> None:
     m = _model(C.yoco(n_layers=4, window=W, **KW))
     prompt = torch.randint(0, 101, (1, 5))

@@ -45,8 +45,16 @@ def generate(model: LM, prompt_BN: torch.Tensor, max_new_tokens: int, *, tempera
              eos_id: int | None = None, cache_dtype: torch.dtype | None = None) -> torch.Tensor:
     """Greedy (``temperature == 0``) or sampled generation with the KV cache.
 
-    Returns the generated ids ``[B, max_new_tokens]`` (positions after an ``eos_id``
-    keep being generated; callers cut at EOS).
+    Args:
+        prompt_BN: prompt ids ``[B, N]`` (int64), the same length for every row (no padding mask).
+        max_new_tokens: how many tokens to return per row.
+        eos_id: optional end-of-sequence id. A row that has produced it is finished: every later
+            position of that row holds ``eos_id`` (padding), and generation stops early once every
+            row has finished; the result keeps the full width.
+
+    Returns:
+        The generated ids ``[B, max_new_tokens]`` (int64), always that shape. Without ``eos_id``
+        every position is generated; with it, positions after a row's first ``eos_id`` are ``eos_id``.
 
     Raises:
         ValueError: negative ``max_new_tokens`` or ``temperature``.
@@ -56,22 +64,23 @@ def generate(model: LM, prompt_BN: torch.Tensor, max_new_tokens: int, *, tempera
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
     B, N = prompt_BN.shape
+    out_BT = prompt_BN.new_full((B, max_new_tokens), eos_id if eos_id is not None else 0)
+    if max_new_tokens == 0:
+        return out_BT
     cache = model.new_cache(B, N + max_new_tokens, dtype=cache_dtype)
     logits = prefill(model, prompt_BN, cache, chunk_size=chunk_size)
-    out = []
-    done = torch.zeros(B, dtype=torch.bool, device=prompt_BN.device)
+    done_B = torch.zeros(B, dtype=torch.bool, device=prompt_BN.device)
     for i in range(max_new_tokens):
-        tok = _pick(logits, temperature, top_k, generator)
-        out.append(tok)
+        tok_B = _pick(logits, temperature, top_k, generator)
         if eos_id is not None:
-            done |= tok == eos_id
-            if bool(done.all()):
-                break
+            tok_B = tok_B.masked_fill(done_B, eos_id)  # a finished row is padded with EOS
+            done_B |= tok_B == eos_id
+        out_BT[:, i] = tok_B
+        if eos_id is not None and bool(done_B.all()):
+            break  # the rest of out_BT already holds eos_id
         if i + 1 < max_new_tokens:
-            logits = decode_step(model, tok, cache)
-    if not out:
-        return prompt_BN.new_zeros((B, 0))
-    return torch.stack(out, dim=1)
+            logits = decode_step(model, tok_B, cache)
+    return out_BT
 
 
 def _pick(logits_BV: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator | None
