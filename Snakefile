@@ -7,7 +7,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -20,15 +20,24 @@ if SCALE not in _scales:
     raise ValueError(f"--config scale={SCALE}: no workflows/config/{SCALE}.yaml; choose one of {_scales}")
 
 
-configfile: f"workflows/config/{SCALE}.yaml"
+from yocou.wfconfig import read_scale_file, resolve_config  # jsonschema + PyYAML only
+
+_SCALE_FILE = f"workflows/config/{SCALE}.yaml"
+read_scale_file(_SCALE_FILE)  # a file that is not YAML fails naming it, before Snakemake's own reader
+
+
+configfile: _SCALE_FILE
 
 
 # Variant keys first (yocou.config is light): a typo such as `n_loop:` names variants.<name>.<key> and the keys
-# its preset takes, where the schema's message would not list them.
+# its preset takes, where the schema's message would not list them. Then the schema, in one line naming the key
+# (yocou.wfconfig): strings that --config leaves in nested values are read as the numbers they are, every
+# default of the schema is filled here (the one place defaults live, also inside cluster jobs), and every
+# model size must be known. Parsing writes nothing: jobs get their settings through params.
 from yocou.config import check_variants
 
 check_variants(config)
-validate(config, "workflows/schemas/config.schema.yaml")
+resolve_config(config, source=f"{_SCALE_FILE} (with --config/--configfile overrides)")
 
 RUN = f"runs/{SCALE}"
 RES = f"results/{SCALE}"
@@ -54,15 +63,26 @@ for _study, _sec in config.get("studies", {}).items():
                              f"expected a key of 'variants' or <variant>_eqflops of a variant with equal_flops_to "
                              f"({sorted(_RUNS_OK)})")
 
-# The resolved config, written only when it changes, so that its rules rerun then and only then.
-_cfg_path = Path(RUN) / "config.json"
-_cfg_text = json.dumps(config, indent=2, sort_keys=True)
-if not _cfg_path.exists() or _cfg_path.read_text() != _cfg_text:
-    _cfg_path.parent.mkdir(parents=True, exist_ok=True)
-    _tmp = _cfg_path.with_suffix(".tmp")
-    _tmp.write_text(_cfg_text)
-    _tmp.replace(_cfg_path)
-CONFIG_JSON = str(_cfg_path)
+# The resolved config of a job that needs one, as JSON text for its params (a change reruns that job, and
+# the job reads its settings from its own command line, never from a file that a later parse could rewrite).
+def config_json(*sections):
+    """The config (or only ``sections`` of it, plus ``scale``) as shell-quoted JSON text."""
+    import shlex
+
+    part = config if not sections else {k: config[k] for k in ("scale", *sections) if k in config}
+    return shlex.quote(json.dumps(part, sort_keys=True, separators=(",", ":")))
+
+
+def run_config_json(variant):
+    """What one run depends on (seed, model, train, its own variant entry and the one its equal_flops_to
+    names), as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
+    import shlex
+
+    spec = config["variants"][variant]
+    names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
+    part = {k: config[k] for k in ("scale", "seed", "model", "train")} | {
+        "variants": {n: config["variants"][n] for n in names}}
+    return shlex.quote(json.dumps(part, sort_keys=True, separators=(",", ":")))
 
 
 include: "workflows/rules/common.smk"

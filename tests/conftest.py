@@ -36,7 +36,7 @@ def token_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def workflow_copy(tmp: Path) -> Path:
     """A scratch copy of the workflow: Snakefile, workflows/ and the audit's committed baseline (an input of the
-    audit rule). The Snakefile writes runs/<scale>/config.json on parse, so tests never plan in the checkout."""
+    audit rule), so that tests never plan or run in the checkout."""
     root = Path(__file__).resolve().parents[1]
     for name in ("Snakefile", "workflows", "results/audit"):
         src = root / name

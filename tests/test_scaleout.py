@@ -196,7 +196,7 @@ def test_rule_resources_merge_and_errors() -> None:
 
 
 def test_launcher_single_node_and_slots() -> None:
-    assert cluster.train_launcher({"launch": {"nproc": 1}}) == "yocou"
+    assert cluster.train_launcher({"launch": {"nproc": 1}}) == "python -m yocou.cli"
     assert cluster.train_launcher({"launch": {"nproc": 2}}) == "torchrun --standalone --nproc-per-node 2 -m yocou.cli"
     assert cluster.train_launcher({"launch": {"nproc": 8, "gpu_slots": 8}}) == \
         "python -m yocou.cluster gpu-run --gpus 8 --slots 8 -- torchrun --standalone --nproc-per-node 8 -m yocou.cli"

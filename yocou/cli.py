@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .entry import int_at_least
+
 MIB = 2 ** 20
 
 
@@ -133,7 +135,8 @@ def _pipeline_section(path: str, *keys: str) -> Any:
     cfg = _load_yaml_or_json(path)
     for k in keys:
         if not isinstance(cfg, dict) or k not in cfg:
-            raise ValueError(f"{path}: missing key {'.'.join(keys)}")
+            where = "--config (inline JSON)" if path.lstrip().startswith("{") else path
+            raise ValueError(f"{where}: missing key {'.'.join(keys)}")
         cfg = cfg[k]
     return cfg
 
@@ -236,13 +239,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_cmd_train)
 
     c = sub.add_parser("corpus", help="build the corpus (documents, hold-outs, manifest)")
-    c.add_argument("--config", required=True, help="pipeline config (reads data.corpus)")
+    c.add_argument("--config", required=True, help="pipeline config: a file, or inline JSON (reads data.corpus)")
     c.add_argument("--out", required=True)
     c.set_defaults(func=_cmd_corpus)
 
     tk = sub.add_parser("tokenizer", help="train the BPE tokenizer on the training split")
     tk.add_argument("--corpus", required=True)
-    tk.add_argument("--config", default=None, help="pipeline config (reads data.vocab_size)")
+    tk.add_argument("--config", default=None, help="pipeline config: a file, or inline JSON (reads data.vocab_size)")
     tk.add_argument("--vocab-size", type=int, default=None)
     tk.add_argument("--pretrained", default=None,
                     help="use this tokenizer.json path or name (gpt2-offline, cl100k_base) instead of training")
@@ -257,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     km = sub.add_parser("kv-measure", help="measured vs analytic KV bytes after prefill, per run config")
     km.add_argument("--run-configs", nargs="+", required=True)
-    km.add_argument("--seq-lens", nargs="+", type=int, required=True)
+    km.add_argument("--seq-lens", nargs="+", type=int_at_least(1), required=True, help="prompt lengths, each >= 1")
     km.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     km.add_argument("--out", required=True)
     km.set_defaults(func=_cmd_kv_measure)
@@ -266,9 +269,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--model", required=True, help="model.pt")
     pp.add_argument("--data", required=True, help="folder with <split>.bin token streams")
     pp.add_argument("--splits", nargs="+", default=["heldout_book", "heldout_code"])
-    pp.add_argument("--seq-len", type=int, required=True)
-    pp.add_argument("--max-tokens", type=int, default=None, help="cut each document to this many tokens")
-    pp.add_argument("--batch", type=int, default=8)
+    pp.add_argument("--seq-len", type=int_at_least(2), required=True)
+    pp.add_argument("--max-tokens", type=int_at_least(2), default=None, help="cut each document to this many tokens")
+    pp.add_argument("--batch", type=int_at_least(1), default=8)
     pp.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     pp.add_argument("--out", default=None)
     pp.set_defaults(func=_cmd_ppl)

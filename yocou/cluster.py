@@ -137,8 +137,9 @@ def rule_resources(cfg: Mapping[str, Any], rule: str) -> dict[str, Any]:
 def train_launcher(cfg: Mapping[str, Any], *, module: str = "yocou.cli") -> str:
     """Command prefix of a training run; ``train --run-config ...`` follows it.
 
-    * ``launch.nproc == 1`` and ``nnodes == 1``: ``yocou`` (one process; with ``launch.gpu_slots`` it takes one
-      GPU slot).
+    * ``launch.nproc == 1`` and ``nnodes == 1``: ``python -m yocou.cli`` (one process; with ``launch.gpu_slots``
+      it takes one GPU slot). Always ``python -m``, never the ``yocou`` console script, so that every job of a
+      run imports the same checkout's code (the one Snakemake runs in) as the other rules do.
     * ``nnodes == 1``: ``torchrun --standalone --nproc-per-node <nproc> -m yocou.cli`` (behind
       ``python -m yocou.cluster gpu-run --gpus <nproc>`` when ``launch.gpu_slots`` > 0).
     * ``nnodes > 1`` (SLURM): ``srun`` over the allocation's nodes, one task each, starting
@@ -170,7 +171,7 @@ def train_launcher(cfg: Mapping[str, Any], *, module: str = "yocou.cli") -> str:
                  f"-m {module} \"$@\"")
         return " ".join(srun) + f" bash -c {shlex.quote(inner)} torchrun"
     cmd = f"torchrun --standalone --nproc-per-node {nproc} -m {module}" if nproc > 1 else \
-        ("yocou" if module == "yocou.cli" else f"python -m {module}")
+        f"python -m {module}"
     if slots > 0:
         return f"python -m yocou.cluster gpu-run --gpus {nproc} --slots {slots} -- {cmd}"
     return cmd

@@ -193,6 +193,14 @@ def _type_ok(value: Any, hint: Any) -> bool:
 
 
 def _hint_name(hint: Any) -> str:
+    """A type hint in words: ``one of ['cosine', 'linear']`` for a Literal, ``int or None`` for a union."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return f"one of {list(typing.get_args(hint))}"
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        return " or ".join(_hint_name(h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 

@@ -240,12 +240,23 @@ def provenance(config: dict, seed: int | None) -> dict:
 
 
 def load_config_file(path: str | os.PathLike) -> Any:
-    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file.
+    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file, or an inline JSON object.
+
+    ``path`` may be the config itself as JSON text starting with ``{`` (what the pipeline's rules pass on the
+    command line, so that a job's settings are fixed when it is scheduled and no later parse can change them).
 
     Raises:
         FileNotFoundError: the file does not exist.
-        ValueError: the file does not parse, or its top level is not a mapping, naming it.
+        ValueError: the file (or the inline text) does not parse, or its top level is not a mapping, naming it.
     """
+    if isinstance(path, str) and path.lstrip().startswith("{"):
+        try:
+            data = json.loads(path)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"inline JSON config: {e}") from None
+        if not isinstance(data, dict):
+            raise ValueError("inline JSON config: expected a mapping of keys to values at the top level")
+        return data
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"config file {p} not found")

@@ -102,6 +102,11 @@ class TrainConfig:
                              f"({self.grad_accum})")
 
 
+class NonFiniteLossError(FloatingPointError, ValueError):
+    """The training loss became NaN or infinite (a diverged run: bad input such as too high a learning rate,
+    so entry points report it in one line, like any ValueError)."""
+
+
 def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
     """Build a :class:`TrainConfig`; unknown keys raise ValueError naming them."""
     allowed = {f.name for f in fields(TrainConfig)}
@@ -170,7 +175,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         The summary dict written to ``summary.json``.
 
     Raises:
-        FloatingPointError: the loss became NaN or infinite (names the step).
+        NonFiniteLossError: (a FloatingPointError and ValueError) the loss became NaN or infinite, naming the
+            run folder, the step and the learning rate.
         ValueError: the token stream's vocabulary exceeds ``model_cfg.vocab_size``.
     """
     from tqdm.auto import tqdm
@@ -272,7 +278,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
             dist.all_reduce(ce_sum, op=dist.ReduceOp.AVG)
         loss_val = float(ce_sum)
         if not math.isfinite(loss_val):
-            raise FloatingPointError(f"loss is {loss_val} at step {step} of {out}; lower TrainConfig.lr or check data")
+            raise NonFiniteLossError(f"{out}: the loss is {loss_val} at step {step}: training diverged; lower "
+                                     f"train.lr (now {tc.lr:g}) or check the data")
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
         if sharded:
             gnorm = gnorm.full_tensor()  # a DTensor (collective)

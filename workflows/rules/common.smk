@@ -15,7 +15,7 @@ def launcher(wildcards):
 def gpu_prefix(n=1):
     """Shell prefix for a rule that uses `n` GPUs on a local multi-GPU machine (launch.gpu_slots > 0): its
     command runs with CUDA_VISIBLE_DEVICES set to `n` free slots (yocou.cluster gpu-run); else empty."""
-    slots = config["launch"].get("gpu_slots", 0)
+    slots = config["launch"]["gpu_slots"]
     return f"python -m yocou.cluster gpu-run --gpus {n} --slots {slots} -- " if slots else ""
 
 

@@ -10,12 +10,11 @@ rule corpus:
     log:
         f"logs/{SCALE}/corpus.log",
     params:
-        # A change of the data section reruns this rule (Snakemake's params trigger); the file is read.
-        data=json.dumps(config["data"], sort_keys=True),
-        cfg=CONFIG_JSON,
+        # The data section as JSON on the command line: a change reruns this rule (Snakemake's params trigger)
+        cfg=config_json("data"),
         out=lambda w, output: os.path.dirname(output.manifest),
     shell:
-        "yocou corpus --config {params.cfg} --out {params.out} > {log} 2>&1"
+        "python -m yocou.cli corpus --config {params.cfg} --out {params.out} > {log} 2>&1"
 
 
 rule tokenizer:
@@ -26,11 +25,10 @@ rule tokenizer:
     log:
         f"logs/{SCALE}/tokenizer.log",
     params:
-        data=json.dumps(config["data"], sort_keys=True),
-        cfg=CONFIG_JSON,
+        cfg=config_json("data"),
         corpus=lambda w, input: os.path.dirname(input.train),
     shell:
-        "yocou tokenizer --corpus {params.corpus} --config {params.cfg} --out {output} > {log} 2>&1"
+        "python -m yocou.cli tokenizer --corpus {params.corpus} --config {params.cfg} --out {output} > {log} 2>&1"
 
 
 rule tokens:
@@ -45,4 +43,4 @@ rule tokens:
         corpus=lambda w, input: os.path.dirname(input.docs[0]),
         out=lambda w, output: os.path.dirname(output[0]),
     shell:
-        "yocou tokenize --corpus {params.corpus} --tokenizer {input.tok} --out {params.out} > {log} 2>&1"
+        "python -m yocou.cli tokenize --corpus {params.corpus} --tokenizer {input.tok} --out {params.out} > {log} 2>&1"

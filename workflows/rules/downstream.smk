@@ -19,7 +19,7 @@ rule eval_pack:
         f"logs/{SCALE}/eval_pack.log",
     params:
         tasks=shlex.quote(json.dumps(DS["tasks"], sort_keys=True)),
-        seed=DS.get("seed", 1234),
+        seed=DS["seed"],
     shell:
         "python -m yocou.lmeval.pack --out {RUN}/eval/pack --tasks {params.tasks} --seed {params.seed} "
         "--heldout-book {input.heldout} > {log} 2>&1"

@@ -71,7 +71,7 @@ rule table1:
     log:
         f"logs/{SCALE}/table1.log",
     params:
-        fit=config["eval"]["profile"].get("fit", {}),
+        fit=config["eval"]["profile"]["fit"],
         scale=SCALE,
     shell:
         "python -m yocou.render.table1 --profile {input.profile} --out {output.csv:q} "

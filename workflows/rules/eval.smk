@@ -13,10 +13,10 @@ rule ppl:
         p=config["eval"]["ppl"],
         tokens=lambda w, input: os.path.dirname(input.data[0]),
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
-                              if config["eval"]["ppl"].get("max_tokens") else ""),
+                              if config["eval"]["ppl"]["max_tokens"] else ""),
     threads: workflow.cores
     shell:
-        "yocou ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
+        "python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
         "--dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
 
 
@@ -29,8 +29,8 @@ rule kv_measure:
         f"logs/{SCALE}/kv_measure.log",
     params:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
-        dtype=config["eval"]["kv_measure"].get("dtype", "bf16"),
+        dtype=config["eval"]["kv_measure"]["dtype"],
     threads: workflow.cores
     shell:
-        "yocou kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
+        "python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
         "--out {output} > {log} 2>&1"

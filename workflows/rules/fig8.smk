@@ -17,8 +17,8 @@ rule angular:
     params:
         p=config["eval"]["angular"],
         tokens=lambda w, input: os.path.dirname(input.data[0]),
-        batch=config["eval"]["angular"].get("batch", 8),
-        dtype=config["eval"]["angular"].get("dtype", "fp32"),
+        batch=config["eval"]["angular"]["batch"],
+        dtype=config["eval"]["angular"]["dtype"],
     threads: workflow.cores
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.analysis.angular --model {input.model} --data {params.tokens} "

@@ -15,10 +15,8 @@ rule run_config:
     log:
         f"logs/{SCALE}/run_config_{{variant}}.log",
     params:
-        # Only what a run depends on: editing evaluation settings never retrains.
-        run=lambda w: json.dumps({k: config[k] for k in ("seed", "model", "train")} | {
-            "variant": config["variants"][w.variant]}, sort_keys=True),
-        cfg=CONFIG_JSON,
+        # Only what a run depends on, on the command line: editing evaluation settings never retrains.
+        cfg=lambda w: run_config_json(w.variant),
     shell:
         "python -m yocou.pipeline --config {params.cfg} --variant {wildcards.variant} "
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"

@@ -187,6 +187,13 @@ def resolve_corpus_config(cfg: dict | None) -> dict:
     if not isinstance(cfg, dict):
         raise ValueError(f"corpus config must be a mapping, got {type(cfg).__name__}")
     out = _merge(DEFAULT_CORPUS_CONFIG, cfg, "")
+    user_sources = cfg.get("sources") if isinstance(cfg.get("sources"), dict) else {}
+    for src, given in user_sources.items():
+        # A source that is off by default and configured without saying `enabled` would be ignored in silence.
+        if (isinstance(given, dict) and given and "enabled" not in given
+                and not DEFAULT_CORPUS_CONFIG["sources"][src]["enabled"]):
+            raise ValueError(f"corpus config sources.{src}: configured ({', '.join(sorted(given))}) but off by "
+                             f"default; add sources.{src}.enabled: true to use it (or enabled: false)")
     for src, scfg in out["sources"].items():
         if not isinstance(scfg.get("enabled"), bool):
             raise ValueError(f"corpus config sources.{src}.enabled must be true/false, got {scfg.get('enabled')!r}")

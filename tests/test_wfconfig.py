@@ -1,0 +1,276 @@
+"""The pipeline config at planning time (issue 13, items 3, 5 and 8): every key a rule reads is required by the
+schema or defaulted there; parsing writes nothing and a job's settings reach it on its own command line; bad
+config fails in one line naming the key or file."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from yocou.wfconfig import ConfigError, load_schema, read_scale_file, required_and_defaulted, resolve_config
+
+from conftest import workflow_copy
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _smoke() -> dict:
+    return yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
+
+
+def _write_smoke(wd: Path, cfg: dict) -> None:
+    (wd / "workflows/config/smoke.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def _defaulted_keys_present(cfg: dict) -> list[str]:
+    """Dotted keys of ``cfg`` that the schema gives a default (so a config may leave them out)."""
+    kinds = dict(required_and_defaulted(load_schema(ROOT)))
+    out = []
+    for key, kind in kinds.items():
+        node = cfg
+        for part in key.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            if kind == "default":
+                out.append(key)
+    return out
+
+
+def _delete(cfg: dict, dotted: str) -> None:
+    *parents, last = dotted.split(".")
+    node = cfg
+    for p in parents:
+        node = node.get(p)
+        if not isinstance(node, dict):
+            return  # a parent already left out
+    node.pop(last, None)
+
+
+# --- item 3: keys the rules read ------------------------------------------------------------------------------
+
+#: config reads in the rules: config["a"]["b"] chains, DS["x"] (DS = config["eval"]["downstream"]) and the
+#: {params.p[x]} fields of the shell commands whose params.p is a config section.
+_CHAIN = re.compile(r'config((?:\[\s*["\'][A-Za-z_]+["\']\s*\])+)(?!\s*\.get)')
+_KEY = re.compile(r'\[\s*["\']([A-Za-z_]+)["\']\s*\]')
+
+
+def _keys_the_rules_read() -> set[str]:
+    keys: set[str] = set()
+    for f in [ROOT / "Snakefile", *sorted((ROOT / "workflows/rules").glob("*.smk"))]:
+        text = f.read_text()
+        for m in _CHAIN.finditer(text):
+            keys.add(".".join(_KEY.findall(m.group(1))))
+        for m in re.finditer(r'DS\[\s*["\']([A-Za-z_]+)["\']\s*\]', text):
+            keys.add(f"eval.downstream.{m.group(1)}")
+        # p=config["eval"]["ppl"] in a rule's params, then {params.p[dtype]} in its shell command
+        for rule in re.split(r"\nrule |\n    rule:", text):
+            for name, chain in re.findall(r'\b([a-z_]+)=config((?:\[\s*["\'][A-Za-z_]+["\']\s*\])+)', rule):
+                base = ".".join(_KEY.findall(chain))
+                keys |= {f"{base}.{k}" for k in re.findall(rf"\{{params\.{name}\[([A-Za-z_]+)\]\}}", rule)}
+    return keys
+
+
+def test_every_key_a_rule_reads_is_required_or_has_a_schema_default() -> None:
+    kinds = dict(required_and_defaulted(load_schema(ROOT)))
+    read = _keys_the_rules_read()
+    assert {"eval.ppl.dtype", "eval.ppl.batch", "eval.profile", "eval.downstream", "eval.downstream.seed",
+            "eval.profile.fit.lo"} <= read
+    loose = sorted(k for k in read if kinds.get(k, "optional") == "optional" and k not in ("studies", "resources"))
+    assert not loose, f"read by a rule, neither required nor defaulted in the schema: {loose}"
+
+
+def test_rules_read_no_defaults_of_their_own() -> None:
+    """Defaults live in the schema alone: no rule falls back with config[...].get(key, default)."""
+    for f in [ROOT / "Snakefile", *sorted((ROOT / "workflows/rules").glob("*.smk"))]:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            if re.search(r'config\[[^\n]*\]\.get\(\s*["\'][A-Za-z_]+["\']\s*,', line) and "studies" not in line:
+                pytest.fail(f"{f.name}:{n}: a default outside the schema: {line.strip()}")
+
+
+def _schema_default(schema: dict, dotted: str):
+    node = schema
+    for part in dotted.split("."):
+        node = node["properties"][part]
+        if "$ref" in node:
+            node = {**schema["$defs"][node["$ref"].split("/")[-1]], **node}
+    return node["default"]
+
+
+def test_resolve_config_fills_every_schema_default() -> None:
+    cfg = _smoke()
+    schema = load_schema(ROOT)
+    present = _defaulted_keys_present(cfg)
+    assert {"eval.ppl.dtype", "eval.ppl.batch", "eval.angular.batch", "launch.gpu_slots"} <= set(present) | {
+        "launch.gpu_slots"}
+    for key in present + ["launch.gpu_slots", "launch.nnodes"]:
+        bare = copy.deepcopy(cfg)
+        _delete(bare, key)
+        resolve_config(bare, root=ROOT)
+        node = bare
+        for part in key.split("."):
+            node = node[part]
+        want = _schema_default(schema, key)
+        if want == {}:  # an object default: its own keys' defaults filled inside it
+            sub = schema
+            for part in key.split("."):
+                sub = sub["properties"][part]
+            want = {k: v["default"] for k, v in sub.get("properties", {}).items() if "default" in v}
+        assert node == want, key
+
+
+def test_a_config_without_any_defaulted_key_plans_with_the_defaults(tmp_path: Path) -> None:
+    """Leaving out eval.ppl.dtype / batch (and every other key with a schema default) still plans, and the jobs
+    get the schema's values on their command lines (was: NameError 'dtype' inside rule ppl)."""
+    wd = workflow_copy(tmp_path)
+    cfg = _smoke()
+    for key in _defaulted_keys_present(cfg):
+        _delete(cfg, key)
+    assert "dtype" not in cfg["eval"]["ppl"] and "batch" not in cfg["eval"]["ppl"]
+    _write_smoke(wd, cfg)
+    res = _snakemake(wd, "-n", "-p", "--cores", "1", "reproduce_all", "--config", "scale=smoke")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    ppl_cmd = next(ln for ln in out.splitlines() if "yocou.cli ppl" in ln)
+    assert "--dtype fp32" in ppl_cmd and "--batch 8" in ppl_cmd  # the schema's defaults
+
+
+@pytest.mark.parametrize("section", ["profile", "downstream"])
+def test_a_missing_eval_section_names_it(tmp_path: Path, section: str) -> None:
+    wd = workflow_copy(tmp_path)
+    cfg = _smoke()
+    del cfg["eval"][section]
+    _write_smoke(wd, cfg)
+    res = _snakemake(wd, "-n", "--cores", "1", "reproduce_all", "--config", "scale=smoke")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and f"eval.{section}: missing" in out, out[-3000:]
+    assert "KeyError" not in out
+
+
+# --- item 5: parsing has no side effects ------------------------------------------------------------------------
+
+def _tree_state(root: Path) -> dict[str, tuple[int, str]]:
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_a_dry_run_with_a_changed_config_leaves_runs_untouched(tmp_path: Path) -> None:
+    wd = workflow_copy(tmp_path)
+    runs = wd / "runs/smoke"
+    (runs / "models/yoco").mkdir(parents=True)
+    (runs / "config.json").write_text('{"seed": 0}')  # what an older checkout left
+    (runs / "models/yoco/run_config.json").write_text('{"train": {"seed": 0}}')
+    before = _tree_state(wd / "runs")
+    res = _snakemake(wd, "-n", "--cores", "1", "reproduce_all", "--config", "scale=smoke", "seed=5")
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert _tree_state(wd / "runs") == before
+
+
+def test_a_jobs_settings_are_on_its_command_line(tmp_path: Path) -> None:
+    """corpus, tokenizer and run_config get the config as inline JSON in their params (so a later parse cannot
+    change what a scheduled job reads); a run's JSON holds only what that run depends on."""
+    wd = workflow_copy(tmp_path)
+    res = _snakemake(wd, "-n", "-p", "--cores", "1", "runs/smoke/models/yoco/run_config.json",
+                     "--config", "scale=smoke", "seed=5", "train={steps: 7}")
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    cmd = next(ln for ln in out.splitlines() if "yocou.pipeline" in ln)
+    assert '"seed":5' in cmd and '"steps":7' in cmd and '"yoco":' in cmd
+    assert '"yocou":' not in cmd and '"eval"' not in cmd  # another run's entry, evaluation settings
+    corpus_cmd = next(ln for ln in out.splitlines() if "yocou.cli corpus" in ln)
+    assert '"corpus":' in corpus_cmd and "config.json" not in corpus_cmd
+
+
+# --- item 8: config silently ignored or misreported --------------------------------------------------------------
+
+@pytest.mark.parametrize("override, needle", [
+    ("model={size: nope}", "model.size: unknown size 'nope'"),
+    ("train={stepz: 5}", "train.stepz: unknown key"),
+    ("train={schedule: linearr}", "train.schedule: 'linearr' is not one of ['cosine', 'linear', 'constant']"),
+    ("data={corpus: {sources: {hf: {name: json}}}}", "sources.hf.enabled: true"),
+])
+def test_bad_config_fails_at_planning_in_one_line(tmp_path: Path, override: str, needle: str) -> None:
+    wd = workflow_copy(tmp_path)
+    res = _snakemake(wd, "-n", "--cores", "1", "reproduce_all", "--config", "scale=smoke", override)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and needle in out, out[-3000:]
+    assert "$schema" not in out and "additionalProperties" not in out  # no schema dump
+    assert len(out.splitlines()) < 25, out
+
+
+def test_nested_override_from_the_command_line_is_read_as_numbers(tmp_path: Path) -> None:
+    """--config 'train={steps: 5, lr: 2e-3}' (Snakemake leaves nested values as strings) plans, and the other
+    train keys of the scale file stay."""
+    cfg = _smoke()
+    over = copy.deepcopy(cfg)
+    over["train"].update({"steps": "5", "lr": "2e-3", "compile": "false"})
+    over["eval"]["ppl"]["max_tokens"] = "null"
+    resolve_config(over, root=ROOT)
+    assert over["train"]["steps"] == 5 and over["train"]["lr"] == 2e-3 and over["train"]["compile"] is False
+    assert over["eval"]["ppl"]["max_tokens"] is None
+    assert over["train"]["batch_size"] == cfg["train"]["batch_size"]
+    bad = copy.deepcopy(cfg)
+    bad["train"]["steps"] = "many"
+    with pytest.raises(ConfigError, match=r"train\.steps: expected integer, got 'many'"):
+        resolve_config(bad, root=ROOT)
+
+
+def test_a_scale_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
+    wd = workflow_copy(tmp_path)
+    (wd / "workflows/config/broken.yaml").write_text("seed: [1\n")
+    res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=broken")
+    out = res.stdout + res.stderr
+    assert res.returncode != 0 and "workflows/config/broken.yaml: not valid YAML: line 2" in out, out[-3000:]
+    with pytest.raises(ConfigError, match="broken.yaml: not valid YAML"):
+        read_scale_file(wd / "workflows/config/broken.yaml")
+
+
+@pytest.mark.parametrize("field, value, allowed", [("schedule", "linearr", "['cosine', 'linear', 'constant']"),
+                                                   ("dtype", "fp8", "['bf16', 'fp32']")])
+def test_train_config_literal_names_the_allowed_values(field: str, value: str, allowed: str) -> None:
+    from yocou.train import train_config_from_dict
+
+    with pytest.raises(TypeError, match=re.escape(f"TrainConfig.{field} must be one of {allowed}")):
+        train_config_from_dict({"steps": 1, "batch_size": 1, "seq_len": 8, field: value})
+
+
+def test_a_diverging_run_is_a_one_line_error(tmp_path: Path, token_dir: Path) -> None:
+    """lr=1e6 makes the loss infinite: `yocou train` says so in one line naming train.lr, status 2 (was a
+    FloatingPointError traceback)."""
+    import json
+
+    rc = {"model": {"name": "t", "vocab_size": 300, "d_model": 32, "n_heads": 2, "n_kv_heads": 1,
+                    "head_dim": 16, "d_ff": 64,
+                    "stages": [{"kind": "self", "n_layers": 2, "n_loops": 1, "window": None}]},
+          "train": {"steps": 30, "batch_size": 2, "seq_len": 16, "lr": 1e6, "warmup_steps": 0, "dtype": "fp32",
+                    "grad_clip": 0.0, "schedule": "constant"}}
+    (tmp_path / "rc.json").write_text(json.dumps(rc))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.pop("YOCOU_TRACEBACK", None)
+    res = subprocess.run([sys.executable, "-m", "yocou.cli", "train", "--run-config", str(tmp_path / "rc.json"),
+                          "--data", str(token_dir / "train.bin"), "--out", str(tmp_path / "run"), "--no-progress"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert res.returncode == 2, res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+    last = [ln for ln in res.stderr.splitlines() if ln.strip()][-1]
+    assert last.startswith("yocou train: error: ") and "train.lr" in last and "diverged" in last
+
+
+def test_kv_measure_seq_lens_must_be_positive() -> None:
+    res = subprocess.run([sys.executable, "-m", "yocou.cli", "kv-measure", "--run-configs", "x.json", "--seq-lens",
+                          "0", "--out", "y.json"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and "argument --seq-lens: expected an integer >= 1, got 0" in res.stderr

@@ -1,0 +1,223 @@
+"""The pipeline config as the Snakefile sees it: read, coerced, defaulted and validated in one place.
+
+The Snakefile calls :func:`read_scale_file` before its ``configfile:`` directive (so a scale file that is not
+YAML fails naming the file) and :func:`resolve_config` right after it. :func:`resolve_config`
+
+1. turns strings that Snakemake's ``--config`` parser leaves in nested values (``--config 'train={steps: 5}'``
+   arrives as ``{"steps": "5"}``) into the integer, number, boolean or null the schema asks for, by YAML rules;
+2. fills every ``default:`` of ``workflows/schemas/config.schema.yaml`` that the config leaves out — the one place
+   defaults live. Snakemake's own ``validate()`` fills them too, but some 9.x releases skip it inside remote
+   (cluster) jobs, so the Snakefile does not rely on it; the filled config is what rules pass to their jobs
+   (params), so each job's provenance records the values used;
+3. validates against the schema and raises one line naming the key (no schema dump);
+4. checks what the schema cannot: every ``model.size`` / ``variants.<v>.size`` is a known size, and
+   ``data.corpus`` passes :func:`yocou.data.corpus.resolve_corpus_config` (e.g. a source configured without
+   ``enabled``).
+
+Light: jsonschema and PyYAML only (the Snakefile imports it, ``snakemake -n`` stays fast).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+__all__ = ["SCHEMA", "read_scale_file", "resolve_config", "ConfigError", "required_and_defaulted"]
+
+#: The schema, relative to the workflow's root.
+SCHEMA = Path("workflows/schemas/config.schema.yaml")
+
+
+class ConfigError(ValueError):
+    """A pipeline config that does not fit the schema; the message is one line naming the key."""
+
+
+def read_scale_file(path: str | os.PathLike) -> dict:
+    """The mapping in a scale file ``workflows/config/<scale>.yaml``.
+
+    Raises:
+        ConfigError: the file is missing, is not YAML, or its top level is not a mapping, naming the file.
+    """
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{p}: no such scale file")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{p}: not valid YAML: {where}{problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{p}: expected a mapping of keys to values at the top level, got {type(data).__name__}")
+    return data
+
+
+def load_schema(root: str | os.PathLike = ".") -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(root) / SCHEMA).read_text(encoding="utf-8"))
+
+
+def _resolve_ref(node: Mapping, schema: Mapping) -> Mapping:
+    """``node`` with a local ``$ref`` merged in (the node's own keys win)."""
+    ref = node.get("$ref")
+    if not ref:
+        return node
+    target: Any = schema
+    for part in ref.lstrip("#/").split("/"):
+        target = target[part]
+    return {**_resolve_ref(target, schema), **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def _types(node: Mapping) -> set[str]:
+    t = node.get("type", [])
+    return {t} if isinstance(t, str) else set(t)
+
+
+def _coerce_scalar(value: str, node: Mapping) -> Any:
+    """``value`` read by YAML rules when the schema wants a non-string scalar of that type; else unchanged."""
+    want = _types(node)
+    if not want or "string" in want or not want & {"integer", "number", "boolean", "null"}:
+        return value
+    import yaml
+
+    try:
+        parsed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    if isinstance(parsed, str) and want & {"integer", "number"}:  # PyYAML reads 2e-3 (no dot) as a string
+        try:
+            parsed = int(value)
+        except ValueError:
+            try:
+                parsed = float(value)
+            except ValueError:
+                return value
+    ok = (("integer" in want and isinstance(parsed, int) and not isinstance(parsed, bool))
+          or ("number" in want and isinstance(parsed, (int, float)) and not isinstance(parsed, bool))
+          or ("boolean" in want and isinstance(parsed, bool))
+          or ("null" in want and parsed is None))
+    return parsed if ok else value
+
+
+def _child(node: Mapping, key: str, schema: Mapping) -> Mapping | None:
+    """The schema of ``key`` inside object schema ``node`` (properties, patternProperties, additionalProperties)."""
+    import re
+
+    props = node.get("properties", {})
+    if key in props:
+        return _resolve_ref(props[key], schema)
+    for pat, sub in node.get("patternProperties", {}).items():
+        if re.search(pat, key):
+            return _resolve_ref(sub, schema)
+    extra = node.get("additionalProperties")
+    return _resolve_ref(extra, schema) if isinstance(extra, Mapping) else None
+
+
+def _walk(value: Any, node: Mapping, schema: Mapping) -> Any:
+    """Coerce strings and fill defaults below ``value`` (in place for mappings); returns the new value."""
+    node = _resolve_ref(node, schema)
+    if isinstance(value, str):
+        return _coerce_scalar(value, node)
+    if isinstance(value, list):
+        items = node.get("items")
+        if isinstance(items, Mapping):
+            return [_walk(v, items, schema) for v in value]
+        return value
+    if isinstance(value, dict):
+        for key in list(value):
+            sub = _child(node, key, schema)
+            if sub is not None:
+                value[key] = _walk(value[key], sub, schema)
+        for key, sub in node.get("properties", {}).items():
+            sub = _resolve_ref(sub, schema)
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+                value[key] = _walk(value[key], sub, schema)
+        return value
+    return value
+
+
+def _dotted(path: Iterator[Any]) -> str:
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _one_line(err: Any) -> str:
+    """A jsonschema error as one line naming the key and, for enums, the allowed values."""
+    where = _dotted(err.absolute_path)
+    v = err.validator
+    if v == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(set(err.instance) - set(allowed)) if isinstance(err.instance, dict) else []
+        keys = ", ".join(f"{where}.{k}" if where != "(top level)" else str(k) for k in extra)
+        return f"{keys}: unknown key{'s' if len(extra) > 1 else ''}; allowed keys: {allowed}"
+    if v == "required":
+        missing = err.message.split("'")[1] if "'" in err.message else err.message
+        key = f"{where}.{missing}" if where != "(top level)" else missing
+        return f"{key}: missing (required by {SCHEMA})"
+    if v == "enum":
+        return f"{where}: {err.instance!r} is not one of {err.validator_value}"
+    if v == "type":
+        return f"{where}: expected {err.validator_value}, got {err.instance!r} ({type(err.instance).__name__})"
+    return f"{where}: {err.message}"
+
+
+def resolve_config(config: dict, *, source: str = "the config", root: str | os.PathLike = ".") -> dict:
+    """Coerce, default and validate a pipeline config in place (see the module docstring); returns it.
+
+    Args:
+        config: Snakemake's ``config`` (the scale file with ``--config`` / ``--configfile`` merged in).
+        source: what to name in errors (the scale file and its overrides).
+
+    Raises:
+        ConfigError: one line, ``<source>: <dotted.key>: <what was expected>``.
+    """
+    import jsonschema
+
+    schema = load_schema(root)
+    _walk(config, schema, schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
+    if errors:
+        best = jsonschema.exceptions.best_match(errors)
+        raise ConfigError(f"{source}: {_one_line(best)}")
+    _check_sizes(config, source)
+    from .data.corpus import resolve_corpus_config  # light: no torch
+
+    try:
+        resolve_corpus_config(config["data"]["corpus"])
+    except ValueError as e:
+        raise ConfigError(f"{source}: data.corpus: {e}") from None
+    return config
+
+
+def _check_sizes(config: Mapping, source: str) -> None:
+    from .config import SIZES
+
+    def check(size: Any, where: str) -> None:
+        if size not in SIZES:
+            raise ConfigError(f"{source}: {where}: unknown size {size!r}; expected one of {sorted(SIZES)} "
+                              f"(yocou.config.SIZES)")
+
+    check(config["model"]["size"], "model.size")
+    for name, spec in config["variants"].items():
+        if "size" in spec:
+            check(spec["size"], f"variants.{name}.size")
+
+
+def required_and_defaulted(schema: Mapping, node: Mapping | None = None, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """Every object property of the schema as ``(dotted key, "required" | "default" | "optional")`` (for tests:
+    a key a rule reads must be ``required`` or ``default``)."""
+    node = _resolve_ref(schema if node is None else node, schema)
+    required = set(node.get("required", []))
+    for key, sub in node.get("properties", {}).items():
+        sub = _resolve_ref(sub, schema)
+        kind = "required" if key in required else "default" if "default" in sub else "optional"
+        yield f"{prefix}{key}", kind
+        if "object" in _types(sub) or "properties" in sub:
+            yield from required_and_defaulted(schema, sub, f"{prefix}{key}.")
