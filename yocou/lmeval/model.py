@@ -3,6 +3,17 @@
 Usable as an instance (``lm_eval.simple_evaluate(model=YocouLM(...), ...)``) or by name once this module is
 imported (``model="yocou"``, ``model_args="model=runs/tiny/models/yocou/model.pt,tokenizer=runs/tiny/tokenizer.json"``).
 
+Tokenization of a (context, continuation) pair: trailing whitespace of the context is moved to the front of
+the continuation (as lm-eval does), then the two are encoded SEPARATELY, so the scored tokens are exactly
+``encode(continuation)`` and always decode to the continuation. lm-eval 0.4.13's ``TemplateLM._encode_pair``
+(which its HF model uses too) encodes ``context + continuation`` and cuts at ``len(encode(context))``; when
+the BPE merges a token across the join ("Ans" + "wer", "hello wor" + "ld" with cl100k_base) that gives an
+empty continuation, which would end the whole run, or continuation tokens that cover part of the context
+or miss part of the continuation. The price of the separate encoding is that ``encode(context) +
+encode(continuation)`` may not be the canonical tokenization of the joined text at the join; this is the
+rule lm-eval itself uses for seq2seq models and for an empty context. A context that is empty after moving
+its whitespace is replaced by the prefix token (EOS), as lm-eval does for an empty context.
+
 Scoring (SPEC.md section 7): a continuation's log-likelihood is the sum over its tokens of
 ``log_softmax(logits)[token]`` given the context; ``is_greedy`` says whether every continuation token is the
 argmax. Requests that share a context (the choices of one multiple-choice item, the rolling windows of one
@@ -139,6 +150,20 @@ class YocouLM(TemplateLM):
 
     def tok_decode(self, tokens: list[int]) -> str:
         return self.tok.decode(tokens)
+
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids ``(context_ids, continuation_ids)`` of a pair with a non-empty ``context``.
+
+        Trailing whitespace of ``context`` moves to the front of ``continuation``; then each part is encoded on
+        its own, so ``tok_decode(continuation_ids)`` is that (whitespace-prefixed) continuation exactly, even
+        where the tokenizer would merge a token across the join (module docstring). A context that is empty
+        after the move becomes ``[prefix_token_id]``. ``continuation_ids`` is empty only for an empty
+        continuation string (``loglikelihood`` then raises).
+        """
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        return self.tok_encode(context) or [self.prefix_token_id], self.tok_encode(continuation)
 
     def _amp(self):
         return torch.autocast(self._device.type, dtype=torch.bfloat16, enabled=self.dtype == "bf16")
