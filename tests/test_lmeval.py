@@ -70,19 +70,6 @@ def test_loglikelihood_equals_direct_forward(variant):
         assert greedy == bool((rows.argmax(-1) == tgt).all())
 
 
-def test_loglikelihood_truncates_long_context_from_the_left():
-    m, tok = _model("yocou"), _byte_tok()
-    lm = YocouLM(m, tok, max_length=40)
-    ctx, cont = "abcdefghij" * 8, " end"
-    (ll, _), = lm.loglikelihood([_inst("loglikelihood", (ctx, cont))], disable_tqdm=True)
-    ids = (tok.encode(ctx) + tok.encode(cont))[-40:]
-    with torch.no_grad():
-        logp = F.log_softmax(m(torch.tensor([ids])).logits_BNV.float(), -1)[0]
-    n = len(tok.encode(cont))
-    ref = float(sum(logp[len(ids) - n - 1 + i, t] for i, t in enumerate(ids[-n:])))
-    assert ll == pytest.approx(ref, abs=1e-4)
-
-
 def _full_forward_score(m: LM, inp: list[int], cont: list[int]) -> tuple[float, bool]:
     """Reference: ONE plain fp32 forward over ``inp``; sum of log_softmax at the last ``len(cont)`` positions of
     ``inp + cont[-1:]`` (the positions that predict ``cont``), and whether every ``cont`` token is the argmax."""
@@ -158,6 +145,39 @@ def test_join_token_with_cl100k():
     except ImportError as exc:
         pytest.skip(str(exc))
     _check_join_pairs(tok, JOIN_PAIRS)
+
+
+def test_truncation_feeds_last_max_length_tokens():
+    """Context + continuation longer than max_length M: the input is the last M tokens of ctx + cont[:-1]
+    (lm-eval's HF convention), per request, also within a shared-context group of different lengths."""
+    m, tok = _model("yocou"), _byte_tok()
+    M = 24
+    lm = YocouLM(m, tok, batch_size=2, max_length=M)
+    long_ctx = "abcdefghij" * 5
+    reqs = [(long_ctx, " end"), (long_ctx, " a longer ending"), (long_ctx, "x" * M), ("short", " one"),
+            ("short", " and this fits: 24 bytes"[:M - 4])]
+    got = lm.loglikelihood([_inst("loglikelihood", r, i) for i, r in enumerate(reqs)], disable_tqdm=True)
+    for (ctx, cont), (ll, greedy) in zip(reqs, got):
+        c_ids, k_ids = tok.encode(ctx), tok.encode(cont)
+        inp = (c_ids + k_ids[:-1])[-M:]
+        assert len(inp) == min(M, len(c_ids) + len(k_ids) - 1)
+        ref_ll, ref_greedy = _full_forward_score(m, inp, k_ids)
+        assert ll == pytest.approx(ref_ll, abs=1e-4, rel=1e-5), (ctx, cont)
+        assert greedy == ref_greedy
+
+
+def test_overlong_continuation_fails_naming_task_and_item():
+    """A continuation of more than max_length tokens cannot be scored whole: a one-line error naming the task
+    and the item, before anything is scored (it was silently cut to its last max_length tokens)."""
+    m, tok = _model("yocou"), _byte_tok()
+    lm = YocouLM(m, tok, max_length=16)
+    ok = Instance("loglikelihood", {}, ("ctx", " fits"), 0, metadata=("yocou_piqa", 3, 1))
+    bad = Instance("loglikelihood", {}, ("ctx", " this continuation is too long"), 1, metadata=("yocou_piqa", 7, 1))
+    with pytest.raises(ValueError, match=r"yocou_piqa.*doc 7.*30 tokens.*max_length=16") as err:
+        lm.loglikelihood([ok, bad], disable_tqdm=True)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"request 0.*17 tokens.*max_length=16"):
+        lm._loglikelihood_tokens([(None, [1], list(range(17)))], disable_tqdm=True)
 
 
 @pytest.mark.parametrize("variant", ["transformer", "yocou"])
