@@ -31,9 +31,9 @@ def _byte_tok() -> TokenizerAdapter:
                             lambda ids: bytes(i for i in ids if i < 256).decode("utf-8", "replace"), VOCAB, EOS)
 
 
-def _model(preset: str, **kw) -> LM:
+def _model(preset: str, vocab: int = VOCAB, **kw) -> LM:
     torch.manual_seed(0)
-    cfg = C.preset(f"{preset}-smoke", vocab_size=VOCAB, **kw)
+    cfg = C.preset(f"{preset}-smoke", vocab_size=vocab, **kw)
     m = LM(cfg).eval()
     with torch.no_grad():  # larger weights than init so the scores are not all alike
         for p in m.parameters():
@@ -70,17 +70,114 @@ def test_loglikelihood_equals_direct_forward(variant):
         assert greedy == bool((rows.argmax(-1) == tgt).all())
 
 
-def test_loglikelihood_truncates_long_context_from_the_left():
-    m, tok = _model("yocou"), _byte_tok()
-    lm = YocouLM(m, tok, max_length=40)
-    ctx, cont = "abcdefghij" * 8, " end"
-    (ll, _), = lm.loglikelihood([_inst("loglikelihood", (ctx, cont))], disable_tqdm=True)
-    ids = (tok.encode(ctx) + tok.encode(cont))[-40:]
+def _full_forward_score(m: LM, inp: list[int], cont: list[int]) -> tuple[float, bool]:
+    """Reference: ONE plain fp32 forward over ``inp``; sum of log_softmax at the last ``len(cont)`` positions of
+    ``inp + cont[-1:]`` (the positions that predict ``cont``), and whether every ``cont`` token is the argmax."""
     with torch.no_grad():
-        logp = F.log_softmax(m(torch.tensor([ids])).logits_BNV.float(), -1)[0]
-    n = len(tok.encode(cont))
-    ref = float(sum(logp[len(ids) - n - 1 + i, t] for i, t in enumerate(ids[-n:])))
-    assert ll == pytest.approx(ref, abs=1e-4)
+        logp = F.log_softmax(m(torch.tensor([inp])).logits_BNV.float(), -1)[0]
+    rows = logp[len(inp) - len(cont):]
+    tgt = torch.tensor(cont)
+    return float(rows.gather(1, tgt[:, None]).sum()), bool((rows.argmax(-1) == tgt).all())
+
+
+def _lmeval_split(tok: TokenizerAdapter, ctx: str, cont: str) -> list[int]:
+    """The continuation tokens lm-eval 0.4.13's TemplateLM._encode_pair gives (encode the join, cut it)."""
+    n = len(ctx) - len(ctx.rstrip())
+    ctx, cont = (ctx[:-n], ctx[-n:] + cont) if n else (ctx, cont)
+    return tok.encode(ctx + cont)[len(tok.encode(ctx)):]
+
+
+def _greedy_pair(m: LM, tok: TokenizerAdapter, contexts: list[str]) -> tuple[str, str]:
+    """A (context, continuation) whose continuation text encodes to the model's greedy tokens after it."""
+    for ctx in contexts:
+        ids, g = tok.encode(ctx), []
+        with torch.no_grad():
+            for _ in range(3):
+                g.append(int(m(torch.tensor([ids + g])).logits_BNV[0, -1].argmax()))
+                text = tok.decode(g)
+                if g[-1] != tok.eos_id and text.strip() and tok.encode(text) == g:
+                    return ctx, text
+    raise AssertionError("no context gave a greedy continuation that round-trips through the tokenizer")
+
+
+def _check_join_pairs(tok: TokenizerAdapter, pairs: list[tuple[str, str]]) -> None:
+    """Each pair scores without error; its continuation's tokens decode to the continuation (trailing context
+    whitespace moved into it); the score is one full forward's sum over exactly those positions."""
+    m = _model("yocou", vocab=tok.vocab_size)
+    broken = [p for p in pairs if tok.decode(_lmeval_split(tok, *p)) != p[0][len(p[0].rstrip()):] + p[1]]
+    assert broken, "none of the pairs merges across the join with this tokenizer: the test would prove nothing"
+    pairs = pairs + [_greedy_pair(m, tok, ["the quick brown fox", "Question: is it", "hello world", "a"])]
+    lm = YocouLM(m, tok, batch_size=2, max_length=64)
+    got = lm.loglikelihood([_inst("loglikelihood", p, i) for i, p in enumerate(pairs)], disable_tqdm=True)
+    greedy_seen = []
+    for (ctx, cont), (ll, greedy) in zip(pairs, got):
+        c_str = ctx.rstrip()
+        k_str = ctx[len(c_str):] + cont
+        c_ids, k_ids = lm._encode_pair(ctx, cont)
+        assert k_ids and tok.decode(k_ids) == k_str, (ctx, cont)
+        assert tok.decode(c_ids) == c_str or (not c_str and c_ids == [tok.eos_id])
+        ref_ll, ref_greedy = _full_forward_score(m, c_ids + k_ids[:-1], k_ids)
+        assert ll == pytest.approx(ref_ll, abs=1e-4, rel=1e-5), (ctx, cont)
+        assert greedy == ref_greedy, (ctx, cont)
+        greedy_seen.append(greedy)
+    assert greedy_seen[-1] and not all(greedy_seen)  # both outcomes of is_greedy are exercised
+
+
+JOIN_PAIRS = [("Ans", "wer"), ("hello wor", "ld"), ("Answer: ", "yes"), ("a lazy ", "dog"), ("jum", "ps"),
+              ("qu", "ietly"), ("the quick brown fox", " jumps over")]
+
+
+def test_join_token_with_trained_bpe(token_dir):
+    """A BPE token spanning context/continuation (issue 13.1) neither kills the run nor mis-scores: the
+    project's trained tokenizer (conftest) merges "jum"+"ps" (lm-eval's split: empty) and "qu"+"ietly"."""
+    from yocou.data.tokenizer import load_tokenizer
+
+    _check_join_pairs(load_tokenizer(token_dir.parent / "tokenizer.json"), JOIN_PAIRS)
+
+
+def test_join_token_with_cl100k():
+    """The same with cl100k_base (the YOCO tokenizer): "Ans"+"wer" and "hello wor"+"ld" merge across the join."""
+    pytest.importorskip("tiktoken")
+    from yocou.data.tokenizer import load_tokenizer
+
+    try:
+        tok = load_tokenizer("cl100k_base")
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    _check_join_pairs(tok, JOIN_PAIRS)
+
+
+def test_truncation_feeds_last_max_length_tokens():
+    """Context + continuation longer than max_length M: the input is the last M tokens of ctx + cont[:-1]
+    (lm-eval's HF convention), per request, also within a shared-context group of different lengths."""
+    m, tok = _model("yocou"), _byte_tok()
+    M = 24
+    lm = YocouLM(m, tok, batch_size=2, max_length=M)
+    long_ctx = "abcdefghij" * 5
+    reqs = [(long_ctx, " end"), (long_ctx, " a longer ending"), (long_ctx, "x" * M), ("short", " one"),
+            ("short", " and this fits: 24 bytes"[:M - 4])]
+    got = lm.loglikelihood([_inst("loglikelihood", r, i) for i, r in enumerate(reqs)], disable_tqdm=True)
+    for (ctx, cont), (ll, greedy) in zip(reqs, got):
+        c_ids, k_ids = tok.encode(ctx), tok.encode(cont)
+        inp = (c_ids + k_ids[:-1])[-M:]
+        assert len(inp) == min(M, len(c_ids) + len(k_ids) - 1)
+        ref_ll, ref_greedy = _full_forward_score(m, inp, k_ids)
+        assert ll == pytest.approx(ref_ll, abs=1e-4, rel=1e-5), (ctx, cont)
+        assert greedy == ref_greedy
+
+
+def test_overlong_continuation_fails_naming_task_and_item():
+    """A continuation of more than max_length tokens cannot be scored whole: a one-line error naming the task
+    and the item, before anything is scored (it was silently cut to its last max_length tokens)."""
+    m, tok = _model("yocou"), _byte_tok()
+    lm = YocouLM(m, tok, max_length=16)
+    ok = Instance("loglikelihood", {}, ("ctx", " fits"), 0, metadata=("yocou_piqa", 3, 1))
+    bad = Instance("loglikelihood", {}, ("ctx", " this continuation is too long"), 1, metadata=("yocou_piqa", 7, 1))
+    with pytest.raises(ValueError, match=r"yocou_piqa.*doc 7.*30 tokens.*max_length=16") as err:
+        lm.loglikelihood([ok, bad], disable_tqdm=True)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ValueError, match=r"request 0.*17 tokens.*max_length=16"):
+        lm._loglikelihood_tokens([(None, [1], list(range(17)))], disable_tqdm=True)
 
 
 @pytest.mark.parametrize("variant", ["transformer", "yocou"])

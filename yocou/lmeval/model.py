@@ -3,6 +3,17 @@
 Usable as an instance (``lm_eval.simple_evaluate(model=YocouLM(...), ...)``) or by name once this module is
 imported (``model="yocou"``, ``model_args="model=runs/tiny/models/yocou/model.pt,tokenizer=runs/tiny/tokenizer.json"``).
 
+Tokenization of a (context, continuation) pair: trailing whitespace of the context is moved to the front of
+the continuation (as lm-eval does), then the two are encoded SEPARATELY, so the scored tokens are exactly
+``encode(continuation)`` and always decode to the continuation. lm-eval 0.4.13's ``TemplateLM._encode_pair``
+(which its HF model uses too) encodes ``context + continuation`` and cuts at ``len(encode(context))``; when
+the BPE merges a token across the join ("Ans" + "wer", "hello wor" + "ld" with cl100k_base) that gives an
+empty continuation, which would end the whole run, or continuation tokens that cover part of the context
+or miss part of the continuation. The price of the separate encoding is that ``encode(context) +
+encode(continuation)`` may not be the canonical tokenization of the joined text at the join; this is the
+rule lm-eval itself uses for seq2seq models and for an empty context. A context that is empty after moving
+its whitespace is replaced by the prefix token (EOS), as lm-eval does for an empty context.
+
 Scoring (SPEC.md section 7): a continuation's log-likelihood is the sum over its tokens of
 ``log_softmax(logits)[token]`` given the context; ``is_greedy`` says whether every continuation token is the
 argmax. Requests that share a context (the choices of one multiple-choice item, the rolling windows of one
@@ -16,8 +27,11 @@ with early exit, then one token per step), one request at a time (the decoder ha
 prompts of different lengths are not batched), stopping at the first ``until`` string, at EOS or after
 ``max_gen_toks`` tokens; the text is cut before the stop string as lm-eval expects.
 
-Length: contexts are cut from the left so that context plus continuation fit in ``max_length`` tokens
-(default: the ``seq_len`` the checkpoint was trained with).
+Length (lm-eval's HF convention, ``HFLM._loglikelihood_tokens``): with ``max_length`` M (default: the
+``seq_len`` the checkpoint was trained with) the model is fed the last M tokens of ``context +
+continuation[:-1]``, i.e. the context is cut from the left, per request, to ``M + 1 - len(continuation)``
+tokens; requests whose cut contexts are equal share a group. A continuation of more than M tokens cannot
+be scored whole and is an error naming the task and item (it is never cut).
 """
 
 from __future__ import annotations
@@ -63,8 +77,9 @@ class YocouLM(TemplateLM):
         model: a loaded :class:`~yocou.model.LM` or the path of a ``model.pt`` (``yocou.train.load_model``).
         tokenizer: a :class:`~yocou.data.tokenizer.TokenizerAdapter` or a path/name for ``load_tokenizer``.
         batch_size: most continuations scored in one forward (a larger group is split).
-        max_length: tokens of context + continuation; ``None``: the checkpoint's training ``seq_len``
-            (falls back to 2048 for an in-memory model without one).
+        max_length: most tokens fed to the model per request (the last ``max_length`` of context +
+            continuation[:-1]); ``None``: the checkpoint's training ``seq_len`` (falls back to 2048 for an
+            in-memory model without one).
         dtype: ``fp32`` or ``bf16`` (autocast; the KV cache is kept in the same dtype).
         device: torch device string.
 
@@ -140,6 +155,20 @@ class YocouLM(TemplateLM):
     def tok_decode(self, tokens: list[int]) -> str:
         return self.tok.decode(tokens)
 
+    def _encode_pair(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
+        """Token ids ``(context_ids, continuation_ids)`` of a pair with a non-empty ``context``.
+
+        Trailing whitespace of ``context`` moves to the front of ``continuation``; then each part is encoded on
+        its own, so ``tok_decode(continuation_ids)`` is that (whitespace-prefixed) continuation exactly, even
+        where the tokenizer would merge a token across the join (module docstring). A context that is empty
+        after the move becomes ``[prefix_token_id]``. ``continuation_ids`` is empty only for an empty
+        continuation string (``loglikelihood`` then raises).
+        """
+        n_spaces = len(context) - len(context.rstrip())
+        if n_spaces:
+            context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+        return self.tok_encode(context) or [self.prefix_token_id], self.tok_encode(continuation)
+
     def _amp(self):
         return torch.autocast(self._device.type, dtype=torch.bfloat16, enabled=self.dtype == "bf16")
 
@@ -175,23 +204,56 @@ class YocouLM(TemplateLM):
                     out.append((float(ll), greedy))
         return out
 
+    def loglikelihood(self, requests: list[Any], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """``(log-likelihood, is_greedy)`` of each request's ``(context, continuation)`` (``Instance.args``).
+
+        Encoding as in :meth:`_encode_pair`; an empty context is lm-eval's rule (the prefix token, EOS).
+        Every request is checked before anything is scored.
+
+        Raises:
+            ValueError: a continuation that encodes to no tokens or to more than ``max_length`` tokens
+                (one line naming the task, the doc id and the request's position).
+        """
+        new_reqs = []
+        for i, req in enumerate(tqdm(requests, desc="Tokenizing inputs", disable=disable_tqdm)):
+            context, continuation = req.args
+            if context == "":
+                cont = self.tok_encode(continuation)
+                ctx, cont = ((cont[:1], cont[1:]) if cont and cont[0] == self.prefix_token_id
+                             else ([self.prefix_token_id], cont))
+            else:
+                ctx, cont = self._encode_pair(context, continuation)
+            if not cont or len(cont) > self._max_length:
+                where = (f"task {getattr(req, 'task_name', None)!r} doc {getattr(req, 'doc_id', None)} "
+                         f"(request {i} of {len(requests)}, continuation {continuation[:40]!r})")
+                raise ValueError(f"{where}: {self._cont_problem(cont)}")
+            new_reqs.append(((context, continuation), ctx, cont))
+        return self._loglikelihood_tokens(new_reqs, disable_tqdm=disable_tqdm)
+
+    def _cont_problem(self, cont: list[int]) -> str:
+        if not cont:
+            return "empty continuation (nothing to score)"
+        return (f"continuation is {len(cont)} tokens, more than max_length={self._max_length}; it cannot be "
+                "scored whole (raise max_length or leave the item out)")
+
     def _loglikelihood_tokens(self, requests: list[tuple[tuple[str, str], list[int], list[int]]],
                               disable_tqdm: bool = False, **kwargs: Any) -> list[tuple[float, bool]]:
-        """Score ``(key, context_tokens, continuation_tokens)`` requests; see the module docstring."""
-        groups: dict[tuple[int, ...], list[tuple[int, list[int]]]] = defaultdict(list)
-        for idx, (_, ctx, cont) in enumerate(requests):
-            if not cont:
-                raise ValueError(f"request {idx}: empty continuation (nothing to score)")
-            if len(cont) > self._max_length:
-                cont = cont[-self._max_length:]
-            groups[tuple(ctx)].append((idx, cont))
-        # Cut each group's context so that its longest continuation fits, then regroup (two long contexts
-        # that differ only in their cut-off head become one group).
+        """Score ``(key, context_tokens, continuation_tokens)`` requests; see the module docstring.
+
+        Each request's model input is the last ``max_length`` tokens of ``context + continuation[:-1]``.
+
+        Raises:
+            ValueError: an empty context, or a continuation that is empty or longer than ``max_length``.
+        """
         cut: dict[tuple[int, ...], list[tuple[int, list[int]]]] = defaultdict(list)
-        for ctx, items in groups.items():
-            room = self._max_length - max(len(c) for _, c in items)
-            c2 = ctx[-room:] if room > 0 else ctx[-1:]
-            cut[tuple(c2)].extend(items)
+        for idx, (_, ctx, cont) in enumerate(requests):
+            if not ctx:
+                raise ValueError(f"request {idx}: empty context (lm-eval puts the prefix token there)")
+            if not cont or len(cont) > self._max_length:
+                raise ValueError(f"request {idx}: {self._cont_problem(cont)}")
+            # keep M + 1 - len(cont) context tokens: the input ctx + cont[:-1] is then at most M tokens.
+            # Requests of one context that fit unchanged stay one group; cut ones group by what is left.
+            cut[tuple(ctx[-(self._max_length + 1 - len(cont)):])].append((idx, cont))
         order = sorted(cut.items(), key=lambda kv: -(len(kv[0]) + max(len(c) for _, c in kv[1])))
         res: list[tuple[float, bool] | None] = [None] * len(requests)
         for ctx, items in tqdm(order, disable=disable_tqdm, desc="loglikelihood groups"):
