@@ -222,20 +222,21 @@ def read_metrics(path: Pathish) -> list[dict]:
 
 
 #: Profile-row fields: (key, integer, positive, optional).
-_PROFILE_FIELDS = (("seq_len", True, True, False), ("prompt_len", True, True, False), ("n_threads", True, True, False),
-                   ("n_repeats", True, True, False), ("prefill_s", False, True, False),
-                   ("prefill_tokens_per_s", False, True, False), ("ttft_s", False, True, False),
-                   ("decode_s", False, True, False), ("decode_tokens_per_s", False, True, False),
-                   ("kv_bytes_measured", True, True, False), ("kv_bytes_analytic", True, True, False),
-                   ("peak_mem_bytes", True, False, False), ("peak_mem_delta_bytes", True, False, True),
-                   ("prefill_cpu_s", False, True, True), ("decode_cpu_s", False, True, True),
-                   ("loadavg_1m_before", False, False, True), ("loadavg_1m_after", False, False, True))
+_PROFILE_FIELDS = (("seq_len", True, True, False), ("prompt_len", True, True, False), ("n_decode", True, True, False),
+                   ("n_threads", True, True, False), ("n_repeats", True, True, False),
+                   ("prefill_s", False, True, False), ("prefill_tokens_per_s", False, True, False),
+                   ("ttft_s", False, True, False), ("decode_s", False, True, False),
+                   ("decode_tokens_per_s", False, True, False), ("kv_bytes_measured", True, True, False),
+                   ("kv_bytes_analytic", True, True, False), ("peak_mem_bytes", True, False, False),
+                   ("peak_mem_delta_bytes", True, False, True), ("prefill_cpu_s", False, True, True),
+                   ("decode_cpu_s", False, True, True), ("loadavg_1m_before", False, False, True),
+                   ("loadavg_1m_after", False, False, True))
 
 
 def read_profile(path: Pathish) -> tuple[list[dict], dict]:
     """``(rows, provenance)`` of a ``profile.json``: at least one row, each with a variant, dtype and device,
-    positive integer lengths and counts, finite positive times and throughputs, positive KV bytes, non-negative
-    memory and load; one row per (variant, seq_len).
+    positive integer lengths and counts, finite positive times and throughputs (also of each repeat), positive KV
+    bytes, non-negative memory and load; one row per (variant, seq_len).
 
     Raises:
         FileNotFoundError: no such file.
@@ -253,6 +254,12 @@ def read_profile(path: Pathish) -> tuple[list[dict], dict]:
             number(r, k, p, where, integer=integer, positive=positive, minimum=None if positive else 0,
                    optional=optional)
         _flag(r, "kv_equal", p, where)
+        reps = r.get("repeats", [])
+        if not isinstance(reps, list):
+            raise ResultFileError(p, where, f"repeats must be a list, got {reps!r:.60}")
+        for j, x in enumerate(reps):
+            for k in ("prefill_s", "decode_s"):
+                number(x, k, p, f"{where}.repeats[{j}]", positive=True)
         key = (r["variant"], r["seq_len"])
         if key in seen:
             raise ResultFileError(p, where, f"variant {key[0]!r} at seq_len {key[1]} repeats rows[{seen[key]}]; "
