@@ -309,6 +309,44 @@ def test_encode_corpus_and_token_stream(tmp_path):
     assert len(TokenStream(tmp_path / "t" / "train.bin")) == len(ts)
 
 
+def _stream_copy(token_dir: Path, dest: Path) -> tuple[Path, np.ndarray, dict]:
+    """A scratch copy of the fixture's streams, the train ids (writable) and its metadata."""
+    import shutil
+
+    shutil.copytree(token_dir, dest)
+    meta = json.loads((dest / "train.json").read_text())
+    return dest / "train.bin", np.fromfile(dest / "train.bin", dtype=np.uint16), meta
+
+
+def test_token_stream_with_a_flipped_in_vocab_id_fails_on_its_hash(tmp_path, token_dir):
+    """Corruption that stays in the vocabulary would train silently: the recorded bin_sha256 catches it on open."""
+    path, ids, meta = _stream_copy(token_dir, tmp_path / "t")
+    ids[5] = (int(ids[5]) + 1) % meta["vocab_size"]  # another valid id, same size
+    ids.tofile(path)
+    with pytest.raises(ValueError, match=r"t/train\.bin: sha256 .* bin_sha256 .*train\.json"):
+        TokenStream(path)
+    assert len(TokenStream(tmp_path / "t" / "heldout_book.bin")) > 0  # an intact stream still opens
+
+
+def test_token_stream_with_an_out_of_vocab_id_names_the_file(tmp_path, token_dir):
+    """An id outside the vocabulary (here with a matching hash, as a mismatched tokenizer would write it) fails on
+    open, for training too, naming the file and the position (was a bare IndexError in the embedding)."""
+    from yocou.config import preset
+    from yocou.train import TrainConfig, train
+
+    path, ids, meta = _stream_copy(token_dir, tmp_path / "t")
+    ids[7] = meta["vocab_size"]
+    ids.tofile(path)
+    meta["bin_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (tmp_path / "t" / "train.json").write_text(json.dumps(meta))
+    msg = rf"t/train\.bin: token 7 is id {meta['vocab_size']}, outside the vocabulary \[0, {meta['vocab_size']}\)"
+    with pytest.raises(ValueError, match=msg):
+        TokenStream(path)
+    cfg = preset("yocou-smoke").replace(vocab_size=meta["vocab_size"] + 8)
+    with pytest.raises(ValueError, match=msg):
+        train(cfg, TrainConfig(steps=1, batch_size=2, seq_len=8), path, tmp_path / "run", progress=False)
+
+
 def test_encode_real_corpus_smoke(tmp_path):
     """End-to-end on a small stdlib corpus built by build_corpus."""
     build_corpus(tmp_path, _stdlib_only(max_docs=10, n_code=2))

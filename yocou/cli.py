@@ -186,6 +186,8 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     rows = []
     for rc_path in a.run_configs:
         rc = _load_yaml_or_json(rc_path)
+        if "model" not in rc:
+            raise ValueError(f"{rc_path}: missing top-level key 'model' (a run_config.json of the pipeline)")
         cfg = config_from_dict(rc["model"])
         torch.manual_seed(0)
         model = LM(cfg).eval()

@@ -27,6 +27,8 @@ import typing
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal, Mapping
 
+from .entry import InputTypeError
+
 StageKind = Literal["self", "cross"]
 
 
@@ -167,7 +169,8 @@ def _check_types(obj: Any) -> None:
         value = getattr(obj, f.name)
         hint = hints[f.name]
         if not _type_ok(value, hint):
-            raise TypeError(f"{cls}.{f.name} must be {_hint_name(hint)}, got {type(value).__name__} ({value!r})")
+            raise InputTypeError(f"{cls}.{f.name} must be {_hint_name(hint)}, got {type(value).__name__} "
+                                 f"({value!r})")
 
 
 def _type_ok(value: Any, hint: Any) -> bool:
@@ -209,10 +212,11 @@ def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
 
     Raises:
         ValueError: an unknown key, naming it and the allowed keys.
-        TypeError: a value of the wrong type, naming the field.
+        TypeError: a value of the wrong type or a missing field, naming it (:class:`yocou.entry.InputTypeError`,
+            also a ``ValueError``).
     """
     if not isinstance(d, Mapping):
-        raise TypeError(f"model config must be a mapping, got {type(d).__name__}")
+        raise InputTypeError(f"model config must be a mapping, got {type(d).__name__}")
     allowed = {f.name for f in fields(ModelConfig)}
     unknown = set(d) - allowed
     if unknown:
@@ -220,7 +224,7 @@ def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
     d = dict(d)
     if "stages" in d:
         if not isinstance(d["stages"], (list, tuple)):
-            raise TypeError("ModelConfig.stages must be a list of stage mappings")
+            raise InputTypeError("ModelConfig.stages must be a list of stage mappings")
         stages = []
         s_allowed = {f.name for f in fields(Stage)}
         for i, s in enumerate(d["stages"]):
@@ -228,18 +232,24 @@ def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
                 stages.append(s)
                 continue
             if not isinstance(s, Mapping):
-                raise TypeError(f"ModelConfig.stages[{i}] must be a mapping, got {type(s).__name__}")
+                raise InputTypeError(f"ModelConfig.stages[{i}] must be a mapping, got {type(s).__name__}")
             bad = set(s) - s_allowed
             if bad:
                 raise ValueError(f"unknown Stage key(s) {sorted(bad)} in stages[{i}]; allowed: {sorted(s_allowed)}")
-            stages.append(Stage(**s))
+            stages.append(construct(Stage, s, f"stages[{i}]"))
         d["stages"] = tuple(stages)
-    try:
-        return ModelConfig(**d)
-    except TypeError as e:
-        if "missing" in str(e):
-            raise TypeError(f"ModelConfig is missing required field(s): {e}") from None
-        raise
+    return construct(ModelConfig, d)
+
+
+def construct(cls: type, d: Mapping[str, Any], where: str = "") -> Any:
+    """``cls(**d)`` for a config dataclass whose keys were checked: a missing required field raises
+    :class:`yocou.entry.InputTypeError` naming it (a bare ``TypeError`` from the call otherwise)."""
+    missing = [f.name for f in fields(cls) if f.init and f.name not in d
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise InputTypeError(f"{cls.__name__}{' ' + where if where else ''} is missing required field(s) "
+                             f"{missing}")
+    return cls(**d)
 
 
 # ---------------------------------------------------------------------------

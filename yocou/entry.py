@@ -2,8 +2,10 @@
 line, ``<prog>: error: <message>``, on stderr and exits with status 2, as argparse does for a bad argument.
 
 Bad input is what the library raises, naming the field, file or argument, for a config, path or value it
-cannot use: :data:`USER_ERRORS`. Anything else is a bug and keeps its traceback. ``YOCOU_TRACEBACK=1`` shows
-the traceback of user errors too. Standard library only: cheap to import.
+cannot use: :data:`USER_ERRORS` (``ValueError`` and its subclasses, among them :class:`InputTypeError` for a
+value of the wrong type, and the file errors). Anything else is a bug and keeps its traceback: a bare
+``KeyError`` or ``TypeError`` is not taken for bad input, the library validates what it reads instead.
+``YOCOU_TRACEBACK=1`` shows the traceback of user errors too. Standard library only: cheap to import.
 """
 
 from __future__ import annotations
@@ -13,11 +15,19 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-__all__ = ["USER_ERRORS", "EXIT_USER_ERROR", "error_message", "report_user_error", "run_main", "int_at_least"]
+__all__ = ["USER_ERRORS", "EXIT_USER_ERROR", "InputTypeError", "error_message", "report_user_error", "run_main",
+           "int_at_least"]
 
-#: Exceptions that mean bad input (the library's documented errors): reported without a traceback.
+
+class InputTypeError(TypeError, ValueError):
+    """A value of the wrong type in the input (a config field, say), naming it: a ``TypeError`` to callers,
+    and bad input (a ``ValueError``, so in :data:`USER_ERRORS`) to the entry points."""
+
+
+#: Exceptions that mean bad input (the library's documented errors): reported without a traceback. Not
+#: ``KeyError`` or ``TypeError``: raised bare they are bugs (a missing key the reader did not validate).
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError, TypeError, KeyError,
+    ValueError,
     FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
 )
 #: Exit status of a user error (argparse's for a bad argument).

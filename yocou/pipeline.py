@@ -63,6 +63,11 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     """
     if variant not in cfg.get("variants", {}):
         raise ValueError(f"variant {variant!r} is not in the config's 'variants' ({sorted(cfg.get('variants', {}))})")
+    for key in ("model", "train"):  # the schema requires them; checked here for a config used without it
+        if not isinstance(cfg.get(key), Mapping):
+            raise ValueError(f"config: expected a {key!r} mapping at the top level, got {cfg.get(key)!r:.60}")
+    if "size" not in cfg["model"]:
+        raise ValueError("config: model.size is required (a key of yocou.config.SIZES)")
     check_variant(variant, cfg["variants"][variant])
     spec = dict(cfg["variants"][variant])
     train_over = dict(spec.pop("train", {}))

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .io import atomic_path, atomic_write_json
+from .readers import ResultFileError, number, read_json, read_summary, text
 
 
 def equal_flops_model(run_dir: str | Path, out_dir: str | Path) -> dict[str, Any]:
@@ -42,11 +43,18 @@ def equal_flops_model(run_dir: str | Path, out_dir: str | Path) -> dict[str, Any
     for name in ("run_config.json", "summary.json"):
         if not (run_dir / name).is_file():
             raise FileNotFoundError(f"{run_dir / name} not found (train the run first)")
-    rc = json.loads((run_dir / "run_config.json").read_text(encoding="utf-8"))
+    rc_path = run_dir / "run_config.json"
+    rc = read_json(rc_path, what="run config")
+    if not isinstance(rc, dict):
+        raise ResultFileError(rc_path, "top level", f"expected an object, got {type(rc).__name__}")
     eq = rc.get("equal_flops")
     if not eq:
         raise ValueError(f"{run_dir / 'run_config.json'}: no 'equal_flops' entry; set equal_flops_to in the "
                          f"variant {rc.get('variant')!r} of the config")
+    number(eq, "step", rc_path, "equal_flops", integer=True, positive=True)
+    text(rc, "variant", rc_path, "top level")
+    for k in ("batch_size", "seq_len"):
+        number(rc.get("train"), k, rc_path, "train", integer=True, positive=True)
     snap = run_dir / f"model_step{eq['step']}.pt"
     if not snap.is_file():
         raise FileNotFoundError(f"{snap} not found: the run did not write its equal-FLOPs snapshot")
@@ -58,7 +66,7 @@ def equal_flops_model(run_dir: str | Path, out_dir: str | Path) -> dict[str, Any
     out_dir.mkdir(parents=True, exist_ok=True)
     with atomic_path(out_dir / "model.pt") as tmp:
         torch.save(ck, tmp)
-    sm = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    sm = read_summary(run_dir / "summary.json", require=("train_flops_per_token",))
     tokens_per_step = rc["train"]["batch_size"] * rc["train"]["seq_len"]
     sm.update(name=name, steps=eq["step"], tokens=eq["step"] * tokens_per_step,
               train_flops=eq["step"] * tokens_per_step * sm["train_flops_per_token"],

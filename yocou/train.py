@@ -31,7 +31,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import accounting, parallel
-from .config import ModelConfig, _check_types, config_from_dict
+from .config import ModelConfig, _check_types, config_from_dict, construct
+from .entry import InputTypeError
 from .io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from .model import LM
 
@@ -108,7 +109,10 @@ class NonFiniteLossError(FloatingPointError, ValueError):
 
 
 def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
-    """Build a :class:`TrainConfig`; unknown keys raise ValueError naming them."""
+    """Build a :class:`TrainConfig`; unknown keys raise ValueError naming them, a missing or wrongly typed field
+    :class:`yocou.entry.InputTypeError` (a TypeError and a ValueError)."""
+    if not isinstance(d, Mapping):
+        raise InputTypeError(f"train config must be a mapping, got {type(d).__name__}")
     allowed = {f.name for f in fields(TrainConfig)}
     unknown = set(d) - allowed
     if unknown:
@@ -116,7 +120,7 @@ def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
     d = dict(d)
     if isinstance(d.get("snapshot_steps"), list):  # JSON / YAML give lists
         d["snapshot_steps"] = tuple(d["snapshot_steps"])
-    return TrainConfig(**d)
+    return construct(TrainConfig, d)
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:

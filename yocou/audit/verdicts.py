@@ -157,6 +157,17 @@ class _Results:
             raise ValueError(f"{p}: missing column(s) {missing}; has {list(df.columns)}")
         return df
 
+    def profile(self) -> dict | None:
+        """``profile.json`` checked by :func:`yocou.readers.read_profile` (``{"rows", "provenance"}``), or None
+        if absent."""
+        from ..readers import read_profile
+
+        p = self.path("profile.json")
+        if not p.is_file():
+            return None
+        rows, prov = read_profile(p)
+        return {"rows": rows, "provenance": prov}
+
     def json(self, name: str) -> Any | None:
         p = self.path(name)
         if not p.is_file():
@@ -268,11 +279,8 @@ def _repeat_ratios(profile: dict | None, a: str, b: str, key: str) -> dict[int, 
         ra, rb = r.get("repeats") or [], rows[(b, n)].get("repeats") or []
         tok = {"prefill": lambda x, r: r["prompt_len"] / x["prefill_s"],
                "decode": lambda x, r: r["n_decode"] / x["decode_s"]}[key]
-        try:
-            ta = [tok(x, r) for x in ra]
-            tb = [tok(x, rows[(b, n)]) for x in rb]
-        except (KeyError, ZeroDivisionError, TypeError):
-            continue
+        ta = [tok(x, r) for x in ra]  # fields checked by read_profile: positive seconds and lengths
+        tb = [tok(x, rows[(b, n)]) for x in rb]
         if ta and tb:
             q = [x / y for x in ta for y in tb]
             out[int(n)] = (min(q), max(q))
@@ -281,7 +289,7 @@ def _repeat_ratios(profile: dict | None, a: str, b: str, key: str) -> dict[int, 
 
 def _timing_verdicts(src: Sources, R: _Results) -> list[Verdict]:
     out = []
-    prof = R.json("profile.json")
+    prof = R.profile()
     for table, key, fname in ((8, "prefill", "table8.csv"), (9, "decode", "table9.csv")):
         df = R.csv(fname, ["ratio", "source"])
         specs = [("RINS / Transformer", True, ("derived.prefill_rins_half",) if table == 8 else ()),
@@ -406,7 +414,7 @@ def _table1_verdicts(src: Sources, R: _Results, prof: dict | None) -> list[Verdi
                 for i in range(k):
                     try:
                         slopes.append(_fit_slope([x["seq_len"] for x in pr], [x["repeats"][i]["prefill_s"] for x in pr]))
-                    except (KeyError, ValueError, ZeroDivisionError):
+                    except (ValueError, ZeroDivisionError):
                         pass
         se = (max(slopes) - min(slopes)) / 2 if len(slopes) >= 2 else None
         # direction: superlinear (exponent > 1.5) vs linear; size: within 0.25 of the asymptotic exponent

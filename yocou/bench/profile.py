@@ -44,7 +44,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 import torch
 
 from .. import accounting
-from ..config import ModelConfig, _check_types, config_from_dict
+from ..config import ModelConfig, _check_types, config_from_dict, construct
 from ..generate import decode_step, prefill
 from ..io import atomic_write_json, provenance
 from ..model import LM
@@ -104,7 +104,7 @@ def profile_config_from_dict(d: Mapping[str, Any]) -> ProfileConfig:
     d = dict(d)
     if "seq_lens" in d:
         d["seq_lens"] = tuple(d["seq_lens"])
-    return ProfileConfig(**d)
+    return construct(ProfileConfig, d)
 
 
 # ---------------------------------------------------------------------------

@@ -154,8 +154,9 @@ class TokenStream:
 
     Raises:
         FileNotFoundError: the ``.bin`` or ``.json`` file is missing.
-        ValueError: the metadata is not JSON or lacks a field (naming the file), or the file size disagrees
-            with it.
+        ValueError: the metadata is not JSON or lacks a field (naming the file), or the token file disagrees
+            with it: its size, its sha256 (``bin_sha256``, checked on every open) or an id outside
+            ``[0, vocab_size)`` (naming the file and the token's position).
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -184,7 +185,18 @@ class TokenStream:
         if path.stat().st_size != n * self.dtype.itemsize:
             raise ValueError(f"TokenStream: {path} has {path.stat().st_size} bytes, metadata says "
                              f"{n} tokens of {self.dtype} ({n * self.dtype.itemsize} bytes)")
+        rebuild = "rebuild it with encode_corpus (snakemake reruns the tokens rule)"
+        recorded = self.meta.get("bin_sha256")
+        if recorded is not None:  # once per open: streams at our scales are a few MB
+            actual = sha256_file(path)
+            if actual != recorded:
+                raise ValueError(f"TokenStream: {path}: sha256 {actual} differs from the bin_sha256 {recorded} "
+                                 f"recorded in {meta_path} (corrupt or rewritten since it was encoded); {rebuild}")
         self.tokens = np.memmap(path, dtype=self.dtype, mode="r", shape=(n,)) if n else np.zeros(0, self.dtype)
+        if n and (int(self.tokens.min()) < 0 or int(self.tokens.max()) >= vocab_size):
+            pos = int(np.argmax((self.tokens < 0) | (self.tokens >= vocab_size)))
+            raise ValueError(f"TokenStream: {path}: token {pos} is id {int(self.tokens[pos])}, outside the "
+                             f"vocabulary [0, {vocab_size}) of {meta_path}; {rebuild}")
         self.eos_id = eos_id
         self.vocab_size = vocab_size
         self.doc_ids: list[str] = list(self.meta.get("doc_ids", []))

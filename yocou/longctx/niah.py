@@ -350,8 +350,15 @@ def read_prompts(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"niah prompts {p} not found (run the niah_prompts rule)")
-    lines = [json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()]
-    return lines[0], lines[1:]
+    from ..readers import ResultFileError, read_jsonl
+
+    lines = read_jsonl(p, what="niah prompts")  # each line a JSON object, naming the line otherwise
+    if not lines or lines[0][1].get("kind") != "niah_prompts":
+        raise ResultFileError(p, "line 1", "expected the header {\"kind\": \"niah_prompts\", ...} (rerun the "
+                                           "niah_prompts rule)")
+    if len(lines) < 2:
+        raise ResultFileError(p, "", "no prompts after the header (rerun the niah_prompts rule)")
+    return lines[0][1], [x for _, x in lines[1:]]
 
 
 def _cmd_eval(a: argparse.Namespace) -> int:

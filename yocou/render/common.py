@@ -73,7 +73,7 @@ def label(variant: str) -> str:
 
 
 def read_json(path: str | Path) -> Any:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"result file {p} not found")
-    return json.loads(p.read_text(encoding="utf-8"))
+    """A result JSON; FileNotFoundError or :class:`yocou.readers.ResultFileError` naming the file."""
+    from ..readers import read_json as _read_json
+
+    return _read_json(path, what="result file")

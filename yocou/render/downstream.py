@@ -19,11 +19,14 @@ from typing import Any
 import pandas as pd
 
 from .. import reported
-from .common import label, read_json, save_figure, write_table
+from ..readers import read_csv, read_summary
+from .common import label, save_figure, write_table
 
 __all__ = ["load_results", "table", "fig3", "main"]
 
 _PPL = {"perplexity", "word_perplexity", "byte_perplexity"}
+#: Columns of a downstream tidy CSV that the tables read.
+_COLUMNS = ("variant", "task", "metric", "value", "stderr", "n_items")
 
 
 def _task_names(key: str, source: str) -> list[str]:
@@ -40,7 +43,7 @@ def load_results(paths: list[str]) -> pd.DataFrame:
     for p in paths:
         if not Path(p).is_file():
             raise FileNotFoundError(f"downstream result {p} not found (run the downstream rule)")
-        frames.append(pd.read_csv(p))
+        frames.append(read_csv(p, what="downstream result", required=_COLUMNS))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -71,7 +74,7 @@ def budget_notes(summary_paths: list[str]) -> list[str]:
     """One note per run: its training budget (steps, tokens, analytic training FLOPs) from ``summary.json``."""
     out = []
     for p in summary_paths:
-        sm = read_json(p)
+        sm = read_summary(p)
         extra = ""
         if sm.get("equal_flops"):
             e = sm["equal_flops"]

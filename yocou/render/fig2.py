@@ -7,23 +7,23 @@ Inputs: each run's ``metrics.jsonl`` (analytic training FLOPs per row) and
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import pandas as pd
 
+from ..readers import read_metrics
 from .common import COLORS, label, save_figure, write_table
 
 
 def load_curves(run_dirs: list[str]) -> pd.DataFrame:
-    """Tidy ``variant, step, tokens, train_flops, loss`` from run folders (FileNotFoundError if absent)."""
+    """Tidy ``variant, step, tokens, train_flops, loss`` from run folders (FileNotFoundError if absent,
+    :class:`yocou.readers.ResultFileError` naming the file and line of a row that cannot be plotted)."""
     frames = []
     for d in run_dirs:
         p = Path(d) / "metrics.jsonl"
         if not p.is_file():
             raise FileNotFoundError(f"{p} not found (train the model first)")
-        rows = [json.loads(l) for l in p.read_text(encoding="utf-8").splitlines() if l.strip()]
-        df = pd.DataFrame(rows)
+        df = pd.DataFrame(read_metrics(p))  # validated: finite loss, unique increasing steps, ...
         df["variant"] = Path(d).name
         frames.append(df[["variant", "step", "tokens", "train_flops", "loss"]])
     return pd.concat(frames, ignore_index=True)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .common import COLORS, label, read_json, save_figure, write_table
+from ..readers import read_longppl
+from .common import COLORS, label, save_figure, write_table
 
 def tidy(results: dict[str, dict]) -> pd.DataFrame:
     rows = []
@@ -69,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="data stem (results/<scale>/fig4_data)")
     ap.add_argument("--scale-name", default="")
     a = ap.parse_args(argv)
-    results = {Path(p).stem: read_json(p) for p in a.longppl}
+    results = {Path(p).stem: read_longppl(p) for p in a.longppl}
     df = tidy(results)
     first = next(iter(results.values()))
     docs = {k: [d["id"] for d in s["docs"]] for k, s in first["splits"].items()}

@@ -12,16 +12,18 @@ from typing import Any
 
 import pandas as pd
 
-from .common import COLORS, label, read_json, save_figure, stem_of, write_table
+from ..readers import read_profile
+from .common import COLORS, label, save_figure, stem_of, write_table
 
 MIB = 1024 * 1024
 
 
 def load_profile(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Rows of a profile JSON as a DataFrame (without per-repeat lists) and its provenance."""
-    d = read_json(path)
-    df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeats"} for r in d["rows"]])
-    return df, d.get("provenance", {})
+    """Rows of a profile JSON as a DataFrame (without per-repeat lists) and its provenance, validated by
+    :func:`yocou.readers.read_profile` (a corrupt number or a repeated row fails naming the file and the row)."""
+    rows, prov = read_profile(path)
+    df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeats"} for r in rows])
+    return df, prov
 
 
 def device_label(df: pd.DataFrame, prov: dict[str, Any]) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .common import COLORS, label, read_json, save_figure, write_table
+from ..readers import read_angular
+from .common import COLORS, label, save_figure, write_table
 
 SPLIT_STYLE = {"all": dict(color="k", lw=1.8, marker="o", ms=3), "book": dict(color="#1f77b4", lw=1, ls="--"),
                "code": dict(color="#ff7f0e", lw=1, ls="--")}
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", required=True, help="data stem (results/<scale>/fig8_data)")
     ap.add_argument("--scale-name", default="")
     a = ap.parse_args(argv)
-    results = {Path(p).stem: read_json(p) for p in a.angular}
+    results = {Path(p).stem: read_angular(p) for p in a.angular}
     df = tidy(results)
     first = next(iter(results.values()))
     devices = sorted({str(r.get("device", "cpu")).split(":")[0] for r in results.values()})

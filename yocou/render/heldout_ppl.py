@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .common import label, read_json, write_table
+from ..readers import read_ppl, read_summary
+from .common import label, write_table
 
 
 def paper_wiki_ppl() -> dict[str, float]:
@@ -39,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError("--ppl and --summaries must list the same variants in the same order")
     rows = []
     for pp, sp in zip(a.ppl, a.summaries):
-        r, s = read_json(pp), read_json(sp)
+        r, s = read_ppl(pp), read_summary(sp, require=("params",))
         v = Path(pp).stem
         row = {"model": label(v), "variant": v, "params_M": s["params"] / 1e6,
                "tokens_M": s["tokens"] / 1e6, "train_PFLOPs": s["train_flops"] / 1e15}
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     df["paper Wiki. ppl"] = df["model"].map(paper)
     if "Transformer" in paper:
         df["paper Wiki. ppl / Transformer"] = df["paper Wiki. ppl"] / paper["Transformer"]
-    first = read_json(a.ppl[0])["splits"]
+    first = read_ppl(a.ppl[0])["splits"]
     docs = {k: [d["id"] for d in v["docs"]] for k, v in first.items()}
     notes = [f"{a.scale_name} scale, trained and evaluated on CPU.",
              "Substitute data: the paper's Wiki. ppl (WikiText) is not available offline. Ours are documents held "

@@ -25,21 +25,22 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .common import COLORS, label, read_json, save_figure, write_table
+from ..readers import ResultFileError, read_metrics, read_ppl, read_summary
+from .common import COLORS, label, save_figure, write_table
 
 
 def heldout(ppl_path: str | Path) -> dict[str, float]:
     """``{"book", "code", "loss"}``: held-out NLL (nats/token) per split and their mean, from a ppl JSON."""
-    d = read_json(ppl_path)
-    try:
-        book, code = d["splits"]["heldout_book"]["nll"], d["splits"]["heldout_code"]["nll"]
-    except KeyError as e:
-        raise ValueError(f"{ppl_path}: expected splits.heldout_book.nll and splits.heldout_code.nll ({e})") from e
+    splits = read_ppl(ppl_path)["splits"]
+    missing = [s for s in ("heldout_book", "heldout_code") if s not in splits]
+    if missing:
+        raise ResultFileError(ppl_path, "splits", f"expected heldout_book and heldout_code, missing {missing}")
+    book, code = splits["heldout_book"]["nll"], splits["heldout_code"]["nll"]
     return {"book": book, "code": code, "loss": (book + code) / 2}
 
 
 def _run_row(run: str, ppl: str, summary: str) -> dict[str, Any]:
-    sm = read_json(summary)
+    sm = read_summary(summary, require=("params", "active_params_per_token"))
     return {"run": run, "params": sm["params"], "active_params": sm["active_params_per_token"],
             "steps": sm["steps"], "tokens": sm["tokens"], "train_flops": sm["train_flops"], **heldout(ppl)}
 
@@ -147,7 +148,7 @@ def _curve(run_dir: Path) -> pd.DataFrame:
     p = run_dir / "metrics.jsonl"
     if not p.is_file():
         raise FileNotFoundError(f"{p} not found (train the run first)")
-    return pd.DataFrame([json.loads(x) for x in p.read_text(encoding="utf-8").splitlines() if x.strip()])
+    return pd.DataFrame(read_metrics(p))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..cli import KV_TABLE_LENGTHS, MIB, kv_table
 from ..reported import load_table
-from .common import label, read_json, stem_of, write_table
+from ..readers import read_kv_measure
+from .common import label, stem_of, write_table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
                        "L=20, 4 KV heads × 128, bf16, W=512, T=3, RINS = A^3 B (40 layer applications)."],
                 config=vars(a), floatfmt="g")
     write_table(df, str(a.out) + "_cells", title="Table 10 cell by cell: ours vs paper", config=vars(a), floatfmt="g")
-    m = pd.DataFrame(read_json(a.measured)["rows"])
+    m = pd.DataFrame(read_kv_measure(a.measured))
     m["variant"] = m["variant"].map(label)
     m["measured_MiB"] = m["measured_bytes"] / MIB
     m["analytic_MiB"] = m["analytic_bytes"] / MIB

@@ -17,7 +17,8 @@ import pandas as pd
 
 from ..longctx.niah import TASK_LABELS
 from ..reported import load_table
-from .common import label, read_json, save_figure, write_table
+from ..readers import read_niah
+from .common import label, save_figure, write_table
 
 
 def build(results: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -88,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fig", required=True, help="heatmap stem (figures/<scale>/niah_heatmap)")
     ap.add_argument("--scale-name", default="")
     a = ap.parse_args(argv)
-    results = {Path(p).stem: read_json(p) for p in a.niah}
+    results = {Path(p).stem: read_niah(p, TASK_LABELS) for p in a.niah}
     df, cells = build(results)
     first = next(iter(results.values()))
     lengths = sorted({c["length"] for c in first["cells"]})

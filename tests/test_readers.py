@@ -1,0 +1,233 @@
+"""Result files read back by the renderers are validated: a corrupt number, a duplicated or missing row or a
+truncated file fails in one line naming the file and the row, never renders silently (issue 13, item 6)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from yocou.entry import EXIT_USER_ERROR, run_main
+
+
+def _profile(path: Path, **bad: float) -> Path:
+    """A small valid profile.json; ``bad`` overrides fields of rows[2] (``yocou`` at 1024)."""
+    rows = []
+    for v in ("yoco", "yocou"):
+        for n in (1024, 2048):
+            rows.append({"variant": v, "seq_len": n, "prompt_len": n - 8, "n_decode": 8, "chunk_size": 512,
+                         "dtype": "bf16", "batch_size": 1, "device": "cpu", "n_threads": 2, "prefill_s": n * 1e-5,
+                         "prefill_tokens_per_s": (n - 8) / (n * 1e-5), "ttft_s": n * 1e-5, "decode_s": 1e-3,
+                         "decode_tokens_per_s": 8e3, "decode_ms_per_token": 0.125, "kv_bytes_measured": 4 * n,
+                         "kv_bytes_analytic": 4 * n, "kv_equal": True, "peak_mem_bytes": 1, "peak_mem_delta_bytes": 0,
+                         "mem_kind": "cpu_rss_sampled", "n_repeats": 1, "repeats": [], "loadavg_1m_before": 0.5,
+                         "loadavg_1m_after": 0.7})
+    rows[2].update(bad)
+    path.write_text(json.dumps({"rows": rows, "provenance": {"device": {"cpu_model": "test", "n_cpus": 2}}}))
+    return path
+
+
+def _fig7(tmp_path: Path, prof: Path) -> int:
+    from yocou.render import fig7
+
+    return fig7.main(["--profile", str(prof), "--out", str(tmp_path / "fig7"), "--data", str(tmp_path / "fig7_data")])
+
+
+def _metrics_rows(n: int = 12, offset: float = 0.0) -> list[dict]:
+    return [{"step": s, "tokens": 64 * s, "train_flops": 64e6 * s, "loss": 6.0 - 0.2 * s + offset, "lr": 1e-3}
+            for s in range(1, n + 1)]
+
+
+def _runs(tmp_path: Path, yocou_lines: list[str] | None = None) -> list[str]:
+    """Run folders ``yoco`` (valid) and ``yocou`` (``yocou_lines`` as its metrics.jsonl, else valid)."""
+    out = []
+    for v, off in (("yoco", 0.0), ("yocou", -0.05)):
+        d = tmp_path / "runs" / v
+        d.mkdir(parents=True, exist_ok=True)
+        lines = [json.dumps(r) for r in _metrics_rows(offset=off)] if v == "yoco" or yocou_lines is None \
+            else yocou_lines
+        (d / "metrics.jsonl").write_text("".join(ln + "\n" for ln in lines))
+        out.append(str(d))
+    return out
+
+
+def _fig2(tmp_path: Path, runs: list[str]) -> int:
+    from yocou.render import fig2
+
+    return fig2.main(["--runs", *runs, "--out", str(tmp_path / "fig2"), "--data", str(tmp_path / "fig2_data"),
+                      "--summary", str(tmp_path / "fig2_summary")])
+
+
+def _ppl(path: Path, ppl: float = 40.0) -> Path:
+    split = {"ppl": ppl, "nll": math.log(40.0), "n_tokens": 1000, "n_docs": 1, "seq_len": 64,
+             "max_tokens_per_doc": 1024, "dtype": "fp32", "docs": [{"id": "book/0", "n_tokens": 1000, "nll": 3.7}]}
+    path.write_text(json.dumps({"model": "m.pt", "splits": {"heldout_book": split,
+                                                            "heldout_code": {**split, "ppl": 40.0}},
+                                "provenance": {}}, indent=2))
+    return path
+
+
+def _heldout_ppl(tmp_path: Path, ppl: Path) -> int:
+    from yocou.render import heldout_ppl
+
+    sm = tmp_path / "summary.json"
+    sm.write_text(json.dumps({"name": "yocou", "steps": 10, "tokens": 640, "train_flops": 6.4e8, "params": 1000,
+                              "active_params_per_token": 900, "train_flops_per_token": 1e6}))
+    return heldout_ppl.main(["--ppl", str(ppl), "--summaries", str(sm), "--out", str(tmp_path / "ppl_table")])
+
+
+def test_valid_files_render(tmp_path: Path) -> None:
+    """The fixtures the other tests corrupt are valid as written."""
+    assert _fig7(tmp_path, _profile(tmp_path / "profile.json")) == 0
+    assert _fig2(tmp_path, _runs(tmp_path)) == 0
+    assert _heldout_ppl(tmp_path, _ppl(tmp_path / "yocou.json")) == 0
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("prefill_tokens_per_s", float("nan"), "prefill_tokens_per_s must be finite, got nan"),
+    ("decode_tokens_per_s", -8000.0, "decode_tokens_per_s must be > 0, got -8000.0"),
+    ("kv_bytes_measured", -1, "kv_bytes_measured must be > 0, got -1"),
+])
+def test_fig7_rejects_a_corrupt_throughput_naming_file_and_row(tmp_path: Path, field: str, value: float,
+                                                                expected: str) -> None:
+    """NaN or negative throughput used to vanish from the log-scale panels without a word."""
+    prof = _profile(tmp_path / "profile.json", **{field: value})
+    with pytest.raises(ValueError) as e:
+        _fig7(tmp_path, prof)
+    assert str(e.value) == f"{prof}: rows[2]: {expected}"
+    assert not (tmp_path / "fig7.png").exists()
+
+
+def test_fig7_rejects_a_duplicated_profile_row(tmp_path: Path) -> None:
+    prof = _profile(tmp_path / "profile.json", variant="yoco")  # rows[2] becomes a second (yoco, 1024)
+    with pytest.raises(ValueError, match=r"profile\.json: rows\[2\]: variant 'yoco' at seq_len 1024 repeats "
+                                         r"rows\[0\]"):
+        _fig7(tmp_path, prof)
+
+
+@pytest.mark.parametrize("case", ["nan_loss", "duplicated_rows", "empty"])
+def test_fig2_rejects_a_corrupt_training_log_naming_file_and_line(tmp_path: Path, case: str) -> None:
+    """A NaN loss went through, duplicated rows changed the Figure 2 summary silently, an empty log gave
+    "['step', ...] not in index"."""
+    rows = [json.dumps(r) for r in _metrics_rows(offset=-0.05)]
+    if case == "nan_loss":
+        rows[4] = rows[4].replace('"loss": ' + json.dumps(_metrics_rows(offset=-0.05)[4]["loss"]), '"loss": NaN')
+        expected = "line 5: loss must be finite, got nan"
+    elif case == "duplicated_rows":
+        rows = rows[:8] + rows[5:]  # rows of steps 6..8 logged twice, as a botched resume would
+        expected = "line 9: step 6 does not follow step 8 of line 8; expected strictly increasing steps"
+    else:
+        rows = []
+        expected = "no rows; expected one JSON object per logged step"
+    runs = _runs(tmp_path, rows)
+    path = Path(runs[1]) / "metrics.jsonl"
+    with pytest.raises(ValueError) as e:
+        _fig2(tmp_path, runs)
+    assert str(e.value).startswith(f"{path}: {expected}"), str(e.value)
+    assert not (tmp_path / "fig2_summary.csv").exists()
+
+
+def test_fig2_empty_log_is_one_line_user_error(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from yocou.render import fig2
+
+    monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
+    runs = _runs(tmp_path, [])
+    rc = run_main(fig2.main, ["--runs", *runs, "--out", str(tmp_path / "f"), "--data", str(tmp_path / "d")],
+                  prog="python -m yocou.render.fig2")
+    err = capsys.readouterr().err
+    assert rc == EXIT_USER_ERROR and err.count("\n") == 1
+    assert err.startswith(f"python -m yocou.render.fig2: error: {Path(runs[1]) / 'metrics.jsonl'}: no rows"), err
+
+
+def test_heldout_ppl_rejects_a_negative_perplexity(tmp_path: Path) -> None:
+    ppl = _ppl(tmp_path / "yocou.json", ppl=-40.0)
+    with pytest.raises(ValueError) as e:
+        _heldout_ppl(tmp_path, ppl)
+    assert str(e.value) == f"{ppl}: splits.heldout_book: ppl must be > 0, got -40.0"
+    assert not (tmp_path / "ppl_table.csv").exists()
+
+
+@pytest.mark.parametrize("kind", ["profile", "metrics", "ppl"])
+def test_a_truncated_result_file_names_the_file(tmp_path: Path, kind: str) -> None:
+    """A truncated file gave "Expecting ',' delimiter" naming no file."""
+    if kind == "profile":
+        path = _profile(tmp_path / "profile.json")
+        run = lambda: _fig7(tmp_path, path)  # noqa: E731
+    elif kind == "metrics":
+        runs = _runs(tmp_path)
+        path = Path(runs[1]) / "metrics.jsonl"
+        run = lambda: _fig2(tmp_path, runs)  # noqa: E731
+    else:
+        path = _ppl(tmp_path / "yocou.json")
+        run = lambda: _heldout_ppl(tmp_path, path)  # noqa: E731
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])  # cut inside a row
+    with pytest.raises(ValueError, match=rf"^{path}: line \d+ column \d+: not valid JSON \(") as e:
+        run()
+    assert "\n" not in str(e.value)
+
+
+def test_readers_accept_what_the_writers_write(tmp_path: Path) -> None:
+    from yocou.readers import ResultFileError, read_metrics, read_ppl, read_profile
+
+    assert issubclass(ResultFileError, ValueError)
+    assert len(read_metrics(Path(_runs(tmp_path)[0]) / "metrics.jsonl")) == 12
+    rows, prov = read_profile(_profile(tmp_path / "profile.json"))
+    assert len(rows) == 4 and prov["device"]["cpu_model"] == "test"
+    assert read_ppl(_ppl(tmp_path / "p.json"))["splits"]["heldout_book"]["ppl"] == 40.0
+
+
+def test_readers_accept_real_training_and_ppl_outputs(tmp_path: Path, token_dir: Path) -> None:
+    """What train() and `yocou ppl` write passes the readers, and Figure 2 and the ppl table render from it."""
+    from yocou.cli import main as cli
+    from yocou.config import preset
+    from yocou.readers import read_metrics, read_ppl, read_summary
+    from yocou.train import TrainConfig, train
+
+    run = tmp_path / "runs" / "yocou"
+    train(preset("yocou-smoke", vocab_size=304), TrainConfig(steps=3, batch_size=2, seq_len=8, log_every=1),
+          token_dir / "train.bin", run, progress=False)
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3]
+    read_summary(run / "summary.json", require=("params", "active_params_per_token", "train_flops_per_token"))
+    ppl = tmp_path / "yocou.json"
+    assert cli(["ppl", "--model", str(run / "model.pt"), "--data", str(token_dir), "--seq-len", "8",
+                "--max-tokens", "64", "--out", str(ppl)]) == 0
+    assert read_ppl(ppl)["splits"]["heldout_book"]["ppl"] > 1
+    from yocou.render import fig2, heldout_ppl
+
+    assert fig2.main(["--runs", str(run), "--out", str(tmp_path / "fig2"), "--data", str(tmp_path / "d")]) == 0
+    assert heldout_ppl.main(["--ppl", str(ppl), "--summaries", str(run / "summary.json"),
+                             "--out", str(tmp_path / "t")]) == 0
+
+
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny"
+
+
+@pytest.mark.parametrize("src, reader, corrupt, expected", [
+    ("longppl/yocou.json", "read_longppl", lambda d: d["splits"]["book"]["curves"][1].update(cum_ppl=-1.0),
+     "splits.book.curves[1]: cum_ppl must be > 0, got -1.0"),
+    ("longppl/yocou.json", "read_longppl", lambda d: d["splits"]["code"]["curves"].append(
+        d["splits"]["code"]["curves"][0]), "splits.code.curves[6]: length 128 does not follow 4096"),
+    ("angular/yocou.json", "read_angular", lambda d: d["all"]["distance"].__setitem__(2, float("nan")),
+     "all.distance[2]: distance must be finite, got nan"),
+    ("angular/yocou.json", "read_angular", lambda d: d["splits"]["book"]["distance"].pop(),
+     "splits.book.distance: expected one distance per application"),
+    ("niah/yocou.json", "read_niah", lambda d: d["cells"][3].update(acc=1.5), "cells[3]: acc must be <= 1, got 1.5"),
+    ("kv_measure.json", "read_kv_measure", lambda d: d["rows"][0].update(measured_bytes=-4),
+     "rows[0]: measured_bytes must be > 0, got -4"),
+])
+def test_long_context_angular_niah_and_kv_readers_name_file_and_row(tmp_path: Path, src: str, reader: str,
+                                                                    corrupt, expected: str) -> None:
+    import yocou.readers as R
+
+    d = json.loads((RESULTS / src).read_text())
+    getattr(R, reader)(RESULTS / src)  # the committed result is valid
+    corrupt(d)
+    path = tmp_path / Path(src).name
+    path.write_text(json.dumps(d))
+    with pytest.raises(R.ResultFileError) as e:
+        getattr(R, reader)(path)
+    assert str(e.value).startswith(f"{path}: {expected}"), str(e.value)
