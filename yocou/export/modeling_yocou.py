@@ -21,9 +21,10 @@ A cross stage first makes ``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V`` fro
 every loop with ``kv_per_loop``); each cross block attends with its own queries over that K̂V̂.
 
 No KV cache: every call runs the full forward over all the tokens it is given, and ``generate`` recomputes
-the whole prefix at each step (``use_cache=False``; the config and generation config say so). That costs
-O(N) forwards per generated token, fine for evaluation; yocou's own ``yocou.generate`` has the cache with
-YOCO's early-exit prefill.
+the whole prefix at each step: it always runs with ``use_cache=False`` (the config and generation config say
+so, and :meth:`YocouForCausalLM.generate` overrides a ``use_cache=True`` such as lm-eval's ``hf`` model
+passes). Each new token costs a forward over the whole prefix, fine for evaluation; yocou's own
+``yocou.generate`` has the cache with YOCO's early-exit prefill.
 
 Padding: with ``attention_mask`` (1 = token, 0 = padding) padded keys are never attended and positions
 count real tokens only (``cumsum(mask) - 1``), so left or right padding gives each real token the logits
@@ -320,20 +321,22 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                logits_to_keep: int = 0, use_cache: bool | None = None, past_key_values: object = None,
-                return_dict: bool | None = None, **kwargs: object) -> CausalLMOutputWithPast:
+                logits_to_keep: int = 0, use_cache: bool | None = None, cache: object = None,
+                past_key_values: object = None, return_dict: bool | None = None,
+                **kwargs: object) -> CausalLMOutputWithPast:
         """Logits ``[B, N, V]`` (the last ``logits_to_keep`` positions when > 0) and, with ``labels``
-        ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored).
+        ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored). No cache is
+        returned, whatever ``use_cache`` says.
 
         Args:
             input_ids: token ids ``[B, N]``; the whole sequence, from position 0, at every call.
             attention_mask, position_ids: as :meth:`YocouModel.forward`.
 
         Raises:
-            ValueError: ``use_cache=True`` or ``past_key_values`` given (this model has no KV cache).
+            ValueError: a KV cache is passed (``cache`` or ``past_key_values``): this model has none.
         """
-        if use_cache or past_key_values is not None:
-            raise ValueError("YocouForCausalLM has no KV cache: call it (and generate) with use_cache=False")
+        if cache is not None or past_key_values is not None:
+            raise ValueError("YocouForCausalLM has no KV cache: pass the whole sequence, without a cache")
         h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
@@ -343,3 +346,8 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
                                    labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100)
         return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+    def generate(self, *args: object, **kwargs: object) -> torch.Tensor:
+        """``GenerationMixin.generate`` with ``use_cache=False`` forced: each step reruns the whole prefix."""
+        kwargs["use_cache"] = False
+        return super().generate(*args, **kwargs)
