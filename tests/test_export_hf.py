@@ -303,10 +303,13 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]
     return rc, cap.out, cap.err
 
 
-def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
     """``yocou export-hf`` writes the folder and prints what it wrote; bad input fails with status 2 and one
     line naming the argument or file: a missing RUN_DIR, no model.pt, a non-empty OUT_DIR without
-    --overwrite (with it, the folder is replaced), no tokenizer, a run_config.json of another model."""
+    --overwrite (with it, the folder is replaced), no tokenizer, a run_config.json of another model, a
+    checkpoint whose weights do not fit its config."""
+    monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
     model, run_dir, _ = runs["yoco"]
     out = tmp_path / "out"
     rc, stdout, _ = _cli(["export-hf", str(run_dir), str(out)], capsys)
@@ -346,7 +349,13 @@ def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture
     fails(["export-hf", str(lone), str(tmp_path / "o4"), "--tokenizer", str(runs["yoco"][1].parents[1] /
                                                                              "tokenizer.json")],
           "run_config.json", "differs")
-    assert not (tmp_path / "o3").exists() and not (tmp_path / "o4").exists()
+    mixed = tmp_path / "runs" / "mixed"  # weights of one model under the config of another
+    mixed.mkdir(parents=True)
+    shutil.copyfile(runs["yoco"][1].parents[1] / "tokenizer.json", mixed / "tokenizer.json")
+    _save_model(mixed / "model.pt", runs["transformer"][0].state_dict(), model.cfg,
+                TrainConfig(steps=1, batch_size=1, seq_len=8), 1, {})
+    fails(["export-hf", str(mixed), str(tmp_path / "o5")], "model.pt", "do not fit")
+    assert not any((tmp_path / o).exists() for o in ("o3", "o4", "o5"))
 
 
 def test_export_names_cl100k_base(tmp_path: Path) -> None:

@@ -2,7 +2,7 @@
 
 What :func:`export_hf` writes into ``OUT_DIR``:
 
-- ``model.safetensors``: the weights, in the checkpoint's dtype.
+- ``model.safetensors``: the weights, in the checkpoint's dtype (fp32 for a run of ``yocou train``).
 - ``config.json`` and ``generation_config.json``. The plain Transformer becomes a native
   ``LlamaForCausalLM`` (``model_type: llama``, fused matrices split as :mod:`yocou.hf` does); every other
   variant a ``YocouForCausalLM`` whose code ships in the folder (``configuration_yocou.py``,
@@ -99,10 +99,8 @@ def _tokenizer_files(spec: str | os.PathLike, max_len: int) -> tuple[dict[str, b
     ref = _named_ref(path) if path.is_file() else None
     record: dict[str, Any] = {**tokenizer_fingerprint(ref or spec), "vocab_size": tok.vocab_size,
                               "eos_id": tok.eos_id}
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:  # pragma: no cover - tokenizers is a dependency
-        Tokenizer = ()  # type: ignore[assignment,misc]
+    from tokenizers import Tokenizer
+
     if isinstance(tok.backend, Tokenizer):
         # the trained file byte for byte; a named tokenizers BPE (gpt2-offline) serialised
         data = path.read_bytes() if path.is_file() and ref is None else tok.backend.to_str(pretty=True).encode()
@@ -182,11 +180,13 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         raise ValueError(f"tokenizer {tok_spec} has {tok_record['vocab_size']} ids but the model's vocab_size is "
                          f"{cfg.vocab_size}: not the run's tokenizer (pass --tokenizer)")
 
-    model = LM(cfg)
+    with torch.device("meta"):  # no random init: the checkpoint's tensors become the parameters (assign)
+        model = LM(cfg)
     try:
-        model.load_state_dict(ck["model"])
+        model.load_state_dict(ck["model"], assign=True)
     except RuntimeError as e:
-        raise ValueError(f"{ckpt}: its weights do not fit its model config ({str(e).splitlines()[0][:200]})") from None
+        why = "; ".join(line.strip() for line in str(e).splitlines()[1:3])[:300]
+        raise ValueError(f"{ckpt}: its weights do not fit its model config ({why})") from None
     step = ck.get("step")
     del ck
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
