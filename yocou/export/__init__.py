@@ -1,0 +1,10 @@
+"""Export a trained run as a Hugging Face folder (``yocou export-hf``, :func:`export_hf`).
+
+``configuration_yocou.py`` and ``modeling_yocou.py`` in this package are the ``trust_remote_code`` classes
+that the export copies into the folder; they import only torch and transformers (never yocou), and importing
+``yocou.export`` does not import them.
+"""
+
+from .folder import REMOTE_CODE_FILES, export_hf, find_tokenizer
+
+__all__ = ["REMOTE_CODE_FILES", "export_hf", "find_tokenizer"]

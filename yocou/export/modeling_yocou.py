@@ -1,0 +1,353 @@
+"""A yocou language model for Hugging Face transformers (``trust_remote_code``), self-contained.
+
+Copied, unchanged, into every folder that ``yocou export-hf`` writes for a variant other than the plain
+Transformer (YOCO, YOCO-U, RINS, Loop, Upper Loop with or without shared KV, their MoE forms). It imports
+only torch, transformers and the ``configuration_yocou.py`` beside it, so the folder loads without the yocou
+package::
+
+    model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+
+It re-implements yocou's full forward pass (``yocou.model.LM`` without a cache) and reads yocou's weights
+under the same names, behind a ``model.`` prefix (``model.stages.0.1.wqkv.weight``, ``lm_head.weight``).
+
+Shape legend: B batch, N sequence length, D hidden size, H query heads, G key/value heads, Dh head dim,
+V vocabulary, T tokens (B·N), E experts, k experts per token.
+
+Architecture (yocou's SPEC.md section 2 and the YOCO paper, Sec. 2.2): pre-norm residual blocks
+``h = x + Attn(RMSNorm(x))``, ``out = h + FFN(RMSNorm(h))``, no biases, RoPE (half-split layout, as Llama)
+on self-attention, grouped-query attention, SwiGLU (or routed MoE) FFN, final RMSNorm, untied LM head.
+The stages of the config run in order; a stage's blocks run ``n_loops`` times in a row with shared weights.
+A cross stage first makes ``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V`` from its input X (once, or at
+every loop with ``kv_per_loop``); each cross block attends with its own queries over that K̂V̂.
+
+No KV cache: every call runs the full forward over all the tokens it is given, and ``generate`` recomputes
+the whole prefix at each step: it always runs with ``use_cache=False`` (the config and generation config say
+so, and :meth:`YocouForCausalLM.generate` overrides a ``use_cache=True`` such as lm-eval's ``hf`` model
+passes). Each new token costs a forward over the whole prefix, fine for evaluation; yocou's own
+``yocou.generate`` has the cache with YOCO's early-exit prefill.
+
+Padding: with ``attention_mask`` (1 = token, 0 = padding) padded keys are never attended and positions
+count real tokens only (``cumsum(mask) - 1``), so left or right padding gives each real token the logits
+it has unpadded. Padding must sit at the ends of a row (left or right), not between tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+from .configuration_yocou import YocouConfig
+
+__all__ = ["YocouConfig", "YocouForCausalLM", "YocouModel", "YocouPreTrainedModel"]
+
+
+class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x²) + eps) · weight``, normalised in fp32; ``[..., D] -> [..., D]``."""
+
+    def __init__(self, d: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def rope_cos_sin(pos_BN: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE tables ``[B, 1, N, Dh]`` for positions ``pos_BN``: angle ``pos · theta^(-2i/Dh)``, halves repeated."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=pos_BN.device, dtype=torch.float32) / head_dim))
+    ang_BNF = pos_BN.float()[..., None] * inv_freq
+    emb = torch.cat([ang_BNF, ang_BNF], dim=-1)[:, None]
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def apply_rope(x_BHND: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x`` by position: ``x·cos + rotate_half(x)·sin``, with ``rotate_half([a, b]) = [-b, a]``."""
+    h = x_BHND.shape[-1] // 2
+    return x_BHND * cos + torch.cat([-x_BHND[..., h:], x_BHND[..., :h]], dim=-1) * sin
+
+
+def attend(q_BHND: torch.Tensor, k_BGND: torch.Tensor, v_BGND: torch.Tensor, allowed_BNN: torch.Tensor
+           ) -> torch.Tensor:
+    """Softmax attention where ``allowed_BNN[b, i, j]`` (bool) says query i may see key j; ``-> [B, H, N, Dh]``.
+
+    Query head h reads key/value head ``h // (H / G)`` (grouped-query attention).
+    """
+    rep = q_BHND.shape[1] // k_BGND.shape[1]
+    k = k_BGND.repeat_interleave(rep, dim=1)
+    v = v_BGND.repeat_interleave(rep, dim=1)
+    return F.scaled_dot_product_attention(q_BHND, k, v, attn_mask=allowed_BNN[:, None])
+
+
+def visibility(n: int, key_ok_BN: torch.Tensor, window: int | None) -> torch.Tensor:
+    """``[B, N, N]`` bool: query i sees key j iff ``j <= i``, key j is a real token and, with a sliding
+    window W, ``i - j < W`` (W keys including its own). A padded query sees itself only (its output is unused;
+    this keeps its softmax finite)."""
+    i = torch.arange(n, device=key_ok_BN.device)
+    diff = i[:, None] - i[None, :]
+    ok_NN = diff >= 0
+    if window is not None:
+        ok_NN = ok_NN & (diff < window)
+    return (ok_NN[None] & key_ok_BN[:, None, :]) | torch.eye(n, dtype=torch.bool, device=key_ok_BN.device)[None]
+
+
+class SwiGLU(nn.Module):
+    """``w2(silu(x W1) * x W3)``, ``[..., D] -> [..., D]``; ``w13`` holds W1 (gate) and W3 (up) stacked
+    as rows ``[W1; W3]`` (yocou's fused layout)."""
+
+    def __init__(self, d_model: int, d_ff: int) -> None:
+        super().__init__()
+        self.w13 = nn.Linear(d_model, 2 * d_ff, bias=False)
+        self.w2 = nn.Linear(d_ff, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+class MoE(nn.Module):
+    """Routed SwiGLU experts plus an optional shared expert; ``[B, N, D] -> [B, N, D]``.
+
+    Router: softmax over E experts in fp32, the top k kept and their weights renormalised to sum to 1; a
+    token's output is the weighted sum of its k experts' outputs plus the shared expert's.
+    """
+
+    def __init__(self, config: YocouConfig) -> None:
+        super().__init__()
+        self.top_k = config.num_experts_per_tok
+        self.router = nn.Linear(config.hidden_size, config.num_experts, bias=False)
+        self.experts = nn.ModuleList(SwiGLU(config.hidden_size, config.expert_intermediate_size)
+                                     for _ in range(config.num_experts))
+        d_shared = config.shared_expert_intermediate_size
+        self.shared = SwiGLU(config.hidden_size, d_shared) if d_shared else None
+
+    def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
+        B, N, D = x_BND.shape
+        x_TD = x_BND.reshape(-1, D)
+        probs_TE = torch.softmax(self.router(x_TD).float(), dim=-1)
+        w_Tk, idx_Tk = probs_TE.topk(self.top_k, dim=-1)
+        w_Tk = w_Tk / w_Tk.sum(-1, keepdim=True)
+        out_TD = torch.zeros_like(x_TD)
+        token_Tk = torch.arange(x_TD.shape[0], device=x_TD.device)[:, None].expand_as(idx_Tk)
+        for e, expert in enumerate(self.experts):
+            chosen = idx_Tk == e
+            if not chosen.any():
+                continue
+            t = token_Tk[chosen]
+            out_TD.index_add_(0, t, expert(x_TD[t]) * w_Tk[chosen][:, None].to(x_TD.dtype))
+        if self.shared is not None:
+            out_TD = out_TD + self.shared(x_TD)
+        return out_TD.reshape(B, N, D)
+
+
+def make_ffn(config: YocouConfig) -> nn.Module:
+    """The FFN of a block: MoE when ``num_experts > 0``, else a dense SwiGLU of ``intermediate_size``."""
+    return MoE(config) if config.num_experts else SwiGLU(config.hidden_size, config.intermediate_size)
+
+
+class SelfLayer(nn.Module):
+    """Self-attention block (global or sliding-window) with RoPE; ``[B, N, D] -> [B, N, D]``.
+
+    ``wqkv`` holds W_Q, W_K, W_V stacked as rows ``[W_Q; W_K; W_V]`` (yocou's fused layout).
+    """
+
+    def __init__(self, config: YocouConfig, window: int | None) -> None:
+        super().__init__()
+        H, G, Dh, D = (config.num_attention_heads, config.num_key_value_heads, config.head_dim,
+                       config.hidden_size)
+        self.window = window
+        self.n_heads, self.n_kv_heads, self.head_dim = H, G, Dh
+        self.attn_norm = RMSNorm(D, config.rms_norm_eps)
+        self.wqkv = nn.Linear(D, (H + 2 * G) * Dh, bias=False)
+        self.wo = nn.Linear(H * Dh, D, bias=False)
+        self.ffn_norm = RMSNorm(D, config.rms_norm_eps)
+        self.ffn = make_ffn(config)
+
+    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], key_ok_BN: torch.Tensor
+                ) -> torch.Tensor:
+        B, N, _ = x_BND.shape
+        H, G, Dh = self.n_heads, self.n_kv_heads, self.head_dim
+        q, k, v = self.wqkv(self.attn_norm(x_BND)).split([H * Dh, G * Dh, G * Dh], dim=-1)
+        q = apply_rope(q.view(B, N, H, Dh).transpose(1, 2), *rope)
+        k = apply_rope(k.view(B, N, G, Dh).transpose(1, 2), *rope)
+        v = v.view(B, N, G, Dh).transpose(1, 2)
+        o = attend(q, k, v, visibility(N, key_ok_BN, self.window))
+        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
+        return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+
+class SharedKV(nn.Module):
+    """YOCO's K̂V̂ maker: ``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V``; ``[B, N, D] -> 2 × [B, G, N, Dh]``.
+
+    ``wkv`` holds W_K and W_V stacked as rows ``[W_K; W_V]``. K̂ gets RoPE only when ``rope`` is given
+    (``cross_rope``).
+    """
+
+    def __init__(self, config: YocouConfig) -> None:
+        super().__init__()
+        self.n_kv_heads, self.head_dim = config.num_key_value_heads, config.head_dim
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.wkv = nn.Linear(config.hidden_size, 2 * self.n_kv_heads * self.head_dim, bias=False)
+
+    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        B, N, _ = x_BND.shape
+        k, v = self.wkv(self.norm(x_BND)).chunk(2, dim=-1)
+        k = k.view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(B, N, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        return (apply_rope(k, *rope) if rope is not None else k), v
+
+
+class CrossLayer(nn.Module):
+    """Cross-decoder block: its own queries attend causally over the shared K̂V̂; ``[B, N, D] -> [B, N, D]``."""
+
+    def __init__(self, config: YocouConfig) -> None:
+        super().__init__()
+        self.n_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        D = config.hidden_size
+        self.attn_norm = RMSNorm(D, config.rms_norm_eps)
+        self.wq = nn.Linear(D, self.n_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(self.n_heads * self.head_dim, D, bias=False)
+        self.ffn_norm = RMSNorm(D, config.rms_norm_eps)
+        self.ffn = make_ffn(config)
+
+    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                kv: tuple[torch.Tensor, torch.Tensor], key_ok_BN: torch.Tensor) -> torch.Tensor:
+        B, N, _ = x_BND.shape
+        q = self.wq(self.attn_norm(x_BND)).view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            q = apply_rope(q, *rope)
+        o = attend(q, kv[0], kv[1], visibility(N, key_ok_BN, None))
+        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
+        return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+
+class YocouPreTrainedModel(PreTrainedModel):
+    """Weights init and config class shared by the yocou models."""
+
+    config_class = YocouConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["SelfLayer", "CrossLayer"]
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Normal(0, ``initializer_range``) matrices, unit norms (only weights missing from a checkpoint)."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            module.weight.normal_(0.0, self.config.initializer_range)
+        elif isinstance(module, RMSNorm):
+            module.weight.fill_(1.0)
+
+
+class YocouModel(YocouPreTrainedModel):
+    """Embedding, the stages, the final RMSNorm: token ids ``[B, N]`` -> hidden states ``[B, N, D]``."""
+
+    def __init__(self, config: YocouConfig) -> None:
+        super().__init__(config)
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.stages = nn.ModuleList()
+        self.kv_makers = nn.ModuleDict()
+        for si, st in enumerate(config.stages):
+            if st["kind"] == "self":
+                self.stages.append(nn.ModuleList(SelfLayer(config, st["window"]) for _ in range(st["n_layers"])))
+            else:
+                self.stages.append(nn.ModuleList(CrossLayer(config) for _ in range(st["n_layers"])))
+                self.kv_makers[str(si)] = SharedKV(config)
+        self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Final-norm hidden states ``[B, N, D]`` of ``input_ids`` ``[B, N]``.
+
+        ``attention_mask`` ``[B, N]`` (1 token, 0 padding; default all ones); ``position_ids`` ``[B, N]``
+        (default: ``cumsum(attention_mask) - 1``, i.e. 0..N-1 without padding).
+        """
+        B, N = input_ids.shape
+        if attention_mask is None:
+            key_ok_BN = torch.ones(B, N, dtype=torch.bool, device=input_ids.device)
+        else:
+            key_ok_BN = attention_mask.to(input_ids.device).bool()
+        if position_ids is None:
+            position_ids = (key_ok_BN.long().cumsum(-1) - 1).clamp(min=0)
+        x = self.embed(input_ids)
+        cfg = self.config
+        rope = rope_cos_sin(position_ids.to(input_ids.device), cfg.head_dim, cfg.rope_theta, x.dtype)
+        cross_rope = rope if cfg.cross_rope else None
+        for si, st in enumerate(cfg.stages):
+            kv = None
+            for t in range(st["n_loops"]):
+                if st["kind"] == "cross" and (t == 0 or st["kv_per_loop"]):
+                    kv = self.kv_makers[str(si)](x, cross_rope)
+                for layer in self.stages[si]:
+                    x = layer(x, rope, key_ok_BN) if st["kind"] == "self" else layer(x, cross_rope, kv, key_ok_BN)
+        return self.norm(x)
+
+
+class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
+    """:class:`YocouModel` with the (untied) LM head: ``[B, N]`` ids -> ``[B, N, V]`` logits.
+
+    ``generate`` works without a KV cache: each step reruns the full prefix (module docstring).
+    """
+
+    def __init__(self, config: YocouConfig) -> None:
+        super().__init__(config)
+        self.model = YocouModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.embed
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.embed = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                logits_to_keep: int = 0, use_cache: bool | None = None, cache: object = None,
+                past_key_values: object = None, return_dict: bool | None = None,
+                **kwargs: object) -> CausalLMOutputWithPast:
+        """Logits ``[B, N, V]`` (the last ``logits_to_keep`` positions when > 0) and, with ``labels``
+        ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored). No cache is
+        returned, whatever ``use_cache`` says.
+
+        Args:
+            input_ids: token ids ``[B, N]``; the whole sequence, from position 0, at every call.
+            attention_mask, position_ids: as :meth:`YocouModel.forward`.
+
+        Raises:
+            ValueError: a KV cache is passed (``cache`` or ``past_key_values``): this model has none.
+        """
+        if cache is not None or past_key_values is not None:
+            raise ValueError("YocouForCausalLM has no KV cache: pass the whole sequence, without a cache")
+        h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        if logits_to_keep:
+            h = h[:, -logits_to_keep:]
+        logits = self.lm_head(h)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                                   labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100)
+        return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+    def generate(self, *args: object, **kwargs: object) -> torch.Tensor:
+        """``GenerationMixin.generate`` with ``use_cache=False`` forced: each step reruns the whole prefix."""
+        kwargs["use_cache"] = False
+        return super().generate(*args, **kwargs)
