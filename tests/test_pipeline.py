@@ -116,6 +116,23 @@ def test_schema_lists_every_train_field() -> None:
     assert sorted(schema["$defs"]["train_fields"]["properties"]) == sorted(f.name for f in fields(TrainConfig))
 
 
+def test_train_tensorboard_is_off_by_default_and_reaches_every_run() -> None:
+    """train.tensorboard is off unless set; set, it reaches every run, also those with a train: section of their
+    own (paper.yaml's size ladder sets lr there), which a schema default would fill with false."""
+    from yocou.wfconfig import resolve_config
+
+    smoke = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
+    resolve_config(smoke)
+    assert resolve_run(smoke, "yocou", vocab_size=smoke["data"]["vocab_size"])["train"]["tensorboard"] is False
+    paper = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
+    paper["train"]["tensorboard"] = True
+    resolve_config(paper)
+    own = [v for v, spec in paper["variants"].items() if "train" in spec]
+    assert own and all("tensorboard" not in paper["variants"][v]["train"] for v in own)
+    for v in paper["variants"]:
+        assert resolve_run(paper, v, vocab_size=paper["data"]["vocab_size"])["train"]["tensorboard"] is True, v
+
+
 @pytest.mark.parametrize("where", ["train", "variant"])
 def test_train_key_typo_fails_at_planning_naming_it(tmp_path: Path, where: str) -> None:
     """`stepz:` under train: or under variants.yocou.train: stops `snakemake -n`, naming the key; resolving

@@ -195,3 +195,93 @@ def test_corrupt_checkpoints_fail_naming_the_file(tmp_path: Path, token_dir: Pat
                          timeout=120, cwd=Path(__file__).parents[1])
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
     assert "model.pt" in res.stderr.strip().splitlines()[-1]
+
+
+def _tb_scalars(run: Path) -> dict[str, list]:
+    """Every scalar of the run folder's TensorBoard event files, by tag, read back with TensorBoard's reader."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})  # 0: keep every event
+    acc.Reload()
+    return {tag: acc.Scalars(tag) for tag in acc.Tags()["scalars"]}
+
+
+def test_tensorboard_events_equal_the_metrics_rows(tmp_path: Path, token_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """train.tensorboard: true writes loss, lr, grad norm and tokens/s of every metrics.jsonl row (same step and
+    wall time; values as TensorBoard stores them, float32) to event files beside metrics.jsonl; off (the
+    default) writes none. A run resumed from its checkpoint with tensorboard switched on (it changes no result)
+    replaces older event files and holds each row exactly once: the rows kept at the checkpoint, then the new."""
+    import numpy as np
+
+    import yocou.train as T
+
+    base = dict(seed=2, steps=6, batch_size=2, seq_len=16, dtype="fp32", log_every=2, ckpt_every=2)
+    assert TrainConfig(**base).tensorboard is False
+    ckpts: dict[int, bytes] = {}
+    real_save = T._save_ckpt
+
+    def keep(path, model, opt, step, *a):  # the resume state at each checkpoint (a finished run deletes it)
+        real_save(path, model, opt, step, *a)
+        ckpts[step] = path.read_bytes()
+
+    monkeypatch.setattr(T, "_save_ckpt", keep)
+    off = tmp_path / "off"
+    train(MODEL, TrainConfig(**base), token_dir / "train.bin", off, progress=False)
+    assert not list(off.glob("events.out.tfevents.*"))
+    assert sorted(ckpts) == [2, 4]
+    ck4 = ckpts[4]  # written with tensorboard off
+
+    def check(run: Path) -> list[dict]:
+        rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+        assert [r["step"] for r in rows] == [2, 4, 6]
+        assert len(list(run.glob("events.out.tfevents.*"))) == 1
+        scalars = _tb_scalars(run)
+        assert sorted(scalars) == sorted(f"train/{k}" for k in T.TB_SCALARS)
+        for key in T.TB_SCALARS:
+            events = scalars[f"train/{key}"]
+            assert [e.step for e in events] == [r["step"] for r in rows], key
+            assert [e.value for e in events] == [float(np.float32(r[key])) for r in rows], key
+            assert [e.wall_time for e in events] == pytest.approx([r["wall_time"] for r in rows], abs=1e-6), key
+        return rows
+
+    on = tmp_path / "on"
+    train(MODEL, TrainConfig(**base, tensorboard=True), token_dir / "train.bin", on, progress=False)
+    rows = check(on)
+    assert [r["loss"] for r in rows] == _losses(off)  # logging changes nothing
+
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    (resumed / "ckpt.pt").write_bytes(ck4)  # as if the run "off" had been interrupted after step 4
+    stale = resumed / "events.out.tfevents.0.stale"  # an earlier attempt's events: replaced, not appended to
+    stale.write_bytes(b"")
+    train(MODEL, TrainConfig(**base, tensorboard=True), token_dir / "train.bin", resumed, progress=False)
+    assert not stale.exists()
+    check_rows = check(resumed)
+    assert [r["loss"] for r in check_rows] == _losses(off)
+    off_rows = [json.loads(l) for l in (off / "metrics.jsonl").read_text().splitlines()]
+    assert check_rows[:2] == off_rows[:2]  # the checkpoint's rows (with their wall times), replayed into the events
+
+
+def test_tensorboard_missing_is_one_line_naming_the_key(tmp_path: Path, token_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    """Without the tensorboard package, train.tensorboard: true stops before training with one line naming
+    train.tensorboard (status 2 through the CLI); tensorboard off never imports it."""
+    from yocou import cli
+    from yocou.entry import run_main
+
+    for mod in ("tensorboard", "torch.utils.tensorboard"):
+        monkeypatch.setitem(sys.modules, mod, None)  # `import` raises ImportError
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"^train\.tensorboard is true but TensorBoard cannot be imported"):
+        train(MODEL, TrainConfig(steps=2, batch_size=2, seq_len=8, tensorboard=True), token_dir / "train.bin",
+              out, progress=False)
+    assert not out.exists()  # nothing was done
+    rc = _run_config(tmp_path, steps=2, tensorboard=True)
+    status = run_main(cli.main, ["train", "--run-config", str(rc), "--data", str(token_dir / "train.bin"),
+                                 "--out", str(out), "--no-progress"], prog="yocou")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "error: train.tensorboard is true" in err[0], err
+    train(MODEL, TrainConfig(steps=2, batch_size=2, seq_len=8), token_dir / "train.bin", out, progress=False)
+    assert (out / "model.pt").is_file() and not list(out.glob("events.out.tfevents.*"))

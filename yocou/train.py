@@ -11,7 +11,8 @@ uninterrupted one.
 Outputs in ``out_dir``: ``metrics.jsonl`` (one row per logged step: step, tokens,
 train_flops, loss, lr, tokens_per_s, ...), ``ckpt.pt`` (resume state, written
 atomically every ``ckpt_every`` steps), ``model.pt`` (final weights + config +
-provenance) and ``summary.json``.
+provenance) and ``summary.json``; with ``TrainConfig.tensorboard`` also TensorBoard event files
+(``events.out.tfevents.*``) holding the same rows.
 """
 
 from __future__ import annotations
@@ -64,6 +65,11 @@ class TrainConfig:
             full tensors, so a run resumes with any number of processes.
         activation_checkpointing: recompute each layer in the backward pass
             instead of storing its activations (less memory, about 1/3 more compute).
+        tensorboard: also write each ``metrics.jsonl`` row as TensorBoard scalars (``train/loss``,
+            ``train/lr``, ``train/grad_norm``, ``train/tokens_per_s`` against the step, with the row's wall
+            time) to event files in the run folder, beside ``metrics.jsonl`` (rank 0 only). Needs the optional
+            ``tensorboard`` package (``pip install -e ".[tensorboard]"``), imported only when this is on.
+            Changes no result: a run resumes across a change of it.
     """
 
     seed: int = 0
@@ -88,6 +94,7 @@ class TrainConfig:
     snapshot_steps: tuple[int, ...] = ()
     fsdp: bool = False
     activation_checkpointing: bool = False
+    tensorboard: bool = False
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -101,6 +108,48 @@ class TrainConfig:
         if self.batch_size % self.grad_accum:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) must be a multiple of grad_accum "
                              f"({self.grad_accum})")
+
+
+#: The metrics.jsonl keys written as TensorBoard scalars (tag ``train/<key>``); the trainer logs no held-out loss.
+TB_SCALARS = ("loss", "lr", "grad_norm", "tokens_per_s")
+#: TrainConfig fields that change no result: a checkpoint written with other values of them still resumes.
+_NO_RESULT_FIELDS = ("tensorboard",)
+
+
+class _TensorBoardLog:
+    """The metrics rows as TensorBoard scalars in ``out`` (:data:`TB_SCALARS`, step on the x axis).
+
+    Opening it removes the folder's old event files and writes ``rows`` again (the rows kept at a resumed run's
+    checkpoint), so the events always hold exactly the rows of ``metrics.jsonl``.
+    """
+
+    @staticmethod
+    def writer_class() -> type:
+        """``torch.utils.tensorboard.SummaryWriter``; ValueError naming ``train.tensorboard`` when TensorBoard
+        is not installed (a one-line error at the entry points)."""
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError as e:
+            raise ValueError(f"train.tensorboard is true but TensorBoard cannot be imported ({e}); install it "
+                             f"with pip install -e \".[tensorboard]\" or set train.tensorboard: false") from None
+        return SummaryWriter
+
+    def __init__(self, out: Path, rows: list[dict[str, Any]]) -> None:
+        SummaryWriter = self.writer_class()
+        for old in out.glob("events.out.tfevents.*"):
+            old.unlink()
+        self.writer = SummaryWriter(log_dir=str(out))
+        for row in rows:
+            self.add(row)
+
+    def add(self, row: Mapping[str, Any]) -> None:
+        for key in TB_SCALARS:
+            if key in row:
+                self.writer.add_scalar(f"train/{key}", row[key], global_step=row["step"], walltime=row["wall_time"])
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
 
 class NonFiniteLossError(FloatingPointError, ValueError):
@@ -188,6 +237,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     from .data.tokens import TokenStream
 
     rank, world, device = _init_distributed()
+    if tc.tensorboard and rank == 0:
+        _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stream = TokenStream(data_path)
@@ -230,7 +281,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
                              remedy=f"remove it to restart the run in {out} from step 0")
         # A field added after the checkpoint was written counts as its default.
         ck_tc = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
-        if ck["model_config"] != model_cfg.to_dict() or {**ck_tc, **ck["train_config"]} != dataclasses.asdict(tc):
+        same = {**ck_tc, **ck["train_config"], **{k: getattr(tc, k) for k in _NO_RESULT_FIELDS}}
+        if ck["model_config"] != model_cfg.to_dict() or same != dataclasses.asdict(tc):
             raise ValueError(f"{ckpt_path} was written with a different config; remove {out} to start over")
         if tc.fsdp:
             parallel.load_full_state(model, opt, ck["model"], ck["optimizer"])
@@ -240,10 +292,13 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         start_step = ck["step"]
         if rank == 0:
             print(f"resuming from step {start_step} ({ckpt_path})", file=sys.stderr, flush=True)
+    tb: _TensorBoardLog | None = None
     if rank == 0:
         # Rewrite the log as it was at the checkpoint (a workflow manager may have deleted it).
         rows = ck.get("metrics_rows", []) if start_step else []
         atomic_write_text(metrics_path, "".join(r + "\n" for r in rows))
+        if tc.tensorboard:
+            tb = _TensorBoardLog(out, [json.loads(r) for r in rows])
 
     fwd = model if sharded else wrap_ddp(model, world, device)
     if tc.compile:
@@ -301,6 +356,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
             t_last, tok_last = now, tokens
             with open(metrics_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(row) + "\n")
+            if tb is not None:
+                tb.add(row)
             bar.set_postfix(loss=f"{loss_val:.3f}", lr=f"{lr:.2e}")
         if done in tc.snapshot_steps:
             snap_sd = parallel.full_state(model)[0] if sharded else model.state_dict()  # collective when sharded
@@ -309,6 +366,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         if done % tc.ckpt_every == 0 and done < tc.steps:
             _save_ckpt(ckpt_path, model, opt, done, model_cfg, tc, rank, metrics_path)
     bar.close()
+    if tb is not None:
+        tb.close()
     final_step = step if stopped_by_flops else tc.steps
     summary = {"name": model_cfg.name, "steps": final_step, "tokens": final_step * tokens_per_step,
                "train_flops": final_step * tokens_per_step * flops_per_token, "stopped_by_flops": stopped_by_flops,
