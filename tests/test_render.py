@@ -65,6 +65,20 @@ def _contains(lim: tuple[float, float], values) -> bool:
     return bool(lo <= v.min() and v.max() <= hi)
 
 
+def _assert_legends_clear(fig) -> None:
+    """No legend of the figure covers a vertex of any plotted line, nor a point along its segments."""
+    fig.canvas.draw()
+    boxes = [ax.get_legend().get_window_extent() for ax in fig.axes if ax.get_legend()]
+    assert boxes
+    s = np.linspace(0, 1, 21)[:, None]
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            pts = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))
+            along = np.vstack([pts[:1]] + [a + s * (b - a) for a, b in zip(pts[:-1], pts[1:])])
+            for box in boxes:
+                assert not any(box.contains(x, y) for x, y in along), f"a legend covers {line.get_label()}"
+
+
 # --------------------------------------------------------------------------------------------------- Figure 2
 def _fig2_curves(n: int = 30) -> pd.DataFrame:
     """Two runs whose tokens stay inside one decade (2e4 .. 9e4: no power of ten to label)."""
@@ -163,17 +177,8 @@ def test_fig6_limits_hold_every_curve_and_legends_leave_the_data_clear(tmp_path:
     for t in ts:
         assert _contains(left.get_ylim(), _ema(curves[t]["loss"].to_numpy(), 0.3)), t
     assert _contains(right.get_ylim(), [v for r in rows.values() for v in r.values()])
-    fig = figs[0]
-    fig.canvas.draw()
-    for ax in (left, right):
-        box = ax.get_legend().get_window_extent()
-        for line in ax.get_lines():
-            pts = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))
-            # the vertices and 20 points along every segment between them (display coordinates)
-            s = np.linspace(0, 1, 21)[:, None]
-            along = np.vstack([pts[:1]] + [a + s * (b - a) for a, b in zip(pts[:-1], pts[1:])])
-            inside = [box.contains(x, y) for x, y in along]
-            assert not any(inside), f"legend covers {line.get_label()}"
+    assert left.get_legend() and right.get_legend()
+    _assert_legends_clear(figs[0])
 
 
 # --------------------------------------------------------------------------------------------------- Figure 7
@@ -223,6 +228,7 @@ def test_fig7_draws_the_papers_values_apart_and_rings_points_under_load(tmp_path
         assert len(rings) == rows["variant"].nunique()
         for ln in rings:
             assert sorted(ln.get_xdata()) == loaded_n
+    _assert_legends_clear(fig)
     texts = " ".join(t.get_text() for t in fig.texts)
     lo = min(min(v) for v in loads.values())
     hi = max(max(v) for v in loads.values())

@@ -84,7 +84,7 @@ def plot(df: pd.DataFrame, prov: dict[str, Any], scale: str):
     dev = device_label(df, prov)
     loaded, n_cpus = under_load(df, prov)
     paper = paper_series()
-    fig, axes = plt.subplots(2, 3, figsize=(14, 7.6))
+    fig, axes = plt.subplots(2, 3, figsize=(15.5, 7.6))
     for v, g in df.assign(_loaded=loaded).groupby("variant", sort=False):
         g = g.sort_values("seq_len")
         for ax, (col, _, _) in zip(axes[0], PANELS):
@@ -110,8 +110,11 @@ def plot(df: pd.DataFrame, prov: dict[str, Any], scale: str):
     if loaded.any():
         handles.append(Line2D([], [], ls="none", marker="o", ms=9, mfc="none", mec="k", mew=1.2))
         labels.append(f"under load (1-min load > {n_cpus} CPUs)")
-    axes[0][0].legend(handles, labels, frameon=False, fontsize=8)
-    axes[1][0].legend(frameon=False, fontsize=8)
+    # beside the right-hand panels, off the data
+    axes[0][2].legend(handles, labels, frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      borderaxespad=0)
+    axes[1][2].legend(*axes[1][0].get_legend_handles_labels(), frameon=False, fontsize=8, loc="upper left",
+                      bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     load_txt = (f"1-min load average during our measurements: {loads.min():.2f} to {loads.max():.2f} on {n_cpus} "
                 f"CPUs; {int(loaded.sum())} of {len(df)} rows measured with load > {n_cpus} (ringed: timings "
                 "include waiting for a CPU)." if len(loads) else "Load average not recorded.")
