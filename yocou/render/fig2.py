@@ -37,16 +37,18 @@ def log_axis(ax) -> None:
     """Log x axis whose ticks carry labels even when the data span less than a decade.
 
     Matplotlib labels only powers of ten on a log axis once minor labels are switched off; a span inside
-    one decade then shows no number at all. Under two decades the minor ticks (2..9 x 10^k) are labelled.
+    one decade then shows no number at all. Under two decades the minor ticks at 2 and 5 x 10^k are labelled
+    too (all of 2..9 would overlap).
     """
-    from matplotlib.ticker import LogFormatterSciNotation, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    def two_five(v: float, _pos) -> str:
+        digit, exp = f"{v:.0e}".split("e")
+        return f"${digit}\\times10^{{{int(exp)}}}$" if digit in ("2", "5") else ""
 
     ax.set_xscale("log")
     lo, hi = ax.get_xlim()
-    if hi / lo < 100:
-        ax.xaxis.set_minor_formatter(LogFormatterSciNotation(labelOnlyBase=False, minor_thresholds=(2, 2)))
-    else:
-        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(FuncFormatter(two_five) if hi / lo < 100 else NullFormatter())
 
 
 def main(argv: list[str] | None = None) -> int:
