@@ -130,6 +130,9 @@ def test_fig3_accuracy_axis_starts_at_zero(tmp_path: Path, monkeypatch) -> None:
     heights = sorted(p.get_height() for p in ax.patches)
     assert heights == pytest.approx(sorted(100 * df["value"]))
     assert _contains(ax.get_ylim(), 100 * (df["value"] + df["stderr"]).clip(upper=1))
+    figs[0].canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    assert not any(box.overlaps(p.get_window_extent()) for p in ax.patches if p.get_height() > 0)
 
 
 # --------------------------------------------------------------------------------------------------- Figures 5, 6

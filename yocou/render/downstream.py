@@ -248,9 +248,13 @@ def fig3(df: pd.DataFrame, tasks: list[dict], variants: list[str], *, scale: str
     ax.set_xticks(range(len(labels)), [f"{lab}\n(n={'' if pd.isna(n) else int(n)})" for lab, n in zip(labels, ns)],
                   fontsize=7)
     ax.set_ylabel("accuracy (%)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1.0))  # never a 0.05 % scale over bars that are all 0
+    measured = data["value"].dropna()
+    if len(measured) and (measured == 0).all():
+        ax.text(0.5, 0.5, "every measured accuracy is 0 %", transform=ax.transAxes, ha="center", va="center",
+                fontsize=9, color="0.3")
     ax.set_title(f"Figure 3 (ours, {scale} scale, CPU): math benchmarks", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the bars
     save_figure(fig, out, config=config)
     plt.close(fig)
     return data
