@@ -124,10 +124,12 @@ def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str
                           "status": "measured" if cell else "not run"})
         for c, spec in columns.items():
             if "average" in spec:
-                got = [vals[k]["value"] for k in spec["average"] if vals.get(k)]
+                used = [k for k in spec["average"] if vals.get(k)]
+                got = [vals[k]["value"] for k in used]
                 row[c] = f"{sum(got) / len(got):.2f}" if got else "–"
                 cells.append({"variant": v, "column": c, "value": sum(got) / len(got) if got else None,
-                              "status": f"mean of {len(got)} of {len(spec['average'])} columns"})
+                              "status": f"mean of {len(got)} of {len(spec['average'])} columns",
+                              "columns": ", ".join(used)})
         rows.append(row)
     items = {"model": "items (n) behind our cells"}
     for c, spec in columns.items():
@@ -147,6 +149,9 @@ def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str
         elif "task" in spec:
             notes.append(f"{c}: task {spec['task']}, metric {spec['metric']}"
                          f"{', filter ' + spec['filter'] if 'filter' in spec else ''}")
+    notes += average_notes(columns, cells)
+    unprinted = unprinted_rows_note(n, rep, variants, meta["caption"]) if n == 3 else None
+    notes += [unprinted] if unprinted else []
     notes += [f"Our rows: {scale}-scale models evaluated on CPU with lm-eval ({source} task pack); accuracies in "
               "percent ± standard error (lm-eval's), perplexities as they are. Not comparable in absolute value "
               "with the paper's 1.3B+ models: compare variants with each other.",
@@ -162,6 +167,50 @@ def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str
     write_table(cells_df, f"{out}_cells", title=f"{title}: our cells (value, stderr, items)", notes=notes[:-1],
                 config=config)
     return cells_df
+
+
+def average_notes(columns: dict[str, dict], cells: list[dict]) -> list[str]:
+    """Per average column: which of its columns our rows' mean covers (the paper's mean covers all of them)."""
+    out = []
+    for c, spec in columns.items():
+        if "average" not in spec:
+            continue
+        want = spec["average"]
+        by_cols: dict[str, list[str]] = {}
+        for x in cells:
+            if x.get("column") == c and "columns" in x:
+                by_cols.setdefault(x["columns"], []).append(label(x["variant"]))
+        for used, who in by_cols.items():
+            k = len(used.split(", ")) if used else 0
+            if k == len(want):
+                continue
+            missing = [m for m in want if m not in used.split(", ")]
+            out.append(f"{c} of our rows ({', '.join(who)}): mean of the {k} column(s) measured here"
+                       f"{' (' + used + ')' if used else ''}, not of the paper's {len(want)}; left out: "
+                       f"{', '.join(missing)}. Not comparable with the paper's {c}.")
+    return out
+
+
+def unprinted_rows_note(n: int, rep: pd.DataFrame, variants: list[str], caption: str) -> str | None:
+    """Which of our rows the paper's page prints no Table ``n`` row for (its caption may still name them),
+    and which other printed table has a row for that model on the same columns."""
+    printed = [str(m) for m in rep.index]
+    lacking = [label(v) for v in variants if label(v) not in printed]
+    if not lacking:
+        return None
+    named = [m for m in lacking if m in caption]
+    txt = f"The paper's page prints Table {n} rows for {', '.join(printed)} only"
+    if named:
+        txt += f"; its caption names {' and '.join(named)}, but no {' or '.join(named)} row is printed"
+    txt += f". Our {', '.join(lacking)} row(s) have no paper row beside them"
+    elsewhere = []
+    for t in (2, 3, 4, 5):
+        if t == n:
+            continue
+        other = reported.wide(t, as_printed=True)
+        if set(other.columns) == set(rep.columns):
+            elsewhere += [f"Table {t} prints a {m} row on the same columns" for m in lacking if m in other.index]
+    return txt + (" (" + "; ".join(elsewhere) + ")." if elsewhere else ".")
 
 
 def fig3(df: pd.DataFrame, tasks: list[dict], variants: list[str], *, scale: str, out: str, data_out: str,
@@ -191,14 +240,24 @@ def fig3(df: pd.DataFrame, tasks: list[dict], variants: list[str], *, scale: str
     for i, v in enumerate(variants):
         d = data[data.variant == v].set_index("benchmark").reindex(labels)
         xs = [j + (i - (len(variants) - 1) / 2) * w for j in range(len(labels))]
-        ax.bar(xs, d["value"].fillna(0), w, yerr=d["stderr"].fillna(0), label=label(v),
-               color=COLORS.get(v), capsize=2)
+        val, se = d["value"].fillna(0), d["stderr"].fillna(0)
+        # error bars stop at the bounds of an accuracy (0 and 100 %)
+        err = [val - (val - se).clip(lower=0), (val + se).clip(upper=100) - val]
+        ax.bar(xs, val, w, yerr=err, label=label(v), color=COLORS.get(v), capsize=2)
+        for x, y in zip(xs, d["value"]):
+            if pd.isna(y):
+                ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
     ns = data.groupby("benchmark")["n_items"].max().reindex(labels)
     ax.set_xticks(range(len(labels)), [f"{lab}\n(n={'' if pd.isna(n) else int(n)})" for lab, n in zip(labels, ns)],
                   fontsize=7)
     ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, max(ax.get_ylim()[1], 1.0))  # never a 0.05 % scale over bars that are all 0
+    measured = data["value"].dropna()
+    if len(measured) and (measured == 0).all():
+        ax.text(0.5, 0.5, "every measured accuracy is 0 %", transform=ax.transAxes, ha="center", va="center",
+                fontsize=9, color="0.3")
     ax.set_title(f"Figure 3 (ours, {scale} scale, CPU): math benchmarks", fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # off the bars
     save_figure(fig, out, config=config)
     plt.close(fig)
     return data

@@ -33,12 +33,25 @@ def smooth(s: pd.Series, alpha: float) -> pd.Series:
     return s.ewm(alpha=alpha).mean() if alpha < 1 else s
 
 
-def main(argv: list[str] | None = None) -> int:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+def log_axis(ax) -> None:
+    """Log x axis whose ticks carry labels even when the data span less than a decade.
 
+    Matplotlib labels only powers of ten on a log axis once minor labels are switched off; a span inside
+    one decade then shows no number at all. Under two decades the minor ticks at 2 and 5 x 10^k are labelled
+    too (all of 2..9 would overlap).
+    """
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    def two_five(v: float, _pos) -> str:
+        digit, exp = f"{v:.0e}".split("e")
+        return f"${digit}\\times10^{{{int(exp)}}}$" if digit in ("2", "5") else ""
+
+    ax.set_xscale("log")
+    lo, hi = ax.get_xlim()
+    ax.xaxis.set_minor_formatter(FuncFormatter(two_five) if hi / lo < 100 else NullFormatter())
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--runs", nargs="+", required=True, help="run folders (named by variant)")
     ap.add_argument("--out", required=True, help="figure stem (png + pdf)")
@@ -51,26 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--new", default="yocou", help="--summary: the compared run (YOCO-U)")
     a = ap.parse_args(argv)
     df = load_curves(a.runs)
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for v, g in df.groupby("variant", sort=False):
-        g = g.sort_values("step")
-        y = smooth(g["loss"], a.smooth)
-        kw = dict(label=label(v), color=COLORS.get(v), lw=1.8)
-        axes[0].plot(g["train_flops"], y, **kw)
-        axes[1].plot(g["tokens"], y, **kw)
-    axes[0].set_xlabel("Training FLOPs (analytic)")
-    axes[1].set_xlabel("Training tokens")
-    for ax in axes:
-        ax.set_ylabel("Training loss")
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.grid(alpha=0.3, which="both")
-        lo = df["loss"].quantile(0.02)
-        hi = df.groupby("variant")["loss"].apply(lambda s: s.iloc[min(len(s) - 1, max(1, len(s) // 10))]).max()
-        ax.set_ylim(lo - 0.1, hi + 0.2)
-    axes[1].legend(frameon=False)
-    fig.suptitle(f"Figure 2 (ours, {a.scale_name} scale, CPU): loss vs training FLOPs and tokens", fontsize=10)
-    fig.tight_layout()
+    fig = plot(df, a.smooth, a.scale_name)
     save_figure(fig, a.out, config=vars(a))
     final = df.sort_values("step").groupby("variant", sort=False).tail(1)
     write_table(final.reset_index(drop=True), a.data, title="Figure 2 data: final logged training loss",
@@ -79,6 +73,32 @@ def main(argv: list[str] | None = None) -> int:
     if a.summary:
         write_summary(df, a.ref, a.new, a.smooth, a.summary, a.scale_name, vars(a))
     return 0
+
+
+def plot(df: pd.DataFrame, alpha: float, scale: str):
+    """The figure: smoothed loss against training FLOPs (left) and tokens (right); y spans every curve."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for v, g in df.groupby("variant", sort=False):
+        g = g.sort_values("step")
+        y = smooth(g["loss"], alpha)
+        kw = dict(label=label(v), color=COLORS.get(v), lw=1.8)
+        axes[0].plot(g["train_flops"], y, **kw)
+        axes[1].plot(g["tokens"], y, **kw)
+    axes[0].set_xlabel("Training FLOPs (analytic)")
+    axes[1].set_xlabel("Training tokens")
+    for ax in axes:
+        ax.set_ylabel("Training loss (full range)")
+        log_axis(ax)
+        ax.grid(alpha=0.3, which="both")
+    axes[1].legend(frameon=False)
+    fig.suptitle(f"Figure 2 (ours, {scale} scale, CPU): loss vs training FLOPs and tokens"
+                 + (f", EMA alpha {alpha}" if alpha < 1 else ""), fontsize=10)
+    fig.tight_layout()
+    return fig
 
 
 def write_summary(df: pd.DataFrame, ref: str, new: str, alpha: float, out: str, scale: str, config: dict) -> dict:

@@ -54,6 +54,16 @@ def boundaries(apps: pd.DataFrame) -> tuple[list[float], list[float]]:
     return loops, stages
 
 
+def tick_labels(apps: pd.DataFrame) -> list[str]:
+    """``S<k>``/``C<k>`` per application; where two stages share a kind (RINS = A^T B: both self-attention),
+    the stage's block letter instead (``A<k>`` for the looped block, ``B<k>`` after it), so that layer k of B
+    is not labelled like layer k of A."""
+    kinds = apps.groupby("stage")["kind"].first()
+    by_block = kinds.duplicated().any()
+    return [f"{chr(ord('A') + int(r.stage))}{r.layer}" if by_block else f"{'S' if r.kind == 'self' else 'C'}{r.layer}"
+            for r in apps.itertuples()]
+
+
 def plot(df: pd.DataFrame, title: str):
     import matplotlib
     matplotlib.use("Agg")
@@ -81,16 +91,19 @@ def plot(df: pd.DataFrame, title: str):
         if len(cross):
             ax.axvspan(cross["application"].min() - 0.5, cross["application"].max() + 0.5, color="0.93", zorder=0)
         # Loop labels above each looped stretch.
+        labels = tick_labels(apps)
+        by_block = any(lab[0] not in "SC" for lab in labels)
         for (stage, loop), g in apps.groupby(["stage", "loop"], sort=False):
             n_loops = apps[apps["stage"] == stage]["loop"].max()
-            if n_loops > 1:
-                ax.text(g["application"].mean(), 1.0, f"t={loop}", transform=ax.get_xaxis_transform(),
+            block = chr(ord("A") + int(stage)) if by_block else ""
+            text = f"{block} t={loop}".strip() if n_loops > 1 else (f"{block} (once)" if block else "")
+            if text:
+                ax.text(g["application"].mean(), 1.0, text, transform=ax.get_xaxis_transform(),
                         ha="center", va="bottom", fontsize=7, color="0.3")
         ax.set_title(f"{label(v)}", fontsize=9, color=COLORS.get(v, "k"), pad=12)
         ax.set_xlabel("layer application (forward order)")
         ax.set_xticks(list(apps["application"]))
-        ax.set_xticklabels([f"{'S' if r.kind == 'self' else 'C'}{r.layer}" for r in apps.itertuples()],
-                           fontsize=6, rotation=90)
+        ax.set_xticklabels(labels, fontsize=6, rotation=90)
         ax.grid(alpha=0.3)
         if k % n_col == 0:
             ax.set_ylabel("angular distance arccos(cos)/π")
@@ -138,8 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         "stream before and after it (application 1 starts from the embedding), averaged over tokens; full forward "
         "without cache (SPEC.md section 7).",
         f"Held-out text (never trained on), per variant: {split_desc}. split = all is the token-weighted mean.",
-        "Ticks: S<k>/C<k> = self/cross layer k of its stage; t = loop iteration of a looped stage (dotted lines), "
-        "solid lines = stage boundaries, shaded = cross-decoder.",
+        "Ticks: S<k>/C<k> = self/cross layer k of its stage; where two stages are both self-attention (RINS = "
+        "A^T B) A<k>/B<k> = layer k of the looped block A / of block B applied once after it; t = loop iteration "
+        "of a looped stage (dotted lines), solid lines = stage boundaries, shaded = cross-decoder.",
         "Measured mean per stage and loop: " + "; ".join(summary(df)) + ".",
     ]
     title = f"Figure 8: angular distance between consecutive layer applications ({a.scale_name} scale, {where})"

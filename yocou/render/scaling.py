@@ -39,6 +39,33 @@ def heldout(ppl_path: str | Path) -> dict[str, float]:
     return {"book": book, "code": code, "loss": (book + code) / 2}
 
 
+def heldout_docs(ppl_paths: list[str]) -> dict[str, list[str]]:
+    """``{split: [document id, ...]}`` evaluated in the ppl JSONs (the held-out splits of the corpus manifest).
+
+    Every run is evaluated on the same documents; where runs differ, the union per split is returned so
+    that a count in a note never understates what was held out.
+    """
+    out: dict[str, list[str]] = {}
+    for p in ppl_paths:
+        for split, s in read_json(p).get("splits", {}).items():
+            ids = out.setdefault(split, [])
+            ids += [d["id"] for d in s.get("docs", []) if d["id"] not in ids]
+    return out
+
+
+def describe_heldout(docs: dict[str, list[str]] | None) -> str:
+    """``"book (1 document: milton/paradise_lost) and code (3 documents: stdlib/a.py, ...)"`` from the ids."""
+    if not docs:
+        return "book and code"
+    parts = []
+    for split in ("heldout_book", "heldout_code"):
+        ids = docs.get(split, [])
+        shown = ", ".join(ids[:4]) + (", …" if len(ids) > 4 else "")
+        parts.append(f"{split.removeprefix('heldout_')} ({len(ids)} document{'s' if len(ids) != 1 else ''}"
+                     f"{': ' + shown if ids else ''})")
+    return " and ".join(parts)
+
+
 def _run_row(run: str, ppl: str, summary: str) -> dict[str, Any]:
     sm = read_summary(summary, require=("params", "active_params_per_token"))
     return {"run": run, "params": sm["params"], "active_params": sm["active_params_per_token"],
@@ -57,7 +84,7 @@ def param_saving(yoco: pd.DataFrame, loss: float) -> float | None:
 
 
 def fig5(families: dict[str, list[dict[str, Any]]], *, scale: str, out: str, data_out: str,
-         config: dict | None = None) -> pd.DataFrame:
+         config: dict | None = None, docs: dict[str, list[str]] | None = None) -> pd.DataFrame:
     """Render Figure 5 from ``{"yoco": [run rows], "yocou": [run rows]}`` (rows of :func:`_run_row`)."""
     import matplotlib
 
@@ -87,7 +114,7 @@ def fig5(families: dict[str, list[dict[str, Any]]], *, scale: str, out: str, dat
     save_figure(fig, out, config=config)
     plt.close(fig)
     sav = [s for s in df.param_saving if s is not None and not pd.isna(s)]
-    notes = ["Held-out loss: mean of the NLL on the held-out book (Paradise Lost) and code (20 stdlib modules), the "
+    notes = [f"Held-out loss: mean of the NLL on the held-out {describe_heldout(docs)}, the "
              "substitute for the paper's validation loss; every run has the same steps and tokens.",
              "param_saving: 1 − P(YOCO-U) / P(YOCO at the same loss), YOCO interpolated in log P along its ladder; "
              "empty where YOCO-U's loss lies outside YOCO's range. The paper: about 0.5 (\"comparable performance "
@@ -105,7 +132,7 @@ def fig6(rows: dict[int, dict[str, Any]], curves: dict[int, pd.DataFrame], *, sc
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     cmap = plt.get_cmap("Reds")
     ts = sorted(rows)
     for i, t in enumerate(ts):
@@ -120,14 +147,13 @@ def fig6(rows: dict[int, dict[str, Any]], curves: dict[int, pd.DataFrame], *, sc
     axes[0].set_xlabel("Training tokens")
     axes[0].set_ylabel("Training loss")
     axes[0].set_xscale("log")
-    lo = min(float(c["loss"].quantile(0.02)) for c in curves.values())
-    axes[0].set_ylim(lo - 0.1, lo + 2.5)
     axes[1].set_xlabel("Loops T")
     axes[1].set_xticks(ts)
     axes[1].set_ylabel("Held-out loss (nats/token)")
     for ax in axes:
         ax.grid(alpha=0.3)
-        ax.legend(frameon=False, fontsize=8)
+        # beside the panel, not over the curves
+        ax.legend(frameon=False, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.suptitle(f"Figure 6 (ours, {scale} scale, CPU): YOCO-U loop scaling, T = {', '.join(map(str, ts))}",
                  fontsize=10)
     fig.tight_layout()
@@ -181,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if a.what == "fig5":
         fig5({f: [row(r) for r in rs] for f, rs in runs.items()}, scale=a.scale_name, out=a.out, data_out=a.data,
-             config=cfg)
+             config=cfg, docs=heldout_docs([str(proot / f"{r}.json") for rs in runs.values() for r in rs]))
     else:
         ts = {int(t): r for t, r in runs.items()}
         fig6({t: row(r) for t, r in ts.items()}, {t: _curve(root / r) for t, r in ts.items()}, scale=a.scale_name,

@@ -1,0 +1,309 @@
+"""Renderers draw what the data say (issue 13 item 9): labelled ticks, limits that hold every plotted point,
+legends clear of the data, labels that tell blocks apart, the paper's values where it has them (on axes of
+their own), load marked on timings, and notes that say what our averages and the paper's rows cover.
+
+Every expectation is computed here from the synthetic inputs, not copied from a rendered output.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from yocou import reported
+from yocou.render import downstream, fig2, fig7, fig8, scaling
+
+
+def _ema(x: np.ndarray, alpha: float) -> np.ndarray:
+    """Adjusted exponential moving average, written out: y_t = sum_i (1-a)^(t-i) x_i / sum_i (1-a)^(t-i)."""
+    out = []
+    for t in range(len(x)):
+        w = (1 - alpha) ** np.arange(t, -1, -1)
+        out.append(float((w * x[:t + 1]).sum() / w.sum()))
+    return np.array(out)
+
+
+def _curve(n: int, start: float, end: float, seed: int) -> np.ndarray:
+    """A loss curve falling from ``start`` to ``end`` with noise: its early points lie far above its tail."""
+    rng = np.random.default_rng(seed)
+    return end + (start - end) * np.exp(-np.arange(n) / 4) + rng.normal(0, 0.05, n)
+
+
+def _capture(monkeypatch, module) -> list:
+    """Replace ``module.save_figure`` by a recorder of the figures it is given."""
+    figs: list = []
+    monkeypatch.setattr(module, "save_figure", lambda fig, *a, **k: figs.append(fig))
+    return figs
+
+
+def _labelled_ticks(ax, which: str = "x") -> list[str]:
+    """Texts of the tick labels (major and minor) drawn inside the axis range."""
+    ax.figure.canvas.draw()
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    lo, hi = sorted(ax.get_xlim() if which == "x" else ax.get_ylim())
+    out = []
+    for minor in (False, True):
+        for tick in axis.get_major_ticks() if not minor else axis.get_minor_ticks():
+            loc, text = tick.get_loc(), tick.label1.get_text()
+            if lo <= loc <= hi and text.strip() and tick.label1.get_visible():
+                out.append(text)
+    return out
+
+
+def _contains(lim: tuple[float, float], values) -> bool:
+    lo, hi = sorted(lim)
+    v = np.asarray(values, float)
+    return bool(lo <= v.min() and v.max() <= hi)
+
+
+def _assert_legends_clear(fig) -> None:
+    """No legend of the figure covers a vertex of any plotted line, nor a point along its segments."""
+    fig.canvas.draw()
+    boxes = [ax.get_legend().get_window_extent() for ax in fig.axes if ax.get_legend()]
+    assert boxes
+    s = np.linspace(0, 1, 21)[:, None]
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            pts = ax.transData.transform(np.column_stack([line.get_xdata(), line.get_ydata()]))
+            along = np.vstack([pts[:1]] + [a + s * (b - a) for a, b in zip(pts[:-1], pts[1:])])
+            for box in boxes:
+                assert not any(box.contains(x, y) for x, y in along), f"a legend covers {line.get_label()}"
+
+
+# --------------------------------------------------------------------------------------------------- Figure 2
+def _fig2_curves(n: int = 30) -> pd.DataFrame:
+    """Two runs whose tokens stay inside one decade (2e4 .. 9e4: no power of ten to label)."""
+    frames = []
+    for k, v in enumerate(("yoco", "yocou")):
+        tokens = np.linspace(2e4, 9e4, n)
+        frames.append(pd.DataFrame({"variant": v, "step": np.arange(1, n + 1), "tokens": tokens,
+                                    "train_flops": tokens * (6e6 + 3e6 * k), "loss": _curve(n, 9.0, 4.0, k)}))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_fig2_token_axis_is_labelled_and_y_holds_every_curve(tmp_path: Path, monkeypatch) -> None:
+    df, alpha = _fig2_curves(), 0.3
+    for v, g in df.groupby("variant"):
+        (tmp_path / v).mkdir()
+        (tmp_path / v / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in
+                                                           g.drop(columns="variant").to_dict("records")))
+    figs = _capture(monkeypatch, fig2)
+    assert fig2.main(["--runs", str(tmp_path / "yoco"), str(tmp_path / "yocou"), "--out", str(tmp_path / "fig2"),
+                      "--data", str(tmp_path / "fig2_data"), "--smooth", str(alpha)]) == 0
+    fig = figs[0]
+    for ax in fig.axes:
+        assert len(_labelled_ticks(ax, "x")) >= 2, ax.get_xlabel()
+        for v, g in df.groupby("variant"):
+            assert _contains(ax.get_ylim(), _ema(g.sort_values("step")["loss"].to_numpy(), alpha)), v
+
+
+# --------------------------------------------------------------------------------------------------- Figure 3
+def _downstream_rows(values: dict[str, dict[tuple[str, str], float]], n_items: int = 20) -> pd.DataFrame:
+    rows = []
+    for v, cells in values.items():
+        for (task, metric), val in cells.items():
+            se = float(np.sqrt(val * (1 - val) / n_items)) if 0 < val < 1 else 0.05
+            rows.append({"variant": v, "task": f"yocou_{task}", "metric": metric, "filter": "none", "value": val,
+                         "stderr": se, "n_items": n_items, "n_shots": 0, "source": "offline"})
+    return pd.DataFrame(rows)
+
+
+def test_fig3_accuracy_axis_starts_at_zero(tmp_path: Path, monkeypatch) -> None:
+    tasks = [{"label": "A", "task": "ta", "metric": "exact_match"},
+             {"label": "B", "task": "tb", "metric": "exact_match"}]
+    df = _downstream_rows({"yoco": {("ta", "exact_match"): 0.0, ("tb", "exact_match"): 0.1},
+                           "yocou": {("ta", "exact_match"): 0.05, ("tb", "exact_match"): 0.0}})
+    figs = _capture(monkeypatch, downstream)
+    downstream.fig3(df, tasks, ["yoco", "yocou"], scale="t", out=str(tmp_path / "fig3"),
+                    data_out=str(tmp_path / "fig3_data"))
+    (ax,) = figs[0].axes
+    assert ax.get_ylim()[0] >= 0
+    heights = sorted(p.get_height() for p in ax.patches)
+    assert heights == pytest.approx(sorted(100 * df["value"]))
+    assert _contains(ax.get_ylim(), 100 * (df["value"] + df["stderr"]).clip(upper=1))
+    figs[0].canvas.draw()
+    box = ax.get_legend().get_window_extent()
+    assert not any(box.overlaps(p.get_window_extent()) for p in ax.patches if p.get_height() > 0)
+
+
+# --------------------------------------------------------------------------------------------------- Figures 5, 6
+def _write_run(tmp: Path, run: str, params: int, book: float, code: float, code_docs: list[str],
+               curve: np.ndarray | None = None) -> None:
+    d = tmp / "models" / run
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "summary.json").write_text(json.dumps({"params": params, "active_params_per_token": params // 2,
+                                                "steps": 30, "tokens": 30 * 512, "train_flops": 6.0 * params}))
+    if curve is not None:
+        (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "tokens": (i + 1) * 512, "loss": l})
+                                                 + "\n" for i, l in enumerate(curve)))
+    (tmp / "ppl").mkdir(exist_ok=True)
+    splits = {"heldout_book": {"nll": book, "docs": [{"id": "milton/paradise_lost", "n_tokens": 100, "nll": book}]},
+              "heldout_code": {"nll": code, "docs": [{"id": i, "n_tokens": 50, "nll": code} for i in code_docs]}}
+    (tmp / "ppl" / f"{run}.json").write_text(json.dumps({"splits": splits}))
+
+
+def test_fig5_data_counts_the_held_out_documents_it_was_given(tmp_path: Path) -> None:
+    code_docs = [f"stdlib/m{i}.py" for i in range(3)]
+    runs = {"yoco": ["yoco_s", "yoco"], "yocou": ["yocou_s", "yocou"]}
+    for k, r in enumerate(runs["yoco"] + runs["yocou"]):
+        _write_run(tmp_path, r, 1_000_000 * (1 + k % 2), 6.0 - 0.1 * k, 5.0 - 0.1 * k, code_docs)
+    assert scaling.main(["fig5", "--runs", json.dumps(runs), "--run-root", str(tmp_path / "models"),
+                         "--ppl-root", str(tmp_path / "ppl"), "--out", str(tmp_path / "fig5"),
+                         "--data", str(tmp_path / "fig5_data"), "--scale-name", "t"]) == 0
+    md = (tmp_path / "fig5_data.md").read_text(encoding="utf-8")
+    found = re.search(r"code \((\d+) documents?", md)
+    assert found, md
+    given = {d["id"] for d in json.loads((tmp_path / "ppl" / "yoco.json").read_text())["splits"]["heldout_code"]["docs"]}
+    assert int(found.group(1)) == len(given)
+
+
+def test_fig6_limits_hold_every_curve_and_legends_leave_the_data_clear(tmp_path: Path, monkeypatch) -> None:
+    ts = (1, 2, 3)
+    rows, curves = {}, {}
+    for t in ts:
+        loss = _curve(30, 9.0, 4.5 - 0.2 * t, t)
+        curves[t] = pd.DataFrame({"step": np.arange(1, 31), "tokens": 512 * np.arange(1, 31), "loss": loss})
+        rows[t] = {"book": 5.0 - 0.1 * t, "code": 4.0 - 0.1 * t, "loss": 4.5 - 0.1 * t}
+    figs = _capture(monkeypatch, scaling)
+    scaling.fig6(rows, curves, scale="t", out=str(tmp_path / "fig6"), data_out=str(tmp_path / "fig6_data"),
+                 smooth=0.3)
+    left, right = figs[0].axes[:2]
+    for t in ts:
+        assert _contains(left.get_ylim(), _ema(curves[t]["loss"].to_numpy(), 0.3)), t
+    assert _contains(right.get_ylim(), [v for r in rows.values() for v in r.values()])
+    assert left.get_legend() and right.get_legend()
+    _assert_legends_clear(figs[0])
+
+
+# --------------------------------------------------------------------------------------------------- Figure 7
+def _profile(path: Path, loads: dict[int, tuple[float, float]], n_cpus: int) -> pd.DataFrame:
+    rows = []
+    for v, speed in (("transformer", 1.0), ("yoco", 3.0), ("rins", 0.5), ("yocou", 1.2)):
+        for n, (l0, l1) in loads.items():
+            rows.append({"variant": v, "seq_len": n, "prompt_len": n - 8, "n_decode": 8, "dtype": "bf16",
+                         "device": "cpu", "n_threads": 2, "prefill_tokens_per_s": speed * 1e6 / n,
+                         "decode_tokens_per_s": speed * 1e4 / n ** 0.5, "ttft_s": n / (speed * 1e6),
+                         "kv_bytes_measured": 1024 * n, "kv_bytes_analytic": 1024 * n, "kv_equal": True,
+                         "peak_mem_bytes": 1, "mem_kind": "cpu_rss_sampled", "n_repeats": 1, "repeats": [],
+                         "loadavg_1m_before": l0, "loadavg_1m_after": l1})
+    path.write_text(json.dumps({"rows": rows, "provenance": {"device": {"cpu_model": "test", "n_cpus": n_cpus}}}))
+    return pd.DataFrame(rows)
+
+
+def test_fig7_draws_the_papers_values_apart_and_rings_points_under_load(tmp_path: Path, monkeypatch) -> None:
+    n_cpus = 2
+    loads = {1024: (0.5, 0.9), 2048: (0.9, n_cpus + 1.5), 4096: (n_cpus + 1.5, n_cpus + 0.1)}
+    rows = _profile(tmp_path / "profile.json", loads, n_cpus)
+    figs = _capture(monkeypatch, fig7)
+    assert fig7.main(["--profile", str(tmp_path / "profile.json"), "--out", str(tmp_path / "fig7"),
+                      "--data", str(tmp_path / "fig7_data")]) == 0
+    fig = figs[0]
+    ours = {label for label in ("Transformer", "YOCO", "RINS", "YOCO-U")}
+    paper_axes = []
+    for ax in fig.axes:
+        labels = [ln.get_label() for ln in ax.get_lines()]
+        has_paper = any(lab.endswith("(paper)") for lab in labels)
+        assert not (has_paper and ours & set(labels)), "the paper's values share axes with ours"
+        if has_paper:
+            paper_axes.append(ax)
+    assert len(paper_axes) == 3
+    for ax, t in zip(paper_axes, (8, 9, 10)):
+        rep = reported.load_table(t)
+        for ln in ax.get_lines():
+            m = ln.get_label().removesuffix(" (paper)")
+            want = rep[rep["model"] == m].sort_values("seq_len")
+            assert list(ln.get_xdata()) == list(want["seq_len"]) and list(ln.get_ydata()) == list(want["value"])
+        assert {ln.get_label().removesuffix(" (paper)") for ln in ax.get_lines()} == set(rep["model"])
+    # rings on the timing panels exactly where a load average exceeded the CPU count
+    loaded_n = sorted(n for n, (l0, l1) in loads.items() if max(l0, l1) > n_cpus)
+    timing_axes = [ax for ax in fig.axes if ax not in paper_axes][:2]
+    for ax in timing_axes:
+        rings = [ln for ln in ax.get_lines() if ln.get_label() == "_loaded"]
+        assert len(rings) == rows["variant"].nunique()
+        for ln in rings:
+            assert sorted(ln.get_xdata()) == loaded_n
+    _assert_legends_clear(fig)
+    texts = " ".join(t.get_text() for t in fig.texts)
+    lo = min(min(v) for v in loads.values())
+    hi = max(max(v) for v in loads.values())
+    assert f"{lo:.2f}" in texts and f"{hi:.2f}" in texts and f"{len(loaded_n) * 4} of {len(rows)}" in texts
+
+
+# --------------------------------------------------------------------------------------------------- Figure 8
+def test_fig8_labels_rins_block_b_unlike_its_looped_block_a() -> None:
+    n_layers, n_loops = 2, 3
+    apps = [{"index": 0, "kind": "self", "stage": 0, "loop": t, "layer": k, "window": None}
+            for t in range(n_loops) for k in range(n_layers)]
+    apps += [{"index": 0, "kind": "self", "stage": 1, "loop": 0, "layer": k, "window": None} for k in range(n_layers)]
+    for i, a in enumerate(apps):
+        a["index"] = i + 1
+    dist = list(np.linspace(0.5, 0.1, len(apps)))
+    split = {"distance": dist, "n_tokens": 10, "n_windows": 1, "n_docs": 1, "docs": ["d"]}
+    df = fig8.tidy({"rins": {"applications": apps, "splits": {"book": split}, "all": split, "seq_len": 16}})
+    fig = fig8.plot(df, "t")
+    ax = fig.axes[0]
+    ticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels())))
+    a_labels = {ticks[a["index"]] for a in apps if a["stage"] == 0}
+    b_labels = {ticks[a["index"]] for a in apps if a["stage"] == 1}
+    assert len(b_labels) == n_layers and not a_labels & b_labels
+
+
+# --------------------------------------------------------------------------------------------------- Tables 2, 3
+def _cfg_tables() -> dict:
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    return yaml.safe_load((root / "workflows/config/smoke.yaml").read_text())["eval"]["downstream"]["tables"]
+
+
+def _notes(md: str) -> list[str]:
+    return [line[2:] for line in md.splitlines() if line.startswith("- ")]
+
+
+def test_table2_notes_which_columns_our_average_covers(tmp_path: Path) -> None:
+    cols = _cfg_tables()["table2"]
+    measured = {c: s for c, s in cols.items() if "task" in s and s["task"] not in ("humaneval", "drop")}
+    vals = {(s["task"], s["metric"]): 0.2 + 0.01 * i for i, s in enumerate(measured.values())}
+    df = _downstream_rows({"yoco_moe": vals, "yocou_moe": vals})
+    df["filter"] = [next((s.get("filter", "none") for s in measured.values() if f"yocou_{s['task']}" == t), "none")
+                    for t in df["task"]]
+    downstream.table(2, df, cols, ["yoco_moe", "yocou_moe"], scale="t", out=str(tmp_path / "table2"))
+    avg_col = next(c for c, s in cols.items() if "average" in s)
+    want = cols[avg_col]["average"]
+    note = [n for n in _notes((tmp_path / "table2.md").read_text(encoding="utf-8")) if n.startswith(avg_col)]
+    assert note, "no note on the Average of our rows"
+    assert f"{len(measured)} column" in note[0] and f"paper's {len(want)}" in note[0]
+    for c in want:
+        assert c in note[0], c
+    wide = pd.read_csv(tmp_path / "table2.csv")
+    ours = wide[wide["model"].str.contains("ours")]
+    assert ours[avg_col].astype(float).tolist() == pytest.approx([100 * np.mean(list(vals.values()))] * 2, abs=0.006)
+
+
+def test_table3_says_which_caption_models_the_paper_prints_no_row_for(tmp_path: Path) -> None:
+    cols = _cfg_tables()["table3"]
+    variants = ["transformer", "yoco", "loop", "rins", "yocou"]
+    vals = {(s["task"], s["metric"]): 0.3 for s in cols.values() if "task" in s}
+    downstream.table(3, _downstream_rows({v: vals for v in variants}), cols, variants, scale="t",
+                     out=str(tmp_path / "table3"))
+    printed = list(dict.fromkeys(reported.load_table(3)["model"]))
+    caption = reported.table_meta(3)["caption"]
+    ours = [downstream.label(v) for v in variants]
+    lacking = [m for m in ours if m not in printed]
+    assert lacking and all(m in caption for m in lacking)  # what the note is about holds on the paper's page
+    note = [n for n in _notes((tmp_path / "table3.md").read_text(encoding="utf-8")) if "no paper row" in n]
+    assert len(note) == 1
+    for m in printed + lacking:
+        assert m in note[0], m
+    elsewhere = [m for m in lacking if m in set(reported.load_table(5)["model"])]
+    for m in elsewhere:
+        assert f"Table 5 prints a {m} row" in note[0]
