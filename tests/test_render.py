@@ -84,7 +84,7 @@ def _fig2_curves(n: int = 30) -> pd.DataFrame:
     """Two runs whose tokens stay inside one decade (2e4 .. 9e4: no power of ten to label)."""
     frames = []
     for k, v in enumerate(("yoco", "yocou")):
-        tokens = np.linspace(2e4, 9e4, n)
+        tokens = np.linspace(2e4, 9e4, n).round().astype(int)  # integer token counts, as training logs them
         frames.append(pd.DataFrame({"variant": v, "step": np.arange(1, n + 1), "tokens": tokens,
                                     "train_flops": tokens * (6e6 + 3e6 * k), "loss": _curve(n, 9.0, 4.0, k)}))
     return pd.concat(frames, ignore_index=True)
@@ -143,11 +143,16 @@ def _write_run(tmp: Path, run: str, params: int, book: float, code: float, code_
     (d / "summary.json").write_text(json.dumps({"params": params, "active_params_per_token": params // 2,
                                                 "steps": 30, "tokens": 30 * 512, "train_flops": 6.0 * params}))
     if curve is not None:
-        (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "tokens": (i + 1) * 512, "loss": l})
+        (d / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "tokens": (i + 1) * 512,
+                                                             "train_flops": 6.0 * params * (i + 1) * 512, "loss": l})
                                                  + "\n" for i, l in enumerate(curve)))
     (tmp / "ppl").mkdir(exist_ok=True)
-    splits = {"heldout_book": {"nll": book, "docs": [{"id": "milton/paradise_lost", "n_tokens": 100, "nll": book}]},
-              "heldout_code": {"nll": code, "docs": [{"id": i, "n_tokens": 50, "nll": code} for i in code_docs]}}
+    def split(nll: float, docs: list[dict]) -> dict:  # what yocou ppl writes (yocou.readers.read_ppl checks it)
+        return {"nll": nll, "ppl": float(np.exp(nll)), "n_tokens": sum(d["n_tokens"] for d in docs), "seq_len": 64,
+                "docs": docs}
+
+    splits = {"heldout_book": split(book, [{"id": "milton/paradise_lost", "n_tokens": 100, "nll": book}]),
+              "heldout_code": split(code, [{"id": i, "n_tokens": 50, "nll": code} for i in code_docs])}
     (tmp / "ppl" / f"{run}.json").write_text(json.dumps({"splits": splits}))
 
 
@@ -192,6 +197,7 @@ def _profile(path: Path, loads: dict[int, tuple[float, float]], n_cpus: int) -> 
             rows.append({"variant": v, "seq_len": n, "prompt_len": n - 8, "n_decode": 8, "dtype": "bf16",
                          "device": "cpu", "n_threads": 2, "prefill_tokens_per_s": speed * 1e6 / n,
                          "decode_tokens_per_s": speed * 1e4 / n ** 0.5, "ttft_s": n / (speed * 1e6),
+                         "prefill_s": (n - 8) / (speed * 1e6), "decode_s": 8 / (speed * 1e4 / n ** 0.5),
                          "kv_bytes_measured": 1024 * n, "kv_bytes_analytic": 1024 * n, "kv_equal": True,
                          "peak_mem_bytes": 1, "mem_kind": "cpu_rss_sampled", "n_repeats": 1, "repeats": [],
                          "loadavg_1m_before": l0, "loadavg_1m_after": l1})

@@ -47,7 +47,7 @@ def heldout_docs(ppl_paths: list[str]) -> dict[str, list[str]]:
     """
     out: dict[str, list[str]] = {}
     for p in ppl_paths:
-        for split, s in read_json(p).get("splits", {}).items():
+        for split, s in read_ppl(p)["splits"].items():
             ids = out.setdefault(split, [])
             ids += [d["id"] for d in s.get("docs", []) if d["id"] not in ids]
     return out
