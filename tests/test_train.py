@@ -285,3 +285,106 @@ def test_tensorboard_missing_is_one_line_naming_the_key(tmp_path: Path, token_di
     assert status == 2 and len(err) == 1 and "error: train.tensorboard is true" in err[0], err
     train(MODEL, TrainConfig(steps=2, batch_size=2, seq_len=8), token_dir / "train.bin", out, progress=False)
     assert (out / "model.pt").is_file() and not list(out.glob("events.out.tfevents.*"))
+
+
+def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, token_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture) -> None:
+    """A run resumed from its step-2 checkpoint (with gradient accumulation and a snapshot after the resume)
+    writes the uninterrupted run's metrics.jsonl row by row: the checkpoint's rows verbatim (wall times
+    included), then the same step, tokens, FLOPs, loss, lr and grad norm (only the timings differ); and the
+    same later checkpoint, snapshot, final weights and summary. A stale metrics.jsonl is replaced."""
+    import yocou.train as T
+
+    tc = TrainConfig(seed=4, steps=6, batch_size=4, seq_len=16, lr=3e-3, warmup_steps=1, dtype="fp32",
+                     log_every=1, ckpt_every=2, grad_accum=2, snapshot_steps=(5,))
+    ckpts: dict[tuple[str, int], bytes] = {}
+    real_save = T._save_ckpt
+
+    def keep(path, model, opt, step, *a):
+        real_save(path, model, opt, step, *a)
+        ckpts[path.parent.name, step] = path.read_bytes()
+
+    monkeypatch.setattr(T, "_save_ckpt", keep)
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    s_full = train(MODEL, tc, token_dir / "train.bin", full, progress=False)
+    assert sorted(ckpts) == [("full", 2), ("full", 4)]
+    resumed.mkdir()
+    (resumed / "ckpt.pt").write_bytes(ckpts["full", 2])
+    (resumed / "metrics.jsonl").write_text((full / "metrics.jsonl").read_text())  # rows past the checkpoint
+    capsys.readouterr()
+    s_res = train(MODEL, tc, token_dir / "train.bin", resumed, progress=False)
+    assert "resuming from step 2" in capsys.readouterr().err
+    assert sorted(ckpts) == [("full", 2), ("full", 4), ("resumed", 4)]
+
+    timing = ("tokens_per_s", "wall_time")
+    a = [json.loads(l) for l in (full / "metrics.jsonl").read_text().splitlines()]
+    b = [json.loads(l) for l in (resumed / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in a] == [r["step"] for r in b] == [1, 2, 3, 4, 5, 6]
+    assert a[:2] == b[:2]
+    for x, y in zip(a, b):
+        assert list(x) == list(y)
+        assert {k: v for k, v in x.items() if k not in timing} == {k: v for k, v in y.items() if k not in timing}
+
+    def load(blob: bytes) -> dict:
+        import io
+        return torch.load(io.BytesIO(blob), weights_only=False)
+
+    def assert_same_tensors(x, y) -> None:
+        flat_x, flat_y = torch.utils._pytree.tree_flatten(x), torch.utils._pytree.tree_flatten(y)
+        assert flat_x[1] == flat_y[1]  # the same structure and keys
+        for p, q in zip(flat_x[0], flat_y[0]):
+            assert torch.equal(p, q) if isinstance(p, torch.Tensor) else p == q
+
+    c_full, c_res = load(ckpts["full", 4]), load(ckpts["resumed", 4])
+    assert list(c_full) == list(c_res) == ["model", "optimizer", "step", "model_config", "train_config",
+                                           "metrics_rows"]
+    for k in ("model", "optimizer", "step", "model_config", "train_config"):
+        assert_same_tensors(c_full[k], c_res[k])
+    assert c_full["metrics_rows"][:2] == c_res["metrics_rows"][:2] == [json.dumps(r) for r in a[:2]]
+    for name in ("model_step5.pt", "model.pt"):
+        w_full, w_res = (torch.load(d / name, weights_only=False) for d in (full, resumed))
+        assert_same_tensors(w_full["model"], w_res["model"])
+        assert w_full["step"] == w_res["step"] == (5 if name != "model.pt" else 6)
+    assert {k: v for k, v in s_full.items() if k != "provenance"} == \
+        {k: v for k, v in s_res.items() if k != "provenance"}
+    assert not (resumed / "ckpt.pt").exists()
+
+
+def test_metrics_log_rows_and_ranks(tmp_path: Path) -> None:
+    """MetricsLog: opening rewrites metrics.jsonl with the checkpoint's rows; a row every log_every steps and
+    at the last step, with tokens and FLOPs of that step; ranks other than 0 write nothing."""
+    from yocou.train import MetricsLog
+
+    tc = TrainConfig(steps=5, batch_size=2, seq_len=4, log_every=2)
+    (tmp_path / "metrics.jsonl").write_text("stale\n")
+    log = MetricsLog(tmp_path, tc, 0, ['{"step": 2}'], flops_per_token=10.0)
+    assert (tmp_path / "metrics.jsonl").read_text() == '{"step": 2}\n'
+    log.start(2)
+    assert log.log(3, 1.5, 0.1, torch.tensor(2.0)) is None
+    row = log.log(4, 1.25, 0.01, torch.tensor(0.5))
+    assert row is not None and log.log(5, 1.0, 0.001, torch.tensor(0.25)) is not None
+    log.close()
+    rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [2, 4, 5] and rows[1] == row
+    assert list(row) == ["step", "tokens", "train_flops", "loss", "lr", "grad_norm", "tokens_per_s", "wall_time"]
+    assert (row["tokens"], row["train_flops"], row["loss"], row["lr"], row["grad_norm"]) == (32, 320.0, 1.25, 0.01, 0.5)
+    other = tmp_path / "rank1"
+    other.mkdir()
+    log1 = MetricsLog(other, tc, 1, ['{"step": 2}'], flops_per_token=10.0)
+    assert log1.log(4, 1.0, 0.1, torch.tensor(1.0)) is None
+    assert not list(other.iterdir())
+
+
+def test_no_function_in_train_py_is_over_60_lines() -> None:
+    """yocou/train.py stays in small pieces (setup, Checkpointer, MetricsLog, train_step, the loop): no function
+    or method longer than 60 lines, docstring included."""
+    import ast
+
+    import yocou.train as T
+
+    tree = ast.parse(Path(T.__file__).read_text(encoding="utf-8"))
+    lengths = {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    assert {"train", "train_step", "_save_ckpt"} <= set(lengths)
+    too_long = {name: n for name, n in lengths.items() if n > 60}
+    assert not too_long, too_long

@@ -13,10 +13,17 @@ train_flops, loss, lr, tokens_per_s, ...), ``ckpt.pt`` (resume state, written
 atomically every ``ckpt_every`` steps), ``model.pt`` (final weights + config +
 provenance) and ``summary.json``; with ``TrainConfig.tensorboard`` also TensorBoard event files
 (``events.out.tfevents.*``) holding the same rows.
+
+The pieces, in the manner of torchtitan and OLMo-core: :func:`build_model` and :func:`build_optimizer`;
+:class:`Checkpointer` (``ckpt.pt``, ``model.pt`` and snapshots: atomic writes, resume with config checks);
+:class:`MetricsLog` (``metrics.jsonl`` and its TensorBoard mirror); :func:`draw_batch` and :func:`train_step`
+(one optimizer step: micro-steps of forward and backward, loss reduction, clipping, update); and
+:func:`train`, which runs them in order (:func:`_run_steps` is its loop).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -212,6 +219,304 @@ def _loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, aux_weight: 
     return ce + aux_weight * out.aux_loss, ce
 
 
+# --- setup ---------------------------------------------------------------------------------------------------
+
+
+def _open_stream(data_path: str | os.PathLike, model_cfg: ModelConfig, tc: TrainConfig, world: int) -> Any:
+    """The :class:`yocou.data.tokens.TokenStream` at ``data_path``, checked against the model and the ranks.
+
+    Raises:
+        ValueError: the stream's vocabulary exceeds ``model_cfg.vocab_size``, or the global batch does not
+            divide evenly over ``world`` ranks × ``tc.grad_accum`` micro-steps.
+    """
+    from .data.tokens import TokenStream
+
+    stream = TokenStream(data_path)
+    if stream.vocab_size > model_cfg.vocab_size:
+        raise ValueError(f"token stream {data_path} has vocab_size {stream.vocab_size} > model vocab_size "
+                         f"{model_cfg.vocab_size}")
+    if tc.batch_size % (world * tc.grad_accum):
+        raise ValueError(f"TrainConfig.batch_size ({tc.batch_size}) must divide evenly over {world} ranks × "
+                         f"grad_accum {tc.grad_accum}")
+    return stream
+
+
+def build_model(model_cfg: ModelConfig, tc: TrainConfig, device: torch.device, world: int) -> LM:
+    """The model initialised from ``tc.seed`` on ``device``, with activation checkpointing and, under
+    ``torchrun`` with ``tc.fsdp``, FSDP2 sharding (:mod:`yocou.parallel`). Build the optimizer after this: it
+    must hold the sharded parameters."""
+    torch.manual_seed(tc.seed)
+    model = LM(model_cfg).to(device)
+    if tc.activation_checkpointing:
+        parallel.apply_activation_checkpointing(model)
+    if tc.fsdp and world > 1:
+        parallel.shard_fsdp(model)
+    return model
+
+
+def build_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.AdamW:
+    """Fused AdamW; weight decay on the matrices except the embedding, none on vectors (norms, biases)."""
+    decay, no_decay = [], []
+    for n, p in model.named_parameters():
+        (decay if p.ndim >= 2 and not n.startswith("embed") else no_decay).append(p)
+    return torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
+                              {"params": no_decay, "weight_decay": 0.0}],
+                             lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, fused=True)
+
+
+def _run_provenance(model_cfg: ModelConfig, tc: TrainConfig, run_config: Mapping[str, Any] | None,
+                    world: int) -> dict[str, Any]:
+    """:func:`yocou.io.provenance` of the run (``run_config``, or both configs) with the number of processes."""
+    cfg_record = dict(run_config) if run_config is not None else {"model": model_cfg.to_dict(),
+                                                                   "train": dataclasses.asdict(tc)}
+    prov = provenance(cfg_record, tc.seed)
+    prov["world_size"] = world
+    return prov
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------------
+
+
+class Checkpointer:
+    """The run folder's weight and resume files, each written atomically by rank 0.
+
+    * ``ckpt.pt`` (:meth:`resume`, :meth:`save`, :meth:`discard`): model and optimizer state, the step, both
+      configs and the ``metrics.jsonl`` rows so far (:func:`_save_ckpt`). It holds no random-number state:
+      each step's batch comes from a generator seeded by ``(seed, step)`` and the model draws no random
+      numbers, so the step fixes everything that follows.
+    * ``model.pt`` and ``model_step<N>.pt`` (:meth:`save_weights`): weights, configs, step and provenance
+      (:func:`_save_model`).
+
+    A sharded (FSDP) model's state is gathered as full tensors keyed by name (:func:`yocou.parallel.full_state`,
+    collective), so every rank calls :meth:`save` and :meth:`save_weights`, and a checkpoint resumes with any
+    number of processes.
+    """
+
+    def __init__(self, out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, model_cfg: ModelConfig,
+                 tc: TrainConfig, rank: int, prov: dict[str, Any]) -> None:
+        self.out, self.path = out, out / "ckpt.pt"
+        self.model, self.opt, self.model_cfg, self.tc, self.rank, self.prov = model, opt, model_cfg, tc, rank, prov
+        self.sharded = parallel.is_sharded(model)
+
+    def resume(self, device: torch.device) -> tuple[int, list[str]]:
+        """Load ``ckpt.pt`` into the model and optimizer if it exists.
+
+        Returns:
+            ``(step, rows)``: the optimizer step to continue from and the ``metrics.jsonl`` lines (JSON text)
+            logged up to it; ``(0, [])`` without a checkpoint.
+
+        Raises:
+            ValueError: the file is unreadable or not a resume checkpoint (:func:`read_checkpoint`), or it was
+                written with another model config or TrainConfig (fields in ``_NO_RESULT_FIELDS`` aside).
+        """
+        if not self.path.exists():
+            return 0, []
+        # FSDP: every rank maps the full-tensor file (pages shared on a node) and keeps its shards.
+        ck = read_checkpoint(self.path, map_location="cpu" if self.tc.fsdp else device, mmap=self.tc.fsdp,
+                             what="resume checkpoint", keys=("model", "optimizer", "step", "model_config",
+                                                             "train_config"),
+                             remedy=f"remove it to restart the run in {self.out} from step 0")
+        self._check_config(ck)
+        if self.tc.fsdp:
+            parallel.load_full_state(self.model, self.opt, ck["model"], ck["optimizer"])
+        else:
+            self.model.load_state_dict(ck["model"])
+            self.opt.load_state_dict(ck["optimizer"])
+        step = ck["step"]
+        if self.rank == 0:
+            print(f"resuming from step {step} ({self.path})", file=sys.stderr, flush=True)
+        return step, (ck.get("metrics_rows", []) if step else [])
+
+    def _check_config(self, ck: Mapping[str, Any]) -> None:
+        """ValueError unless ``ck`` was written with this run's configs; a TrainConfig field added after the
+        checkpoint was written counts as its default, and fields that change no result may differ."""
+        ck_tc = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+        same = {**ck_tc, **ck["train_config"], **{k: getattr(self.tc, k) for k in _NO_RESULT_FIELDS}}
+        if ck["model_config"] != self.model_cfg.to_dict() or same != dataclasses.asdict(self.tc):
+            raise ValueError(f"{self.path} was written with a different config; remove {self.out} to start over")
+
+    def save(self, step: int, metrics_path: Path) -> None:
+        """Write ``ckpt.pt``: the state after optimizer step ``step`` and the rows of ``metrics_path``."""
+        _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, metrics_path)
+
+    def save_weights(self, path: Path, step: int) -> None:
+        """Write the weights after optimizer step ``step`` to ``path`` in the format of ``model.pt``."""
+        state = parallel.full_state(self.model)[0] if self.sharded else self.model.state_dict()
+        if self.rank == 0:
+            _save_model(path, state, self.model_cfg, self.tc, step, self.prov)
+
+    def discard(self) -> None:
+        """Remove ``ckpt.pt`` (the run is finished)."""
+        if self.rank == 0 and self.path.exists():
+            self.path.unlink()
+
+
+# --- metrics -------------------------------------------------------------------------------------------------
+
+
+class MetricsLog:
+    """``metrics.jsonl`` in the run folder (one JSON row per logged step) and, with ``tc.tensorboard``, the
+    same rows as TensorBoard scalars (:class:`_TensorBoardLog`). Only rank 0 writes; on other ranks every
+    method does nothing.
+
+    Opening it rewrites the file with ``rows``, the rows a resumed run's checkpoint kept (a workflow manager
+    may have deleted the file), so that the log always belongs to the weights.
+    """
+
+    def __init__(self, out: Path, tc: TrainConfig, rank: int, rows: list[str], flops_per_token: float) -> None:
+        self.path = out / "metrics.jsonl"
+        self.tc, self.active, self.flops_per_token = tc, rank == 0, flops_per_token
+        self.tokens_per_step = tc.batch_size * tc.seq_len
+        self.tb: _TensorBoardLog | None = None
+        if self.active:
+            atomic_write_text(self.path, "".join(r + "\n" for r in rows))
+            if tc.tensorboard:
+                self.tb = _TensorBoardLog(out, [json.loads(r) for r in rows])
+        self.start(0)
+
+    def start(self, step: int) -> None:
+        """Start the clock of ``tokens_per_s`` at optimizer step ``step``."""
+        self._t_last, self._tok_last = time.perf_counter(), step * self.tokens_per_step
+
+    def log(self, done: int, loss: float, lr: float, grad_norm: torch.Tensor) -> dict[str, Any] | None:
+        """Append the row of ``done`` optimizer steps if it is due (every ``tc.log_every`` steps and the last).
+
+        Returns:
+            The row (``step``, ``tokens``, ``train_flops``, ``loss``, ``lr``, ``grad_norm``, ``tokens_per_s``
+            since the previous row or :meth:`start`, ``wall_time``), or None when none was written.
+        """
+        if not self.active or not (done % self.tc.log_every == 0 or done == self.tc.steps):
+            return None
+        now = time.perf_counter()
+        tokens = done * self.tokens_per_step
+        row = {"step": done, "tokens": tokens, "train_flops": tokens * self.flops_per_token, "loss": loss,
+               "lr": lr, "grad_norm": float(grad_norm),
+               "tokens_per_s": (tokens - self._tok_last) / (now - self._t_last),
+               "wall_time": time.time()}
+        self._t_last, self._tok_last = now, tokens
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(row) + "\n")
+        if self.tb is not None:
+            self.tb.add(row)
+        return row
+
+    def close(self) -> None:
+        """Close the TensorBoard writer (``metrics.jsonl`` is closed after each row)."""
+        if self.tb is not None:
+            self.tb.close()
+
+
+# --- one step ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """What every optimizer step uses.
+
+    Attributes:
+        model: the LM whose parameters ``opt`` holds (FSDP-sharded or not).
+        fwd: what the forward pass calls: ``model``, its DDP wrapper, or either compiled.
+        opt: the optimizer.
+        amp: the autocast context (bf16, or disabled for fp32).
+        world: number of processes.
+        sharded: whether ``model`` is FSDP-sharded.
+        run_dir: the run folder, named in errors.
+    """
+
+    model: torch.nn.Module
+    fwd: torch.nn.Module
+    opt: torch.optim.Optimizer
+    amp: torch.autocast
+    world: int
+    sharded: bool
+    run_dir: Path
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """One optimizer step's ``loss`` (cross-entropy over the global batch), ``lr`` and ``grad_norm``
+    (the global gradient norm before clipping, a 0-d tensor)."""
+
+    loss: float
+    lr: float
+    grad_norm: torch.Tensor
+
+
+def _step_parts(model: torch.nn.Module, opt: torch.optim.Optimizer, tc: TrainConfig, world: int,
+                device: torch.device, run_dir: Path) -> StepParts:
+    """Wrap ``model`` for the forward pass (DDP unless sharded; ``torch.compile`` with ``tc.compile``)."""
+    sharded = parallel.is_sharded(model)
+    fwd = model if sharded else wrap_ddp(model, world, device)
+    if tc.compile:
+        fwd = torch.compile(fwd)
+    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=tc.dtype == "bf16")
+    return StepParts(model=model, fwd=fwd, opt=opt, amp=amp, world=world, sharded=sharded, run_dir=run_dir)
+
+
+def draw_batch(stream: Any, tc: TrainConfig, step: int, rank: int, world: int,
+               device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """This rank's rows of step ``step``'s global batch, drawn from a generator seeded by ``(seed, step)``, so
+    the batches depend neither on the number of processes nor on where a run was resumed."""
+    local_b = tc.batch_size // world
+    gen = torch.Generator().manual_seed(tc.seed * 1_000_003 + step)
+    x, y = stream.sample_batch(tc.batch_size, tc.seq_len, gen)
+    rows = slice(rank * local_b, (rank + 1) * local_b)
+    return x[rows].to(device), y[rows].to(device)
+
+
+def _accumulate_gradients(parts: StepParts, tc: TrainConfig, aux_weight: float, x: torch.Tensor,
+                          y: torch.Tensor) -> torch.Tensor:
+    """Forward and backward of ``tc.grad_accum`` equal micro-batches of ``x, y``, gradients summed (each
+    loss divided by ``grad_accum``) and reduced across ranks on the last micro-step only. Returns this
+    rank's mean cross-entropy (a 0-d tensor)."""
+    micro_b = x.shape[0] // tc.grad_accum
+    ce_sum = torch.zeros((), device=x.device)
+    for i in range(tc.grad_accum):
+        xs, ys = x[i * micro_b:(i + 1) * micro_b], y[i * micro_b:(i + 1) * micro_b]
+        sync = i == tc.grad_accum - 1
+        if parts.sharded:
+            parts.model.set_requires_gradient_sync(sync)  # FSDP2's no_sync: reduce-scatter on the last micro-step
+        no_sync = parts.world > 1 and not sync and hasattr(parts.fwd, "no_sync")
+        with parts.fwd.no_sync() if no_sync else contextlib.nullcontext():
+            with parts.amp:
+                loss, ce = _loss(parts.fwd, xs, ys, aux_weight)
+            (loss / tc.grad_accum).backward()
+        ce_sum += ce.detach() / tc.grad_accum
+    return ce_sum
+
+
+def train_step(parts: StepParts, tc: TrainConfig, aux_weight: float, step: int, x: torch.Tensor,
+               y: torch.Tensor) -> StepResult:
+    """Optimizer step ``step`` (0-based) on this rank's batch ``x, y``: set the learning rate (:func:`lr_at`),
+    accumulate gradients, average the loss over ranks, clip the global gradient norm to ``tc.grad_clip``
+    (0: no clipping) and update.
+
+    Raises:
+        NonFiniteLossError: the loss is NaN or infinite (before the update), naming the run folder, the step
+            and the learning rate.
+    """
+    lr = lr_at(step, tc)
+    for g in parts.opt.param_groups:
+        g["lr"] = lr
+    ce = _accumulate_gradients(parts, tc, aux_weight, x, y)
+    if parts.world > 1:
+        dist.all_reduce(ce, op=dist.ReduceOp.AVG)
+    loss = float(ce)
+    if not math.isfinite(loss):
+        raise NonFiniteLossError(f"{parts.run_dir}: the loss is {loss} at step {step}: training diverged; lower "
+                                 f"train.lr (now {tc.lr:g}) or check the data")
+    gnorm = torch.nn.utils.clip_grad_norm_(parts.model.parameters(),
+                                           tc.grad_clip if tc.grad_clip > 0 else float("inf"))
+    if parts.sharded:
+        gnorm = gnorm.full_tensor()  # a DTensor (collective)
+    parts.opt.step()
+    parts.opt.zero_grad(set_to_none=True)
+    return StepResult(loss=loss, lr=lr, grad_norm=gnorm)
+
+
+# --- the loop ------------------------------------------------------------------------------------------------
+
+
 def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike, out_dir: str | os.PathLike, *,
           run_config: Mapping[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
     """Train ``model_cfg`` on a token stream; resume from ``out_dir/ckpt.pt`` if present.
@@ -234,153 +539,64 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     """
     from tqdm.auto import tqdm
 
-    from .data.tokens import TokenStream
-
     rank, world, device = _init_distributed()
     if tc.tensorboard and rank == 0:
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stream = TokenStream(data_path)
-    if stream.vocab_size > model_cfg.vocab_size:
-        raise ValueError(f"token stream {data_path} has vocab_size {stream.vocab_size} > model vocab_size "
-                         f"{model_cfg.vocab_size}")
-    if tc.batch_size % (world * tc.grad_accum):
-        raise ValueError(f"TrainConfig.batch_size ({tc.batch_size}) must divide evenly over {world} ranks × "
-                         f"grad_accum {tc.grad_accum}")
-    cfg_record = dict(run_config) if run_config is not None else {"model": model_cfg.to_dict(),
-                                                                   "train": dataclasses.asdict(tc)}
-    prov = provenance(cfg_record, tc.seed)
-    prov["world_size"] = world
-
-    torch.manual_seed(tc.seed)
-    model = LM(model_cfg).to(device)
-    if tc.activation_checkpointing:
-        parallel.apply_activation_checkpointing(model)
-    if tc.fsdp and world > 1:
-        parallel.shard_fsdp(model)  # before the optimizer, which must hold the sharded parameters
-    sharded = parallel.is_sharded(model)
-    decay, no_decay = [], []
-    for n, p in model.named_parameters():
-        (decay if p.ndim >= 2 and not n.startswith("embed") else no_decay).append(p)
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, fused=True)
+    stream = _open_stream(data_path, model_cfg, tc, world)
+    prov = _run_provenance(model_cfg, tc, run_config, world)
+    model = build_model(model_cfg, tc, device, world)
+    opt = build_optimizer(model, tc)
     flops_per_token = accounting.train_flops_per_token(model_cfg, tc.seq_len)
-    tokens_per_step = tc.batch_size * tc.seq_len
-
-    start_step = 0
-    ck: dict[str, Any] = {}
-    ckpt_path = out / "ckpt.pt"
-    metrics_path = out / "metrics.jsonl"
-    if ckpt_path.exists():
-        # FSDP: every rank maps the full-tensor file (pages shared on a node) and keeps its shards.
-        ck = read_checkpoint(ckpt_path, map_location="cpu" if tc.fsdp else device, mmap=tc.fsdp,
-                             what="resume checkpoint", keys=("model", "optimizer", "step", "model_config",
-                                                             "train_config"),
-                             remedy=f"remove it to restart the run in {out} from step 0")
-        # A field added after the checkpoint was written counts as its default.
-        ck_tc = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
-        same = {**ck_tc, **ck["train_config"], **{k: getattr(tc, k) for k in _NO_RESULT_FIELDS}}
-        if ck["model_config"] != model_cfg.to_dict() or same != dataclasses.asdict(tc):
-            raise ValueError(f"{ckpt_path} was written with a different config; remove {out} to start over")
-        if tc.fsdp:
-            parallel.load_full_state(model, opt, ck["model"], ck["optimizer"])
-        else:
-            model.load_state_dict(ck["model"])
-            opt.load_state_dict(ck["optimizer"])
-        start_step = ck["step"]
-        if rank == 0:
-            print(f"resuming from step {start_step} ({ckpt_path})", file=sys.stderr, flush=True)
-    tb: _TensorBoardLog | None = None
-    if rank == 0:
-        # Rewrite the log as it was at the checkpoint (a workflow manager may have deleted it).
-        rows = ck.get("metrics_rows", []) if start_step else []
-        atomic_write_text(metrics_path, "".join(r + "\n" for r in rows))
-        if tc.tensorboard:
-            tb = _TensorBoardLog(out, [json.loads(r) for r in rows])
-
-    fwd = model if sharded else wrap_ddp(model, world, device)
-    if tc.compile:
-        fwd = torch.compile(fwd)
-    amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=tc.dtype == "bf16")
-    local_b = tc.batch_size // world
-    micro_b = local_b // tc.grad_accum
+    ckpt = Checkpointer(out, model, opt, model_cfg, tc, rank, prov)
+    start_step, rows = ckpt.resume(device)
+    log = MetricsLog(out, tc, rank, rows, flops_per_token)
+    parts = _step_parts(model, opt, tc, world, device, out)
     bar = tqdm(total=tc.steps, initial=start_step, disable=not (progress and rank == 0),
                desc=f"train {model_cfg.name}", unit="step", dynamic_ncols=True)
-    t_last, tok_last = time.perf_counter(), start_step * tokens_per_step
-    step = start_step
-    stopped_by_flops = False
-    for step in range(start_step, tc.steps):
-        if tc.stop_at_flops and step * tokens_per_step * flops_per_token >= tc.stop_at_flops:
-            stopped_by_flops = True
-            break
-        lr = lr_at(step, tc)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        gen = torch.Generator().manual_seed(tc.seed * 1_000_003 + step)
-        x, y = stream.sample_batch(tc.batch_size, tc.seq_len, gen)
-        x, y = x[rank * local_b:(rank + 1) * local_b].to(device), y[rank * local_b:(rank + 1) * local_b].to(device)
-        ce_sum = torch.zeros((), device=device)
-        for i in range(tc.grad_accum):
-            xs, ys = x[i * micro_b:(i + 1) * micro_b], y[i * micro_b:(i + 1) * micro_b]
-            sync = i == tc.grad_accum - 1
-            if sharded:
-                model.set_requires_gradient_sync(sync)  # FSDP2's no_sync: reduce-scatter on the last micro-step
-            ctx = fwd.no_sync() if (world > 1 and not sync and hasattr(fwd, "no_sync")) else _null()
-            with ctx:
-                with amp:
-                    loss, ce = _loss(fwd, xs, ys, model_cfg.moe_aux_weight)
-                (loss / tc.grad_accum).backward()
-            ce_sum += ce.detach() / tc.grad_accum
-        if world > 1:
-            dist.all_reduce(ce_sum, op=dist.ReduceOp.AVG)
-        loss_val = float(ce_sum)
-        if not math.isfinite(loss_val):
-            raise NonFiniteLossError(f"{out}: the loss is {loss_val} at step {step}: training diverged; lower "
-                                     f"train.lr (now {tc.lr:g}) or check the data")
-        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
-        if sharded:
-            gnorm = gnorm.full_tensor()  # a DTensor (collective)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        done = step + 1
-        bar.update(1)
-        if rank == 0 and (done % tc.log_every == 0 or done == tc.steps):
-            now = time.perf_counter()
-            tokens = done * tokens_per_step
-            row = {"step": done, "tokens": tokens, "train_flops": tokens * flops_per_token, "loss": loss_val,
-                   "lr": lr, "grad_norm": float(gnorm),
-                   "tokens_per_s": (tokens - tok_last) / (now - t_last),
-                   "wall_time": time.time()}
-            t_last, tok_last = now, tokens
-            with open(metrics_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row) + "\n")
-            if tb is not None:
-                tb.add(row)
-            bar.set_postfix(loss=f"{loss_val:.3f}", lr=f"{lr:.2e}")
-        if done in tc.snapshot_steps:
-            snap_sd = parallel.full_state(model)[0] if sharded else model.state_dict()  # collective when sharded
-            if rank == 0:
-                _save_model(out / f"model_step{done}.pt", snap_sd, model_cfg, tc, done, prov)
-        if done % tc.ckpt_every == 0 and done < tc.steps:
-            _save_ckpt(ckpt_path, model, opt, done, model_cfg, tc, rank, metrics_path)
+    log.start(start_step)
+    final_step, stopped_by_flops = _run_steps(parts, stream, model_cfg, tc, start_step, rank, device,
+                                              ckpt, log, bar)
     bar.close()
-    if tb is not None:
-        tb.close()
-    final_step = step if stopped_by_flops else tc.steps
-    summary = {"name": model_cfg.name, "steps": final_step, "tokens": final_step * tokens_per_step,
-               "train_flops": final_step * tokens_per_step * flops_per_token, "stopped_by_flops": stopped_by_flops,
+    log.close()
+    tokens = final_step * tc.batch_size * tc.seq_len
+    summary = {"name": model_cfg.name, "steps": final_step, "tokens": tokens,
+               "train_flops": tokens * flops_per_token, "stopped_by_flops": stopped_by_flops,
                **accounting.summary(model_cfg, tc.seq_len), "provenance": prov}
-    final_sd = parallel.full_state(model)[0] if sharded else model.state_dict()  # collective when sharded
+    ckpt.save_weights(out / "model.pt", final_step)  # collective when sharded
     if rank == 0:
-        _save_model(out / "model.pt", final_sd, model_cfg, tc, final_step, prov)
         atomic_write_json(out / "summary.json", summary)
-        if ckpt_path.exists():
-            ckpt_path.unlink()
+    ckpt.discard()
     if world > 1:
         dist.barrier()
     return summary
+
+
+def _run_steps(parts: StepParts, stream: Any, model_cfg: ModelConfig, tc: TrainConfig, start_step: int,
+               rank: int, device: torch.device, ckpt: Checkpointer, log: MetricsLog, bar: Any) -> tuple[int, bool]:
+    """Optimizer steps ``start_step, ..., tc.steps - 1``, each followed by its metrics row, weight snapshot
+    and checkpoint when due.
+
+    Returns:
+        ``(steps, stopped_by_flops)``: the number of optimizer steps done and whether ``tc.stop_at_flops``
+        ended the run before ``tc.steps``.
+    """
+    tokens_per_step = tc.batch_size * tc.seq_len
+    for step in range(start_step, tc.steps):
+        if tc.stop_at_flops and step * tokens_per_step * log.flops_per_token >= tc.stop_at_flops:
+            return step, True
+        x, y = draw_batch(stream, tc, step, rank, parts.world, device)
+        res = train_step(parts, tc, model_cfg.moe_aux_weight, step, x, y)
+        done = step + 1
+        bar.update(1)
+        if log.log(done, res.loss, res.lr, res.grad_norm) is not None:
+            bar.set_postfix(loss=f"{res.loss:.3f}", lr=f"{res.lr:.2e}")
+        if done in tc.snapshot_steps:
+            ckpt.save_weights(ckpt.out / f"model_step{done}.pt", done)  # collective when sharded
+        if done % tc.ckpt_every == 0 and done < tc.steps:
+            ckpt.save(done, log.path)
+    return tc.steps, False
 
 
 def _save_model(path: Path, state: dict[str, Any], mc: ModelConfig, tc: TrainConfig, step: int,
@@ -399,17 +615,9 @@ def wrap_ddp(model: LM, world: int, device: torch.device) -> torch.nn.Module:
     return DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *a: Any) -> None:
-        return None
-
-
 def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc: ModelConfig, tc: TrainConfig,
                rank: int, metrics_path: Path) -> None:
-    """Atomically write the resume state, including the metrics rows logged so far.
+    """Atomically write the resume state, including the metrics rows logged so far (:class:`Checkpointer`).
 
     With ``tc.fsdp`` the state is full tensors keyed by name (:func:`yocou.parallel.full_state`, collective).
     """
