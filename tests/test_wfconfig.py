@@ -274,3 +274,16 @@ def test_kv_measure_seq_lens_must_be_positive() -> None:
     res = subprocess.run([sys.executable, "-m", "yocou.cli", "kv-measure", "--run-configs", "x.json", "--seq-lens",
                           "0", "--out", "y.json"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "argument --seq-lens: expected an integer >= 1, got 0" in res.stderr
+
+
+def test_train_fields_carry_no_schema_defaults() -> None:
+    """train: and variants.<name>.train: share $defs/train_fields, and a variant's train section overrides the
+    shared one key by key: a schema default there would be filled into every variant's section and silently win
+    over train: (TrainConfig's own defaults apply instead)."""
+    fields = load_schema(ROOT)["$defs"]["train_fields"]["properties"]
+    assert not [k for k, v in fields.items() if "default" in v]
+    cfg = _smoke()
+    cfg["train"]["lr"] = 0.005
+    cfg["variants"]["yocou"]["train"] = {"steps": 3}
+    resolve_config(cfg, root=ROOT)
+    assert cfg["variants"]["yocou"]["train"] == {"steps": 3}
