@@ -11,6 +11,10 @@ from snakemake.utils import min_version
 
 min_version("9.0")
 
+# `snakemake --report report.html` (or .zip) after a run, with the run's --config: this page, then every table and
+# figure under the part of the paper it belongs to (workflows/rules/common.smk, REPORT_GROUPS), each captioned.
+report: "workflows/report/workflow.rst"
+
 from yocou.scales import check_scale_name, configured_scales  # standard library only
 
 # A scale is any workflows/config/<scale>.yaml with a safe name (yocou.scales.SCALE_PATTERN): add your own.

@@ -220,11 +220,19 @@ def test_schema_scale_is_the_safe_name_pattern() -> None:
         with pytest.raises(ValueError, match="scale"):
             check_scale_name(name)
 
-@pytest.mark.slow
-def test_smoke_pipeline_end_to_end(tmp_path: Path) -> None:
-    """The whole smoke DAG on real data: every table and figure target is produced and sane."""
-    wd = _workdir(tmp_path)
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A scratch copy of the workflow after the whole smoke DAG ran in it, once for the tests of this module that
+    need a finished run (the end-to-end checks and the report, which needs the run's metadata in .snakemake/)."""
+    wd = _workdir(tmp_path_factory.mktemp("smoke_run"))
     _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke")
+    return wd
+
+
+@pytest.mark.slow
+def test_smoke_pipeline_end_to_end(smoke_run: Path) -> None:
+    """The whole smoke DAG on real data: every table and figure target is produced and sane."""
+    wd = smoke_run
     res = wd / "results/smoke"
     for f in ("heldout_ppl.csv", "heldout_ppl.md", "table10.csv", "table10.md", "table10_measured.md",
               "fig2_data.csv"):
@@ -268,3 +276,79 @@ def test_smoke_pipeline_end_to_end(tmp_path: Path) -> None:
     # A second run has nothing to do.
     again = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def _report_var(html: str, name: str):
+    """A JSON value the Snakemake report page assigns in its scripts (``var <name> = <JSON>;`` on one line)."""
+    import re
+
+    m = re.search(rf"^\s*var {name} = ([{{\"].*);\s*$", html, re.M)
+    assert m, f"no 'var {name}' in the report"
+    return json.loads(m.group(1))
+
+
+def _caption_text(page: str) -> str:
+    """The text of a rendered caption (HTML), tags dropped, whitespace collapsed."""
+    import html
+    import re
+
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", page)).split())
+
+
+@pytest.mark.slow
+def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: Path) -> None:
+    """`snakemake --report` after the smoke run (.zip and self-contained .html): every table (.md), figure (.png)
+    and page (.html) that reproduce_all produces (Snakemake's own --summary of the DAG) is in the report, filed
+    under a part of the paper (category) and an item (subcategory), with a caption rendered for this scale that
+    says what the paper claims and where its numbers stand; the workflow page describes the run."""
+    import base64
+    import zipfile
+
+    wd = smoke_run
+    summary = _snakemake(wd, "--cores", "1", "--summary", "reproduce_all", "--config", "scale=smoke").stdout
+    made = sorted({line.split("\t")[0] for line in summary.splitlines()[1:] if line.strip()})
+    expected = [f for f in made if f.startswith(("results/smoke/", "figures/smoke/"))
+                and f.endswith((".md", ".png", ".html"))]
+    for f in ("figures/smoke/fig2.png", "figures/smoke/fig8.png", "figures/smoke/niah_heatmap.png",
+              "results/smoke/table2.md", "results/smoke/table10_ratios.md", "results/smoke/audit/report.html"):
+        assert f in expected, f  # the summary lists the DAG's files as we read them
+    assert len(expected) >= 20, expected  # 8 figures, 14 tables, the audit page (smoke, today)
+
+    _snakemake(wd, "--cores", "1", "--report", "report.zip", "--config", "scale=smoke")
+    with zipfile.ZipFile(wd / "report.zip") as z:
+        names = set(z.namelist())
+        page = z.read("report/report.html").decode()
+        results = _report_var(page, "results")
+        for path, r in results.items():  # every result's file travels in the zip, byte for byte
+            assert z.read(f"report/{r['data_uri']}") == (wd / path).read_bytes(), path
+    assert "report/report.html" in names
+    missing = sorted(set(expected) - set(results))
+    assert not missing, missing
+    categories = _report_var(page, "categories")
+    filed = {path: (cat, sub) for cat, subs in categories.items() for sub, paths in subs.items() for path in paths}
+    assert sorted(filed) == sorted(results)
+    assert "Other" not in categories and all("Other" not in subs for subs in categories.values())
+    assert filed["results/smoke/table4.md"] == filed["figures/smoke/niah_heatmap.png"] == ("4 Long context", "Table 4")
+    assert filed["results/smoke/table2.md"] == ("2 Loss scaling and downstream tasks", "Table 2")
+    assert filed["results/smoke/audit/report.html"][0] == "8 Audit of the reported numbers"
+    for path, r in results.items():
+        text = _caption_text(r["caption"])
+        assert len(text) > 200 and "The paper" in text and "smoke" in text, (path, text)
+        assert "{{" not in text and "system-message" not in r["caption"], (path, r["caption"][:2000])
+    for path, quote in (("figures/smoke/fig2.png", "ΔL = 0.033"), ("results/smoke/table2.md", "47.08"),
+                        ("results/smoke/table4.md", "1.00 / 0.95"), ("results/smoke/table3.md", "Paradise"),
+                        ("results/smoke/table2.md", "BBH is not available offline")):
+        assert quote in _caption_text(results[path]["caption"]), (path, quote)
+    desc = _report_var(page, "workflow_desc")
+    steps = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())["train"]["steps"]
+    assert "system-message" not in desc and "{{" not in desc
+    assert all(s in _caption_text(desc) for s in ("Universal YOCO", "at scale smoke (workflows/config/smoke.yaml)",
+                                                  f"Every run trains {steps} steps")), desc
+
+    _snakemake(wd, "--cores", "1", "--report", "report.html", "--config", "scale=smoke")
+    embedded = _report_var((wd / "report.html").read_text(encoding="utf-8"), "results")
+    assert sorted(embedded) == sorted(results)
+    for path, r in embedded.items():  # self-contained: each file inline as a data URI
+        assert r["caption"] == results[path]["caption"]
+        head, data = r["data_uri"].split(";base64,", 1)
+        assert head.startswith("data:") and base64.b64decode(data) == (wd / path).read_bytes(), path

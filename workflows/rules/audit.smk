@@ -23,10 +23,10 @@ rule audit:
                                            "verdicts.py", "report.py", "args.py")]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
     output:
-        md=f"{AUDIT_OUT}/report.md",
-        html=f"{AUDIT_OUT}/report.html",
-        checks=f"{AUDIT_OUT}/checks.csv",
-        verdicts=f"{AUDIT_OUT}/verdicts.csv",
+        md=in_report(f"{AUDIT_OUT}/report.md", "audit"),
+        html=in_report(f"{AUDIT_OUT}/report.html", "audit"),
+        checks=in_report(f"{AUDIT_OUT}/checks.csv", "audit"),
+        verdicts=in_report(f"{AUDIT_OUT}/verdicts.csv", "audit"),
         claims=f"{AUDIT_OUT}/claims.csv",
         summary=f"{AUDIT_OUT}/summary.json",
     log:

@@ -2,6 +2,34 @@
 
 import os
 
+# `snakemake --report`: each table and figure goes under the part of the paper it belongs to (category, numbered in
+# the paper's order of tables and figures; the numbers are ours, not the paper's sections) and its own name
+# (subcategory), with its caption workflows/report/<item>.rst (what the paper claims, our scale, the substitutes,
+# where the paper's numbers stand). Caption paths are relative to this folder (workflows/rules/).
+REPORT_GROUPS = {
+    "table1": ("1 Method: inference complexity", "Table 1"),
+    "fig2": ("2 Loss scaling and downstream tasks", "Figure 2"),
+    "table2": ("2 Loss scaling and downstream tasks", "Table 2"),
+    "fig3": ("2 Loss scaling and downstream tasks", "Figure 3"),
+    "table3": ("3 Architectures and design choices", "Table 3"),
+    "table5": ("3 Architectures and design choices", "Table 5"),
+    "heldout_ppl": ("3 Architectures and design choices", "Held-out perplexity (Wiki. ppl substitute)"),
+    "fig4": ("4 Long context", "Figure 4"),
+    "table4": ("4 Long context", "Table 4"),
+    "fig5": ("5 Scaling: parameters and loops", "Figure 5"),
+    "fig6": ("5 Scaling: parameters and loops", "Figure 6"),
+    "fig7": ("6 Inference efficiency", "Figure 7"),
+    "tables8_10": ("6 Inference efficiency", "Tables 8-10 (appendix)"),
+    "fig8": ("7 Analysis", "Figure 8"),
+    "audit": ("8 Audit of the reported numbers", "Audit report"),
+}
+
+
+def in_report(path, item):
+    """``path`` marked for `snakemake --report` under ``REPORT_GROUPS[item]``, captioned by workflows/report/<item>.rst."""
+    category, subcategory = REPORT_GROUPS[item]
+    return report(path, caption=f"../report/{item}.rst", category=category, subcategory=subcategory)
+
 from yocou import cluster as _cluster  # standard library only: parsing stays fast
 
 

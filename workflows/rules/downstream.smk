@@ -61,8 +61,8 @@ for _t in ("table2", "table3", "table5"):
             code=[f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/render/{_t}.py",
                   f"{PKG}/reported/table0{_t[-1]}.csv"],
         output:
-            csv=f"{RES}/{_t}.csv",
-            md=f"{RES}/{_t}.md",
+            csv=in_report(f"{RES}/{_t}.csv", _t),
+            md=in_report(f"{RES}/{_t}.md", _t),
             cells=f"{RES}/{_t}_cells.csv",
         log:
             f"logs/{SCALE}/{_t}.log",
@@ -81,9 +81,9 @@ rule fig3:
         results=expand(f"{RES}/downstream/{{variant}}/tidy.csv", variant=CORE),
         code=[f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/render/fig3.py"],
     output:
-        png=f"{FIG}/fig3.png",
+        png=in_report(f"{FIG}/fig3.png", "fig3"),
         pdf=f"{FIG}/fig3.pdf",
-        data=f"{RES}/fig3_data.csv",
+        data=in_report(f"{RES}/fig3_data.csv", "fig3"),
     log:
         f"logs/{SCALE}/fig3.log",
     params:

@@ -27,9 +27,9 @@ rule fig7:
         profile=f"{RES}/profile.json",
         code=[f"{PKG}/render/fig7.py", f"{PKG}/render/common.py"],
     output:
-        png=f"{FIG}/fig7.png",
+        png=in_report(f"{FIG}/fig7.png", "fig7"),
         pdf=f"{FIG}/fig7.pdf",
-        data=f"{RES}/fig7_data.csv",
+        data=in_report(f"{RES}/fig7_data.csv", "fig7"),
     log:
         f"logs/{SCALE}/fig7.log",
     params:
@@ -45,11 +45,11 @@ rule tables8_9:
         code=[f"{PKG}/render/tables8_9.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py",
               f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv", f"{PKG}/reported/table10.csv"],
     output:
-        t8=f"{RES}/table8.md",
-        t8_ours=f"{RES}/table8_ours.md",
-        t9=f"{RES}/table9.md",
-        t9_ours=f"{RES}/table9_ours.md",
-        t10=f"{RES}/table10_ratios.md",
+        t8=in_report(f"{RES}/table8.md", "tables8_10"),
+        t8_ours=in_report(f"{RES}/table8_ours.md", "tables8_10"),
+        t9=in_report(f"{RES}/table9.md", "tables8_10"),
+        t9_ours=in_report(f"{RES}/table9_ours.md", "tables8_10"),
+        t10=in_report(f"{RES}/table10_ratios.md", "tables8_10"),
     log:
         f"logs/{SCALE}/tables8_9.log",
     params:
@@ -66,8 +66,8 @@ rule table1:
         code=[f"{PKG}/render/table1.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py",
               f"{PKG}/bench/profile.py", f"{PKG}/reported/table01.csv"],
     output:
-        csv=f"{RES}/table1.csv",
-        md=f"{RES}/table1.md",
+        csv=in_report(f"{RES}/table1.csv", "table1"),
+        md=in_report(f"{RES}/table1.md", "table1"),
     log:
         f"logs/{SCALE}/table1.log",
     params:

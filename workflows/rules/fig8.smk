@@ -31,9 +31,9 @@ rule fig8:
         angular=expand(f"{RES}/angular/{{variant}}.json", variant=FIG8_VARIANTS),
         code=[f"{PKG}/render/fig8.py", f"{PKG}/render/common.py"],
     output:
-        png=f"{FIG}/fig8.png",
+        png=in_report(f"{FIG}/fig8.png", "fig8"),
         pdf=f"{FIG}/fig8.pdf",
-        data=f"{RES}/fig8_data.csv",
+        data=in_report(f"{RES}/fig8_data.csv", "fig8"),
     log:
         f"logs/{SCALE}/fig8.log",
     params:

@@ -65,10 +65,10 @@ rule table4:
         niah=expand(f"{RES}/niah/{{variant}}.json", variant=CORE),
         code=[f"{PKG}/render/table4.py", f"{PKG}/render/common.py", f"{PKG}/reported/table04.csv"],
     output:
-        csv=f"{RES}/table4.csv",
-        md=f"{RES}/table4.md",
+        csv=in_report(f"{RES}/table4.csv", "table4"),
+        md=in_report(f"{RES}/table4.md", "table4"),
         cells=f"{RES}/table4_cells.csv",
-        png=f"{FIG}/niah_heatmap.png",
+        png=in_report(f"{FIG}/niah_heatmap.png", "table4"),
         pdf=f"{FIG}/niah_heatmap.pdf",
     log:
         f"logs/{SCALE}/table4.log",
@@ -82,9 +82,9 @@ rule fig4:
         longppl=expand(f"{RES}/longppl/{{variant}}.json", variant=CORE),
         code=[f"{PKG}/render/fig4.py", f"{PKG}/render/common.py"],
     output:
-        png=f"{FIG}/fig4.png",
+        png=in_report(f"{FIG}/fig4.png", "fig4"),
         pdf=f"{FIG}/fig4.pdf",
-        data=f"{RES}/fig4_data.csv",
+        data=in_report(f"{RES}/fig4_data.csv", "fig4"),
     log:
         f"logs/{SCALE}/fig4.log",
     shell:

@@ -6,10 +6,10 @@ rule fig2:
         metrics=expand(f"{RUN}/models/{{variant}}/metrics.jsonl", variant=CORE),
         code=[f"{PKG}/render/fig2.py", f"{PKG}/render/common.py"],
     output:
-        png=f"{FIG}/fig2.png",
+        png=in_report(f"{FIG}/fig2.png", "fig2"),
         pdf=f"{FIG}/fig2.pdf",
-        data=f"{RES}/fig2_data.csv",
-        summary=f"{RES}/fig2_summary.csv",
+        data=in_report(f"{RES}/fig2_data.csv", "fig2"),
+        summary=in_report(f"{RES}/fig2_summary.csv", "fig2"),
     log:
         f"logs/{SCALE}/fig2.log",
     params:
@@ -27,8 +27,8 @@ rule heldout_ppl:
         summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
         code=[f"{PKG}/render/heldout_ppl.py", f"{PKG}/render/common.py"],
     output:
-        csv=f"{RES}/heldout_ppl.csv",
-        md=f"{RES}/heldout_ppl.md",
+        csv=in_report(f"{RES}/heldout_ppl.csv", "heldout_ppl"),
+        md=in_report(f"{RES}/heldout_ppl.md", "heldout_ppl"),
     log:
         f"logs/{SCALE}/heldout_ppl.log",
     params:
@@ -43,9 +43,9 @@ rule table10:
         measured=f"{RES}/kv_measure.json",
         code=[f"{PKG}/render/table10.py", f"{PKG}/render/common.py", f"{PKG}/reported/table10.csv"],
     output:
-        csv=f"{RES}/table10.csv",
-        md=f"{RES}/table10.md",
-        measured=f"{RES}/table10_measured.md",
+        csv=in_report(f"{RES}/table10.csv", "tables8_10"),
+        md=in_report(f"{RES}/table10.md", "tables8_10"),
+        measured=in_report(f"{RES}/table10_measured.md", "tables8_10"),
     log:
         f"logs/{SCALE}/table10.log",
     params:

@@ -40,9 +40,9 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
             **_scaling_inputs(_runs),
             code=[f"{PKG}/render/scaling.py", f"{PKG}/render/common.py"],
         output:
-            png=f"{FIG}/{_f}.png",
+            png=in_report(f"{FIG}/{_f}.png", _f),
             pdf=f"{FIG}/{_f}.pdf",
-            data=f"{RES}/{_f}_data.csv",
+            data=in_report(f"{RES}/{_f}_data.csv", _f),
         log:
             f"logs/{SCALE}/{_f}.log",
         params:
