@@ -70,7 +70,8 @@ def _log_axes(ax, ylabel: str) -> None:
     ax.set_xlabel("Sequence length N (tokens)")
     lo, hi = ax.get_ylim()
     if hi / lo < 100:  # under two decades: label 2x and 5x 10^k too, not one power of ten alone
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else ""))
+        digits = "2357" if hi / lo < 10 else "25"  # inside one decade 2x, 5x alone can leave one label
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in digits else ""))
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, which="both")
 
