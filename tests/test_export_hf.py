@@ -29,27 +29,17 @@ from yocou.io import atomic_write_json
 from yocou.model import LM
 from yocou.train import TrainConfig, _save_model
 
+from test_model import W, variants as model_variants  # W: the window, shorter than the test sequences
+
 transformers = pytest.importorskip("transformers")
 
 SEQ_LEN = 64  # the runs' training length: the exported max_position_embeddings and lm-eval's max_length
-W = 6  # window, shorter than the test sequences
 
 
 def variants(vocab_size: int) -> dict[str, C.ModelConfig]:
-    """Every preset, small: run name -> config."""
-    kw = dict(vocab_size=vocab_size, d_model=48, n_heads=4, n_kv_heads=2, head_dim=12, d_ff=96)
-    moe = dict(n_experts=4, top_k=2, d_expert=32, d_shared_expert=32)
-    cfgs = [
-        C.transformer(n_layers=2, **kw),
-        C.yoco(n_layers=4, window=W, **kw),
-        C.yocou(n_layers=4, window=W, n_loops=3, **kw),
-        C.loop(n_layers=2, n_loops=2, **kw),
-        C.rins(n_layers=4, n_loops=3, **kw),
-        C.upper_loop(n_layers=4, window=W, n_loops=2, **kw),
-        C.upper_loop(n_layers=4, window=W, n_loops=2, shared_kv=False, **kw),
-        C.yoco(n_layers=4, window=W, cross_rope=True, **kw).replace(name="yoco_rope"),
-        C.yocou(n_layers=4, window=W, n_loops=2, **kw, **moe).replace(name="yocou_moe"),
-    ]
+    """Every preset, small (tests/test_model.py's set): run name -> config."""
+    cfgs = [c.replace(name=f"{c.name}_rope") if c.cross_rope else c.replace(name=f"{c.name}_moe") if c.n_experts
+            else c for c in model_variants(vocab_size)]
     return {c.name: c for c in cfgs}
 
 

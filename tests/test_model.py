@@ -15,17 +15,19 @@ KW = dict(vocab_size=101, d_model=48, n_heads=4, n_kv_heads=2, head_dim=12, d_ff
 W = 6  # window, shorter than the test sequences
 
 
-def variants() -> list[C.ModelConfig]:
+def variants(vocab_size: int = 101) -> list[C.ModelConfig]:
+    """Every preset, small (also the export tests' set, tests/test_export_hf.py)."""
+    kw = {**KW, "vocab_size": vocab_size}
     return [
-        C.transformer(n_layers=2, **KW),
-        C.yoco(n_layers=4, window=W, **KW),
-        C.yocou(n_layers=4, window=W, n_loops=3, **KW),
-        C.loop(n_layers=2, n_loops=2, **KW),
-        C.rins(n_layers=4, n_loops=3, **KW),
-        C.upper_loop(n_layers=4, window=W, n_loops=2, **KW),
-        C.upper_loop(n_layers=4, window=W, n_loops=2, shared_kv=False, **KW),
-        C.yoco(n_layers=4, window=W, cross_rope=True, **KW),
-        C.yocou(n_layers=4, window=W, n_loops=2, **{**KW, "n_experts": 4, "top_k": 2, "d_expert": 32,
+        C.transformer(n_layers=2, **kw),
+        C.yoco(n_layers=4, window=W, **kw),
+        C.yocou(n_layers=4, window=W, n_loops=3, **kw),
+        C.loop(n_layers=2, n_loops=2, **kw),
+        C.rins(n_layers=4, n_loops=3, **kw),
+        C.upper_loop(n_layers=4, window=W, n_loops=2, **kw),
+        C.upper_loop(n_layers=4, window=W, n_loops=2, shared_kv=False, **kw),
+        C.yoco(n_layers=4, window=W, cross_rope=True, **kw),
+        C.yocou(n_layers=4, window=W, n_loops=2, **{**kw, "n_experts": 4, "top_k": 2, "d_expert": 32,
                                                     "d_shared_expert": 32}),
     ]
 

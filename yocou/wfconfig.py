@@ -58,6 +58,11 @@ def read_scale_file(path: str | os.PathLike) -> dict:
 
 
 def load_schema(root: str | os.PathLike = ".") -> dict:
+    """The pipeline schema (``workflows/schemas/config.schema.yaml`` under ``root``) as a mapping.
+
+    Raises:
+        FileNotFoundError: ``root`` holds no schema (not the workflow's root folder).
+    """
     import yaml
 
     return yaml.safe_load((Path(root) / SCHEMA).read_text(encoding="utf-8"))
@@ -181,10 +186,8 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
 
     schema = load_schema(root)
     _walk(config, schema, schema)
-    validator = jsonschema.Draft202012Validator(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), list(map(str, e.path))))
-    if errors:
-        best = jsonschema.exceptions.best_match(errors)
+    best = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    if best is not None:
         raise ConfigError(f"{source}: {_one_line(best)}")
     _check_sizes(config, source)
     from .data.corpus import resolve_corpus_config  # light: no torch
