@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from .. import reported
+from ..evaldefs import columns
 from ..readers import read_csv, read_summary
 from .common import label, save_figure, write_table
 
@@ -279,11 +280,11 @@ def main(argv: list[str] | None = None) -> None:
     src = ds.get("source", "offline")
     cfg = {"downstream": ds, "variants": a.variants, "scale": a.scale_name}
     if a.what == "fig3":
-        fig3(df, ds["tables"]["fig3"], a.variants, scale=a.scale_name, out=a.out, data_out=a.data or a.out + "_data",
+        fig3(df, columns("fig3"), a.variants, scale=a.scale_name, out=a.out, data_out=a.data or a.out + "_data",
              source=src, config=cfg)
     else:
         n = int(a.what[-1])
-        table(n, df, ds["tables"][a.what], a.variants, scale=a.scale_name, out=a.out, source=src, config=cfg,
+        table(n, df, columns(a.what), a.variants, scale=a.scale_name, out=a.out, source=src, config=cfg,
               budgets=budget_notes(a.summaries))
 
 

@@ -1,0 +1,214 @@
+"""The tidy results layer (issue 14): one long-format table per study, one row per observation.
+
+Flow: runs (``runs/<scale>/``) and per-run evaluation outputs → a *summarize* step per study (library functions in
+:mod:`yocou.summarize`, which do every fit, interpolation and ratio) → ``results/<scale>/tidy/<study>.{csv,json}``
+→ renderers that only select, format and draw, and the audit (:mod:`yocou.audit.compare`), which reads the same
+files.
+
+Columns (:data:`COLUMNS`):
+
+=============  ==========================================================================================
+``study``      the study the row belongs to (``table3``, ``fig2``, ``efficiency``, ...)
+``run``        the run (model folder name) the observation is of; for a derived row over several runs
+               their names joined by ``|`` in the order of ``role``
+``role``       the run's role in the study, resolved from the config's ``studies:`` (:func:`study_roles`),
+               never from the run's name; a derived row over two roles is ``"<a>|<b>"``
+``seed``       the training seed of the run (integer); ``-1`` for rows that do not depend on training
+``metric``     what was measured, an identifier (``hellaswag.acc_norm``, ``train_loss``, ``kv_bytes``, ...)
+``axis``       the independent variable (``tokens``, ``seq_len``, ``T``, ...) or ``""`` for none
+``axis_value`` its value (number), ``NaN`` when ``axis`` is ``""``
+``value``      the observation (finite number)
+``stderr``     its standard error (``NaN`` when unknown); for timings half the range over repeats
+``n``          the items, documents, repeats or tokens behind ``value`` (``NaN`` when not applicable)
+``unit``       ``fraction``, ``nats``, ``ppl``, ``tokens/s``, ``bytes``, ``MiB``, ``s``, ``params``, ...
+=============  ==========================================================================================
+
+A study may add columns after these; readers keep them. Two have a fixed meaning: ``axis2``/``axis2_value``, a
+second independent variable (e.g. the needle depth of Table 4), part of the row's key when present, and
+``detail``, a free-text note.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from .io import atomic_write_json, atomic_write_text, provenance
+from .readers import ResultFileError, read_json
+
+__all__ = ["COLUMNS", "KEY", "NO_SEED", "tidy_frame", "write_tidy", "read_tidy", "read_tidy_dir", "study_roles",
+           "select", "one", "role_of"]
+
+COLUMNS = ("study", "run", "role", "seed", "metric", "axis", "axis_value", "value", "stderr", "n", "unit")
+KEY = ("study", "run", "role", "seed", "metric", "axis", "axis_value")
+NO_SEED = -1
+_TEXT = ("study", "run", "role", "metric", "axis", "unit")
+
+
+def tidy_frame(rows: Iterable[Mapping[str, Any]], *, where: str = "tidy rows") -> pd.DataFrame:
+    """Rows (dicts with at least :data:`COLUMNS`; ``axis``/``axis_value``/``stderr``/``n``/``seed`` may be
+    omitted) as a validated DataFrame with the columns in order.
+
+    Raises:
+        ValueError: a required column is missing, a value is not finite, ``n`` is below 1, a text column is
+            not a string, or two rows share a key (:data:`KEY`); the message names ``where`` and the row.
+    """
+    rows = [dict(r) for r in rows]
+    for r in rows:
+        r.setdefault("axis", "")
+        r.setdefault("axis_value", math.nan)
+        r.setdefault("stderr", math.nan)
+        r.setdefault("n", math.nan)
+        r.setdefault("seed", NO_SEED)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        df = pd.DataFrame(columns=list(COLUMNS))
+    return _validate(df, where)
+
+
+def _validate(df: pd.DataFrame, where: str) -> pd.DataFrame:
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{where}: missing column(s) {missing}; expected {list(COLUMNS)}")
+    df = df[list(COLUMNS) + [c for c in df.columns if c not in COLUMNS]].copy()
+    for c in _TEXT:
+        df[c] = df[c].fillna("") if c == "axis" else df[c]
+        bad = [i for i, v in df[c].items() if not isinstance(v, str) or (c != "axis" and not v)]
+        if bad:
+            raise ValueError(f"{where}: row {bad[0]}: column {c!r} must be a non-empty string, got {df[c][bad[0]]!r}")
+    for c in ("axis_value", "value", "stderr", "n"):
+        try:
+            df[c] = pd.to_numeric(df[c], errors="raise").astype(float)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"{where}: column {c!r} must be numeric ({e})") from None
+    checks = (("value", df["value"].map(math.isfinite), "a finite number"),
+              ("stderr", df["stderr"].map(lambda v: math.isnan(v) or (math.isfinite(v) and v >= 0)),
+               "NaN or a finite number >= 0"),
+              ("n", df["n"].map(lambda v: math.isnan(v) or (math.isfinite(v) and v >= 1)), "NaN or >= 1"),
+              ("axis_value", [(a == "") == math.isnan(v) or (a != "" and math.isfinite(v))
+                              for a, v in zip(df["axis"], df["axis_value"])],
+               "a finite number when axis is set, NaN when it is not"))
+    for col, ok, what in checks:
+        bad = [i for i, good in zip(df.index, ok) if not good]
+        if bad:
+            raise ValueError(f"{where}: row {bad[0]}: {col} = {df[col][bad[0]]!r}, expected {what}")
+    try:
+        df["seed"] = pd.to_numeric(df["seed"], errors="raise").astype(int)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{where}: column 'seed' must be an integer ({e})") from None
+    key = list(KEY)
+    if "axis2" in df.columns:
+        df["axis2"] = df["axis2"].fillna("").astype(str)
+        df["axis2_value"] = pd.to_numeric(df.get("axis2_value", math.nan), errors="coerce").astype(float)
+        key += ["axis2", "axis2_value"]
+    dup = df.duplicated(key, keep=False)
+    if dup.any():
+        r = df[dup].iloc[0]
+        raise ValueError(f"{where}: two rows share the key {dict((k, r[k]) for k in key)}")
+    return df.reset_index(drop=True)
+
+
+def write_tidy(df: pd.DataFrame | Iterable[Mapping[str, Any]], stem: str | Path, *,
+               config: dict[str, Any] | None = None, inputs: Iterable[str] = ()) -> dict[str, Path]:
+    """Write ``<stem>.csv`` and ``<stem>.json`` (``{"columns", "rows", "provenance"}``) atomically, after
+    :func:`tidy_frame` validation. ``config``: the resolved config section the study used (stored in the
+    provenance); ``inputs``: the files it read."""
+    stem = Path(stem)
+    if stem.suffix in (".csv", ".json"):
+        stem = stem.with_suffix("")
+    df = df if isinstance(df, pd.DataFrame) else tidy_frame(df, where=str(stem))
+    df = _validate(df, str(stem))
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
+    prov = provenance({**(config or {}), "inputs": [str(p) for p in inputs]}, None)
+    atomic_write_json(stem.with_suffix(".json"), {"columns": list(df.columns),
+                                                  "rows": json.loads(df.to_json(orient="records")),
+                                                  "provenance": prov})
+    return {"csv": stem.with_suffix(".csv"), "json": stem.with_suffix(".json")}
+
+
+def read_tidy(path: str | Path) -> pd.DataFrame:
+    """A tidy table (``.csv``, or ``.json`` written by :func:`write_tidy`), validated as :func:`tidy_frame` does.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ResultFileError: unreadable, a missing column, a non-finite value or a duplicate key, naming the file.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"tidy table {p} not found (run its summarize step)")
+    try:
+        if p.suffix == ".json":
+            d = read_json(p, what="tidy table")
+            if not isinstance(d, dict) or not isinstance(d.get("rows"), list):
+                raise ResultFileError(p, "top level", "expected an object with a 'rows' list")
+            df = pd.DataFrame(d["rows"])
+        else:
+            df = pd.read_csv(p, keep_default_na=False, na_values={c: [""] for c in
+                                                                   ("axis_value", "stderr", "n", "value")})
+    except ResultFileError:
+        raise
+    except Exception as e:  # noqa: BLE001 - re-raised with the file's name
+        raise ResultFileError(p, "", f"cannot read as a tidy table: {e}") from None
+    try:
+        return _validate(df, str(p))
+    except ValueError as e:
+        raise ResultFileError(p, "", str(e).removeprefix(f"{p}: ")) from None
+
+
+def read_tidy_dir(tidy_dir: str | Path, studies: Iterable[str] | None = None) -> pd.DataFrame:
+    """Every ``<study>.csv`` under ``tidy_dir`` (or only ``studies``; an absent one is skipped) in one frame."""
+    d = Path(tidy_dir)
+    names = sorted(p.stem for p in d.glob("*.csv")) if studies is None else list(studies)
+    frames = [read_tidy(d / f"{s}.csv") for s in names if (d / f"{s}.csv").is_file()]
+    return pd.concat(frames, ignore_index=True) if frames else tidy_frame([])
+
+
+def study_roles(config: Mapping[str, Any], study: str) -> dict[str, str | list[str]]:
+    """The runs of ``study`` by role, from the config: ``studies.<study>`` as a mapping role → run (or role →
+    list of runs, e.g. Figure 5's ladders), or a list of runs whose roles are the run names as written there;
+    ``core`` is ``core_variants`` (roles = run names).
+
+    Raises:
+        KeyError: the config has no such study (the message names it and the studies it has).
+    """
+    if study == "core":
+        return {r: r for r in config["core_variants"]}
+    studies = config.get("studies") or {}
+    if study not in studies:
+        raise KeyError(f"studies.{study}: not in the config (it has {sorted(studies)})")
+    s = studies[study]
+    return {str(k): v for k, v in s.items()} if isinstance(s, Mapping) else {r: r for r in s}
+
+
+def role_of(roles: Mapping[str, str | list[str]]) -> dict[str, str]:
+    """Inverse of :func:`study_roles`: run → role (a run in a ladder gets its ladder's role)."""
+    out: dict[str, str] = {}
+    for role, runs in roles.items():
+        for r in ([runs] if isinstance(runs, str) else runs):
+            out.setdefault(r, role)
+    return out
+
+
+def select(df: pd.DataFrame, **eq: Any) -> pd.DataFrame:
+    """Rows of ``df`` whose columns equal the given values (``axis_value`` compared as float)."""
+    m = pd.Series(True, index=df.index)
+    for k, v in eq.items():
+        m &= (df[k].astype(float) == float(v)) if k == "axis_value" else (df[k] == v)
+    return df[m]
+
+
+def one(df: pd.DataFrame, **eq: Any) -> pd.Series | None:
+    """The single row matching ``eq`` (:func:`select`), ``None`` if none.
+
+    Raises:
+        ValueError: more than one row matches (the key is incomplete).
+    """
+    s = select(df, **eq)
+    if len(s) > 1:
+        raise ValueError(f"{len(s)} tidy rows match {eq}; expected at most one")
+    return None if s.empty else s.iloc[0]
