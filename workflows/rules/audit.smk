@@ -1,5 +1,6 @@
 # Audit of the paper's reported numbers (issue 7): consistency checks of the printed tables (no training) and
-# verdicts from our results at this scale. Writes results/<scale>/audit/{report.md,report.html,...}; the baseline
+# verdicts from our results at this scale: the declared comparisons of eval/comparisons.yaml, evaluated on the tidy
+# tables results/<scale>/tidy/ (issue 14). Writes results/<scale>/audit/{report.md,report.html,...}; the baseline
 # of the consistency checks is the committed results/audit/baseline.json (see `yocou audit`).
 #
 # The inputs are the render outputs the audit reads. They are gathered by an input function (a lambda), so rules that are
@@ -9,6 +10,11 @@
 AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "table3", "table5", "fig3", "fig7",
               "tables8_9", "table1", "profile", "fig2_summary", "fig5", "fig6", "fig8"]
 AUDIT_OUT = f"{RES}/audit"
+# the tidy tables the declared comparisons read (eval/comparisons.yaml), plus `runs`
+import yaml as _yaml
+
+with open("eval/comparisons.yaml", encoding="utf-8") as _f:
+    AUDIT_STUDIES = sorted({_r["study"] for _r in _yaml.safe_load(_f)} | {"runs"})
 
 
 rule audit:
@@ -18,9 +24,12 @@ rule audit:
             [str(f) for name in AUDIT_FROM if rules.has(name) for f in getattr(rules, name).output]
             + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
                if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")])),
+        tidy=[f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES],
+        comparisons=["eval/comparisons.yaml", "eval/columns.yaml"],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
                                            "verdicts.py", "report.py", "args.py")]
+             + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
     output:
         md=in_report(f"{AUDIT_OUT}/report.md", "audit"),
