@@ -220,17 +220,20 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         where = "" if ats == [None] else f" at {names.len_label(ats[0])}" if len(ats) == 1 else (
             f" (mean, {names.len_label(ats[0])}-{names.len_label(ats[-1])})")
         va, vb = (sum(x[i]["value"] * k for x in sides) / len(sides) for i in (0, 1))
-        shown.append(f"{va:.4g} vs {vb:.4g}{where}")
-    out = {"ours": sum(effs) / len(effs), "se": None if None in ses else math.sqrt(sum(x * x for x in ses)) / len(ses),
-           "seeds": seeds, "floor": floor, "effect": eff, "unit": unit, "shown": "; ".join(shown)}
-    if "table" in row["paper"]:
-        cells, refs = _paper_cells(row, src)
-        pe = [_PAIRWISE[eff][0](x, y) for x, y in cells]
-        where = "" if len(cells) == 1 else f" (mean, {names.len_label(names.PAPER_LENGTHS[0])}-" \
-                                            f"{names.len_label(names.PAPER_LENGTHS[-1])})"
-        out.update(paper=sum(pe) / len(pe), refs=refs, paper_shown=(
-            f"{cells[0][0]:g} vs {cells[0][1]:g}" if len(cells) == 1 else f"{cells[-1][0]:g} vs {cells[-1][1]:g} at 256K{where}"))
-    return out
+        shown.append(f"{m.split('.')[0] + ' ' if row.get('metrics') else ''}{va:.4g} vs {vb:.4g}{where}")
+    return {"ours": sum(effs) / len(effs), "se": None if None in ses else math.sqrt(sum(x * x for x in ses)) / len(ses),
+            "seeds": seeds, "floor": floor, "effect": eff, "unit": unit, "shown": "; ".join(shown)}
+
+
+def _paper_pairwise(row: dict, src: Sources) -> dict:
+    """The paper's side of a pairwise row with ``paper.table``: the same transform of its cells."""
+    cells, refs = _paper_cells(row, src)
+    eff = row["effect"] if isinstance(row["effect"], str) else row["effect"]["ppl" if row.get("column", "").endswith(
+        "ppl") else "fraction"]
+    pe = [_PAIRWISE[eff][0](x, y) for x, y in cells]
+    shown = f"{cells[0][0]:g} vs {cells[0][1]:g}" if len(cells) == 1 else (
+        f"{cells[-1][0]:g} vs {cells[-1][1]:g} at 256K (mean effect, 8K-256K)")
+    return {"paper": sum(pe) / len(pe), "refs": refs, "paper_shown": f"{shown} ({_eff_s(sum(pe) / len(pe), eff)})"}
 
 
 def _exponent(row: dict, df: pd.DataFrame, src: Sources) -> dict:
@@ -315,16 +318,16 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
     files = (f"tidy/{row['study']}.csv",)
     claims = [r for c in row["claims"] for r in (src.refs(10) if c == "table10:all" else [c])]
     if "claim" in p:
-        p = {**p, "value": src.num(p["claim"]) / p.get("divide", 1), "text": src.text(p["claim"])}
+        p = {**p, "value": src.num(p["claim"]) / p.get("divide", 1)}
     df = tidy.get(row["study"])
+    pres = _paper_pairwise(row, src) if "table" in p else {}
     res: dict = {"missing": f"{files[0]} not found"} if df is None else (
-        _pairwise if row["effect"] in _PAIRWISE else _exponent if row["effect"] == "exponent_minus" else
+        _pairwise if isinstance(row["effect"], dict) or row["effect"] in _PAIRWISE else _exponent if row["effect"] == "exponent_minus" else
         _monotone if row["effect"] == "monotone" else _special)(row, df, src)
+    res = {**pres, **res}
     claims += [r for r in res.get("refs", []) if r not in claims]
     paper = res.get("paper", p.get("value"))
-    paper_s = res.get("paper_shown") or str(p.get("text", paper))
-    if "paper" in res:
-        paper_s += f" ({_eff_s(res['paper'], res['effect'])})"
+    paper_s = res.get("paper_shown") or (f"{paper:g}" if "claim" in p else str(p.get("text", paper)))
     base = dict(id=row["id"], claims=tuple(claims), comparison=row["comparison"], paper=paper_s, files=files)
     if "missing" in res:
         return Verdict(**base, ours="-", spread="-", n_seeds=None, evidence=ev, verdict=INCONCLUSIVE, qualifier=NOT_RUN,
