@@ -137,7 +137,9 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
                              f"{EVIDENCE}, got {row['effect']!r}, {row['evidence']!r}")
         cols = row.get("columns")
         if isinstance(cols, str):
-            cols = [{"column": c, "metric": m} for c, m in evaldefs.column_metrics(cols).items()]
+            spec = evaldefs.columns(cols)
+            cols = [{"column": c, "metric": m, "unit": spec[c].get("unit", "fraction")}
+                    for c, m in evaldefs.column_metrics(cols).items()]
         for pair, col in itertools.product(row.get("pairs") or [{}], cols or [{}]):
             r = {k: v for k, v in row.items() if k not in ("pairs", "columns")}
             r.update(pair)
@@ -228,8 +230,7 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
 def _paper_pairwise(row: dict, src: Sources) -> dict:
     """The paper's side of a pairwise row with ``paper.table``: the same transform of its cells."""
     cells, refs = _paper_cells(row, src)
-    eff = row["effect"] if isinstance(row["effect"], str) else row["effect"]["ppl" if row.get("column", "").endswith(
-        "ppl") else "fraction"]
+    eff = _by_unit(row["effect"], row.get("unit", "fraction"), "difference")
     pe = [_PAIRWISE[eff][0](x, y) for x, y in cells]
     shown = f"{cells[0][0]:g} vs {cells[0][1]:g}" if len(cells) == 1 else (
         f"{cells[-1][0]:g} vs {cells[-1][1]:g} at 256K (mean effect, 8K-256K)")
