@@ -296,14 +296,17 @@ def test_math_answer_extraction():
 
 
 def test_render_table3_layout(tmp_path):
+    """lm-eval's tidy.csv per run -> summarize (tidy/table3.csv) -> Table 3 (reads only the tidy file)."""
     import pandas as pd
-    import yaml
 
-    from yocou.render.downstream import table
+    from yocou.evaldefs import columns
+    from yocou.render.downstream import render_table
+    from yocou.summarize.downstream import summarize_table
+    from yocou.tidy import write_tidy
 
-    cfg = yaml.safe_load(open("workflows/config/smoke.yaml"))["eval"]["downstream"]
-    rows = []
+    paths = []
     for v in ("yoco", "yocou"):
+        rows = []
         for t, metric, val in [("yocou_lambada", "perplexity", 50.0), ("yocou_lambada", "acc", 0.1),
                                ("yocou_piqa", "acc", 0.5), ("yocou_openbookqa", "acc", 0.25),
                                ("yocou_hellaswag", "acc_norm", 0.26), ("yocou_winogrande", "acc", 0.5),
@@ -311,13 +314,18 @@ def test_render_table3_layout(tmp_path):
                                ("yocou_heldout_prose", "word_perplexity", 900.0)]:
             rows.append({"variant": v, "task": t, "metric": metric, "filter": "none", "value": val,
                          "stderr": 0.01, "n_items": 20, "n_shots": 0, "source": "offline"})
-    cells = table(3, pd.DataFrame(rows), cfg["tables"]["table3"], ["yoco", "yocou"], scale="smoke",
-                  out=str(tmp_path / "table3"))
+        paths.append(tmp_path / "downstream" / v / "tidy.csv")
+        paths[-1].parent.mkdir(parents=True)
+        pd.DataFrame(rows).to_csv(paths[-1], index=False)
+    cfg = {"seed": 0, "core_variants": ["yoco", "yocou"], "studies": {"table3": ["yoco", "yocou"]}}
+    tidy = write_tidy(summarize_table("table3", paths, cfg), tmp_path / "tidy" / "table3")["csv"]
+    cells = render_table("table3", tidy, out=tmp_path / "table3", scale="smoke")
     wide = pd.read_csv(tmp_path / "table3.csv")
-    assert list(wide.columns)[1:] == list(cfg["tables"]["table3"])
+    assert list(wide.columns)[1:] == list(columns("table3"))
     assert wide.model.iloc[0] == "Transformer (paper)"
     ours = wide[wide.model.str.startswith("YOCO-U (ours")].iloc[0]
     assert ours["PIQA"] == "50.00 ± 1.00"
+    assert ours["LMB. ppl"] == "50.00 ± 0.01"  # perplexities as they are
     assert float(ours["Avg."]) == pytest.approx((10 + 50 + 25 + 26 + 50 + 30 + 20) / 7, abs=0.006)
     assert set(cells.n_items.dropna()) == {20}
     md = (tmp_path / "table3.md").read_text()

@@ -20,7 +20,10 @@ import pandas as pd
 import pytest
 
 from yocou import reported
+from yocou.evaldefs import columns
 from yocou.render import downstream, fig2, fig7, fig8, scaling
+from yocou.summarize.downstream import summarize_fig3, summarize_table
+from yocou.tidy import write_tidy
 
 
 def _ema(x: np.ndarray, alpha: float) -> np.ndarray:
@@ -107,32 +110,52 @@ def test_fig2_token_axis_is_labelled_and_y_holds_every_curve(tmp_path: Path, mon
 
 
 # --------------------------------------------------------------------------------------------------- Figure 3
-def _downstream_rows(values: dict[str, dict[tuple[str, str], float]], n_items: int = 20) -> pd.DataFrame:
-    rows = []
+def _lmeval_files(tmp: Path, values: dict[str, dict[tuple[str, str, str], float]], n_items: int = 20) -> list[Path]:
+    """Each run's lm-eval ``downstream/<run>/tidy.csv`` (offline task names); ``values``: run -> (task key,
+    metric, filter) -> value; stderr binomial (0.05 at 0 and 1)."""
+    paths = []
     for v, cells in values.items():
-        for (task, metric), val in cells.items():
+        rows = []
+        for (task, metric, filt), val in cells.items():
             se = float(np.sqrt(val * (1 - val) / n_items)) if 0 < val < 1 else 0.05
-            rows.append({"variant": v, "task": f"yocou_{task}", "metric": metric, "filter": "none", "value": val,
+            rows.append({"variant": v, "task": f"yocou_{task}", "metric": metric, "filter": filt, "value": val,
                          "stderr": se, "n_items": n_items, "n_shots": 0, "source": "offline"})
-    return pd.DataFrame(rows)
+        p = tmp / "downstream" / v / "tidy.csv"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(rows).to_csv(p, index=False)
+        paths.append(p)
+    return paths
+
+
+def _tidy(tmp: Path, study: str, df: pd.DataFrame) -> Path:
+    """The summarize step's output file (what the render rules read)."""
+    return write_tidy(df, tmp / "tidy" / study)["csv"]
 
 
 def test_fig3_accuracy_axis_starts_at_zero(tmp_path: Path, monkeypatch) -> None:
-    tasks = [{"label": "A", "task": "ta", "metric": "exact_match"},
-             {"label": "B", "task": "tb", "metric": "exact_match"}]
-    df = _downstream_rows({"yoco": {("ta", "exact_match"): 0.0, ("tb", "exact_match"): 0.1},
-                           "yocou": {("ta", "exact_match"): 0.05, ("tb", "exact_match"): 0.0}})
+    specs = columns("fig3")
+    keys = [(s["task"], s["metric"], s["filter"]) for s in specs]
+    vals = {"yoco": {k: (0.0 if i % 2 else 0.1) for i, k in enumerate(keys)},
+            "yocou": {k: (0.05 if i % 2 else 0.0) for i, k in enumerate(keys)}}
+    paths = _lmeval_files(tmp_path, vals)
+    cfg = {"seed": 0, "core_variants": ["yoco", "yocou"], "studies": {}}
+    tidy = _tidy(tmp_path, "fig3", summarize_fig3(paths, cfg))
     figs = _capture(monkeypatch, downstream)
-    downstream.fig3(df, tasks, ["yoco", "yocou"], scale="t", out=str(tmp_path / "fig3"),
-                    data_out=str(tmp_path / "fig3_data"))
+    data = downstream.render_fig3(tidy, out=tmp_path / "fig3", data_out=tmp_path / "fig3_data", scale="t")
     (ax,) = figs[0].axes
     assert ax.get_ylim()[0] >= 0
+    values = np.array([x for v in vals.values() for x in v.values()])
+    ses = np.array([np.sqrt(x * (1 - x) / 20) if 0 < x < 1 else 0.05 for x in values])
     heights = sorted(p.get_height() for p in ax.patches)
-    assert heights == pytest.approx(sorted(100 * df["value"]))
-    assert _contains(ax.get_ylim(), 100 * (df["value"] + df["stderr"]).clip(upper=1))
+    assert heights == pytest.approx(sorted(100 * values))
+    assert _contains(ax.get_ylim(), 100 * np.clip(values + ses, None, 1))
     figs[0].canvas.draw()
     box = ax.get_legend().get_window_extent()
     assert not any(box.overlaps(p.get_window_extent()) for p in ax.patches if p.get_height() > 0)
+    # the data table: one row per benchmark x run, in percent, as the audit reads it
+    assert len(data) == len(specs) * 2 and list(data.benchmark.unique()) == [s["label"] for s in specs]
+    back = pd.read_csv(tmp_path / "fig3_data.csv")
+    assert back[back.variant == "yoco"]["value"].tolist() == pytest.approx([100 * vals["yoco"][k] for k in keys])
 
 
 # --------------------------------------------------------------------------------------------------- Figures 5, 6
@@ -264,52 +287,78 @@ def test_fig8_labels_rins_block_b_unlike_its_looped_block_a() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- Tables 2, 3
-def _cfg_tables() -> dict:
-    import yaml
-
-    root = Path(__file__).resolve().parents[1]
-    return yaml.safe_load((root / "workflows/config/smoke.yaml").read_text())["eval"]["downstream"]["tables"]
-
-
 def _notes(md: str) -> list[str]:
     return [line[2:] for line in md.splitlines() if line.startswith("- ")]
 
 
+def _runs_tidy(tmp: Path, budgets: dict[str, dict[str, float]]) -> Path:
+    """A stand-in for ``tidy/runs.csv`` (study ``runs``, written by the training summaries)."""
+    units = {"params": "params", "tokens": "tokens", "train_flops": "flops", "steps": "steps"}
+    rows = [{"study": "runs", "run": r, "role": r, "seed": 0, "metric": m, "value": v, "unit": units[m]}
+            for r, b in budgets.items() for m, v in b.items()]
+    return write_tidy(rows, tmp / "tidy" / "runs")["csv"]
+
+
 def test_table2_notes_which_columns_our_average_covers(tmp_path: Path) -> None:
-    cols = _cfg_tables()["table2"]
+    cols = columns("table2")
     measured = {c: s for c, s in cols.items() if "task" in s and s["task"] not in ("humaneval", "drop")}
-    vals = {(s["task"], s["metric"]): 0.2 + 0.01 * i for i, s in enumerate(measured.values())}
-    df = _downstream_rows({"yoco_moe": vals, "yocou_moe": vals})
-    df["filter"] = [next((s.get("filter", "none") for s in measured.values() if f"yocou_{s['task']}" == t), "none")
-                    for t in df["task"]]
-    downstream.table(2, df, cols, ["yoco_moe", "yocou_moe"], scale="t", out=str(tmp_path / "table2"))
+    vals = {(s["task"], s["metric"], s.get("filter", "none")): 0.2 + 0.01 * i for i, s in enumerate(measured.values())}
+    runs = ["yoco_moe", "yocou_moe", "yocou_moe_eqflops"]
+    paths = _lmeval_files(tmp_path, {r: vals for r in runs})
+    cfg = {"seed": 0, "core_variants": [], "studies": {"table2": dict(zip(["yoco", "equal_steps", "equal_flops"], runs))}}
+    tidy = _tidy(tmp_path, "table2", summarize_table("table2", paths, cfg))
+    budgets = {"yoco_moe": {"steps": 30, "tokens": 30 * 2048, "train_flops": 3.0e12, "params": 5.0e6},
+               "yocou_moe": {"steps": 30, "tokens": 30 * 2048, "train_flops": 4.5e12, "params": 5.0e6},
+               "yocou_moe_eqflops": {"steps": 20, "tokens": 20 * 2048, "train_flops": 3.0e12, "params": 5.0e6}}
+    downstream.render_table("table2", tidy, out=tmp_path / "table2.csv", scale="t",
+                            runs=_runs_tidy(tmp_path, budgets),
+                            snapshots={"yocou_moe_eqflops": ("yocou_moe", "yoco_moe")})
     avg_col = next(c for c, s in cols.items() if "average" in s)
     want = cols[avg_col]["average"]
-    note = [n for n in _notes((tmp_path / "table2.md").read_text(encoding="utf-8")) if n.startswith(avg_col)]
+    notes = _notes((tmp_path / "table2.md").read_text(encoding="utf-8"))
+    note = [n for n in notes if n.startswith(avg_col)]
     assert note, "no note on the Average of our rows"
     assert f"{len(measured)} column" in note[0] and f"paper's {len(want)}" in note[0]
     for c in want:
         assert c in note[0], c
     wide = pd.read_csv(tmp_path / "table2.csv")
     ours = wide[wide["model"].str.contains("ours")]
-    assert ours[avg_col].astype(float).tolist() == pytest.approx([100 * np.mean(list(vals.values()))] * 2, abs=0.006)
+    assert ours[avg_col].astype(float).tolist() == pytest.approx([100 * np.mean(list(vals.values()))] * 3, abs=0.006)
+    # the budgets from tidy/runs.csv, and where the equal-FLOPs snapshot was taken
+    assert "Budget of YOCO (MoE): 30 steps, 0.06M tokens, 3e+12 training FLOPs, 5.00M parameters." in notes
+    assert any(n.startswith("Budget of YOCO-U (MoE, Equal FLOPS): 20 steps") and "the snapshot of yocou_moe at "
+               "step 20, where its training FLOPs reach yoco_moe's full run (3e+12)" in n for n in notes)
+    assert any(n.startswith("BBH: ") for n in notes) and any("Humaneval: not run" in n for n in notes)
+    # the cells: one row per run x column, in percent, derived from the tidy rows
+    cells = pd.read_csv(tmp_path / "table2_cells.csv")
+    assert len(cells) == len(runs) * len(cols)
+    arc = cells[(cells.variant == "yocou_moe") & (cells.column == "ARC-C")].iloc[0]
+    assert arc["value"] == pytest.approx(100 * vals[("arc_challenge", "acc_norm", "none")])
+    assert arc["role"] == "equal_steps" and arc["status"] == "measured" and arc["n_items"] == 20
+    assert set(cells[cells.column == "BBH"].status) == {"unavailable"}
+    assert json.loads((tmp_path / "table2.json").read_text())["rows"]
 
 
 def test_table3_says_which_caption_models_the_paper_prints_no_row_for(tmp_path: Path) -> None:
-    cols = _cfg_tables()["table3"]
+    cols = columns("table3")
     variants = ["transformer", "yoco", "loop", "rins", "yocou"]
-    vals = {(s["task"], s["metric"]): 0.3 for s in cols.values() if "task" in s}
-    downstream.table(3, _downstream_rows({v: vals for v in variants}), cols, variants, scale="t",
-                     out=str(tmp_path / "table3"))
+    vals = {(s["task"], s["metric"], "none"): 0.3 for s in cols.values() if "task" in s}
+    paths = _lmeval_files(tmp_path, {v: vals for v in variants})
+    cfg = {"seed": 0, "core_variants": [], "studies": {"table3": variants}}
+    tidy = _tidy(tmp_path, "table3", summarize_table("table3", paths, cfg))
+    downstream.render_table("table3", tidy, out=tmp_path / "table3", scale="t")
     printed = list(dict.fromkeys(reported.load_table(3)["model"]))
     caption = reported.table_meta(3)["caption"]
     ours = [downstream.label(v) for v in variants]
     lacking = [m for m in ours if m not in printed]
     assert lacking and all(m in caption for m in lacking)  # what the note is about holds on the paper's page
-    note = [n for n in _notes((tmp_path / "table3.md").read_text(encoding="utf-8")) if "no paper row" in n]
+    notes = _notes((tmp_path / "table3.md").read_text(encoding="utf-8"))
+    note = [n for n in notes if "no paper row" in n]
     assert len(note) == 1
     for m in printed + lacking:
         assert m in note[0], m
     elsewhere = [m for m in lacking if m in set(reported.load_table(5)["model"])]
+    assert elsewhere  # YOCO-U
     for m in elsewhere:
         assert f"Table 5 prints a {m} row" in note[0]
+    assert not any(n.startswith("Budget of") for n in notes)  # no runs.csv given: no budget notes

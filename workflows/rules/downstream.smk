@@ -5,6 +5,10 @@
 DS = config["eval"]["downstream"]
 import shlex
 
+from yocou.evaldefs import columns as _eval_columns, eval_dir as _eval_dir  # PyYAML only
+
+_EVAL_COLUMNS = str(_eval_dir() / "columns.yaml")  # the column maps (beside the package, like PKG)
+
 _DS_JSON = shlex.quote(json.dumps(DS, sort_keys=True))  # quoted for the shell
 
 
@@ -51,35 +55,78 @@ def study_runs(name):
     return list(s.values()) if isinstance(s, dict) else list(s)
 
 
+def _summarize_cfg(study):
+    """The config bits a downstream summary reads (yocou.summarize.downstream): the study's roles (the core
+    variants where `studies` does not set it), core_variants, seed and the task pack's source."""
+    roles = config.get("studies", {}).get(study, list(CORE)) if study != "fig3" else list(CORE)
+    return {"scale": SCALE, "seed": config["seed"], "core_variants": list(CORE),
+            "studies": {study: roles}, "eval": {"downstream": {"source": DS["source"]}}}
+
+
+def _runs_tidy(wildcards):
+    """{RES}/tidy/runs.csv (the run budgets of the tables' notes) once its rule summarize_runs exists."""
+    try:
+        rules.summarize_runs
+    except Exception:  # noqa: BLE001 - not defined (yet) in this workflow: the notes go without budgets
+        return []
+    return [f"{RES}/tidy/runs.csv"]
+
+
+# equal-FLOPs snapshot run -> [the run it is a snapshot of, the run whose training FLOPs it matches]
+_SNAPSHOTS = {f"{v}_eqflops": [v, s["equal_flops_to"]] for v, s in config["variants"].items()
+              if s.get("equal_flops_to")}
+_SUMMARIZE_CODE = [f"{PKG}/summarize/downstream.py", f"{PKG}/tidy.py", f"{PKG}/evaldefs.py", _EVAL_COLUMNS]
+_RENDER_CODE = [f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", _EVAL_COLUMNS]
+
+
+for _t in ("table2", "table3", "table5", "fig3"):
+
+    rule:
+        name: f"summarize_{_t}"
+        input:
+            results=[f"{RES}/downstream/{v}/tidy.csv" for v in (CORE if _t == "fig3" else study_runs(_t))],
+            summaries=[f"{RUN}/models/{v}/summary.json" for v in (CORE if _t == "fig3" else study_runs(_t))],
+            code=_SUMMARIZE_CODE,
+        output:
+            csv=f"{RES}/tidy/{_t}.csv",
+            json=f"{RES}/tidy/{_t}.json",
+        log:
+            f"logs/{SCALE}/summarize_{_t}.log",
+        params:
+            study=_t,
+            cfg=_summarize_cfg(_t),
+        script:
+            "../scripts/summarize_downstream.py"
+
+
 for _t in ("table2", "table3", "table5"):
 
     rule:
         name: _t
         input:
-            results=[f"{RES}/downstream/{v}/tidy.csv" for v in study_runs(_t)],
-            summaries=[f"{RUN}/models/{v}/summary.json" for v in study_runs(_t)],
-            code=[f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/render/{_t}.py",
-                  f"{PKG}/reported/table0{_t[-1]}.csv"],
+            tidy=f"{RES}/tidy/{_t}.csv",
+            runs=_runs_tidy,
+            code=[*_RENDER_CODE, f"{PKG}/reported/table0{_t[-1]}.csv"],
         output:
             csv=in_report(f"{RES}/{_t}.csv", _t),
             md=in_report(f"{RES}/{_t}.md", _t),
+            json=f"{RES}/{_t}.json",
             cells=f"{RES}/{_t}_cells.csv",
         log:
             f"logs/{SCALE}/{_t}.log",
         params:
-            ds=_DS_JSON,
-            what=_t,
-            variants=lambda w, input: " ".join(Path(p).parent.name for p in input.results),
-        shell:
-            "python -m yocou.render.{params.what} --results {input.results} --variants {params.variants} "
-            "--summaries {input.summaries} --downstream {params.ds} --out {RES}/{params.what} "
-            "--scale-name {SCALE} > {log} 2>&1"
+            scale=SCALE,
+            variants=" ".join(study_runs(_t)),  # the report's captions name them
+            snapshots={r: _SNAPSHOTS[r] for r in study_runs(_t) if r in _SNAPSHOTS},
+            cfg=_summarize_cfg(_t),
+        script:
+            f"../scripts/{_t}.py"
 
 
 rule fig3:
     input:
-        results=expand(f"{RES}/downstream/{{variant}}/tidy.csv", variant=CORE),
-        code=[f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/render/fig3.py"],
+        tidy=f"{RES}/tidy/fig3.csv",
+        code=_RENDER_CODE,
     output:
         png=in_report(f"{FIG}/fig3.png", "fig3"),
         pdf=f"{FIG}/fig3.pdf",
@@ -87,8 +134,9 @@ rule fig3:
     log:
         f"logs/{SCALE}/fig3.log",
     params:
-        ds=_DS_JSON,
+        scale=SCALE,
         variants=" ".join(CORE),
-    shell:
-        "python -m yocou.render.fig3 --results {input.results} --variants {params.variants} "
-        "--downstream {params.ds} --out {FIG}/fig3 --data {RES}/fig3_data --scale-name {SCALE} > {log} 2>&1"
+        benchmarks=", ".join(c["label"] for c in _eval_columns("fig3")),  # the report's caption lists them
+        cfg=_summarize_cfg("fig3"),
+    script:
+        "../scripts/fig3.py"

