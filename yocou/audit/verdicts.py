@@ -337,7 +337,8 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
     se, seeds = res.get("se"), res.get("seeds")
     if ev == "eval" and se is None and "effect" in res:
         ev = "training"  # no item stderr (e.g. word perplexity): the training seed is all the noise we know
-    spread = res.get("spread") or ("-" if se is None else f"±{se:.3g} (1 se)")
+    pct = res.get("effect") in ("relative_decrease", "ratio_minus_1")
+    spread = res.get("spread") or ("-" if se is None else f"±{se * 100:.2f}% (1 se)" if pct else f"±{se:.3g} (1 se)")
     tail = dict(ours=ours_s, spread=spread, n_seeds=seeds, evidence=ev)
     if "fixed" in res:
         return Verdict(**base, **tail, verdict=res["fixed"], qualifier=f"measured at {scale} shapes", message=row["comparison"])
