@@ -1,0 +1,1 @@
+"""Summarize steps: raw results -> tidy tables (yocou.tidy), one module per area."""
