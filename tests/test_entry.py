@@ -98,11 +98,6 @@ def test_cluster_cli_bad_input(tmp_path: Path) -> None:
     _assert_user_error(res, "python -m yocou.cluster gpu-run", "after --")
 
 
-def test_render_cli_bad_input(tmp_path: Path) -> None:
-    res = _run("yocou.render.table10", "--measured", str(tmp_path / "missing.json"), "--out", str(tmp_path / "t"))
-    _assert_user_error(res, "python -m yocou.render.table10", "missing.json")
-
-
 def test_yocou_console_script_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The same convention in `yocou`: one line `yocou <cmd>: error: ...`, status 2 (also where it used to exit 1)."""

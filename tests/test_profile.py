@@ -148,25 +148,31 @@ def _synthetic_profile(path: Path) -> None:
 
 
 def test_renderers_on_synthetic_profile(tmp_path: Path) -> None:
+    """profile.json -> summarize (tidy efficiency, efficiency_derived) -> Tables 8, 9, 1 and Figure 7."""
     from yocou.render import fig7, table1, tables8_9
+    from yocou.summarize.efficiency import summarize_efficiency, summarize_efficiency_derived
+    from yocou.tidy import write_tidy
 
     prof = tmp_path / "profile.json"
     _synthetic_profile(prof)
-    assert tables8_9.main(["--profile", str(prof), "--out", str(tmp_path), "--scale-name", "t"]) == 0
+    core = {v: v for v in ("transformer", "yoco", "rins", "yocou")}
+    eff, der = tmp_path / "tidy/efficiency.csv", tmp_path / "tidy/efficiency_derived.csv"
+    write_tidy(summarize_efficiency(prof, core), eff)
+    write_tidy(summarize_efficiency_derived(eff, {"lo": 1024, "hi": 4096}), der)
+    out = {"t8": "table8", "t8_ours": "table8_ours", "t9": "table9", "t9_ours": "table9_ours", "t10": "table10_ratios"}
+    tables8_9.render(eff, der, {k: tmp_path / f"{v}.md" for k, v in out.items()}, scale="t")
     t8 = pd.read_csv(tmp_path / "table8.csv")
     ours = t8[(t8["ratio"] == "YOCO-U / YOCO") & t8["source"].str.startswith("ours")]
     assert float(ours["1K"].iloc[0]) == pytest.approx(4 / 12, rel=1e-3)
     paper = t8[(t8["ratio"] == "RINS / Transformer") & t8["source"].str.startswith("paper")]
     assert float(paper["8K"].iloc[0]) == pytest.approx(42905 / 85707)
-    assert "CPU" in (tmp_path / "table8.md").read_text()
-    assert table1.main(["--profile", str(prof), "--out", str(tmp_path / "table1.csv"), "--lo", "1024",
-                        "--hi", "4096"]) == 0
+    assert "CPU" in (tmp_path / "table8.md").read_text() and (tmp_path / "table10_ratios.csv").is_file()
+    table1.render(der, eff, tmp_path / "table1.csv", scale="t")
     t1 = pd.read_csv(tmp_path / "table1.csv").set_index("model")
     assert t1.loc["YOCO", "fitted_prefill_exponent"] == pytest.approx(1.0)
     assert t1.loc["Transformer", "fitted_prefill_exponent"] == pytest.approx(2.0)
     assert t1.loc["Transformer", "fitted_kv_exponent"] == pytest.approx(1.0)
-    assert fig7.main(["--profile", str(prof), "--out", str(tmp_path / "fig7.png"), "--data",
-                      str(tmp_path / "fig7_data.csv")]) == 0
+    fig7.render(eff, tmp_path / "fig7.png", tmp_path / "fig7_data.csv", scale="t")
     assert (tmp_path / "fig7.png").stat().st_size > 0 and (tmp_path / "fig7.pdf").is_file()
 
 

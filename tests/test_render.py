@@ -233,8 +233,12 @@ def test_fig7_draws_the_papers_values_apart_and_rings_points_under_load(tmp_path
     loads = {1024: (0.5, 0.9), 2048: (0.9, n_cpus + 1.5), 4096: (n_cpus + 1.5, n_cpus + 0.1)}
     rows = _profile(tmp_path / "profile.json", loads, n_cpus)
     figs = _capture(monkeypatch, fig7)
-    assert fig7.main(["--profile", str(tmp_path / "profile.json"), "--out", str(tmp_path / "fig7"),
-                      "--data", str(tmp_path / "fig7_data")]) == 0
+    from yocou.summarize.efficiency import summarize_efficiency
+    from yocou.tidy import write_tidy
+
+    core = {v: v for v in rows["variant"].unique()}
+    write_tidy(summarize_efficiency(tmp_path / "profile.json", core), tmp_path / "tidy/efficiency")
+    fig7.render(tmp_path / "tidy/efficiency.csv", tmp_path / "fig7.png", tmp_path / "fig7_data.csv")
     fig = figs[0]
     ours = {label for label in ("Transformer", "YOCO", "RINS", "YOCO-U")}
     paper_axes = []

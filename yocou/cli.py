@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .entry import int_at_least
+from .names import PAPER_LENGTHS
 
 MIB = 2 ** 20
 
@@ -47,7 +48,7 @@ def _cmd_kv(a: argparse.Namespace) -> int:
     return 0
 
 
-KV_TABLE_LENGTHS = [8192, 16384, 32768, 65536, 131072, 262144]
+KV_TABLE_LENGTHS = PAPER_LENGTHS  # Table 10's lengths, 8K ... 256K (yocou.names)
 
 
 def kv_table(size: str = "1.3b", dtype: str = "bf16") -> list[dict[str, Any]]:

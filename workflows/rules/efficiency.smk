@@ -22,10 +22,81 @@ rule profile:
         "{params.opts} --threads {threads} --out {output} > {log} 2>&1"
 
 
-rule fig7:
+# Summarize steps (yocou.summarize.efficiency): raw results -> tidy tables {RES}/tidy/<study>.{csv,json}, which the
+# renderers below and the audit read. All fits and ratios happen here.
+TIDY_CODE = [f"{PKG}/summarize/efficiency.py", f"{PKG}/tidy.py", f"{PKG}/names.py"]
+
+
+rule summarize_efficiency:
     input:
         profile=f"{RES}/profile.json",
-        code=[f"{PKG}/render/fig7.py", f"{PKG}/render/common.py"],
+        code=TIDY_CODE + [f"{PKG}/readers.py"],
+    output:
+        csv=f"{RES}/tidy/efficiency.csv",
+        json=f"{RES}/tidy/efficiency.json",
+    log:
+        f"logs/{SCALE}/summarize_efficiency.log",
+    params:
+        core=CORE,
+        scale=SCALE,
+    script:
+        "../scripts/summarize_efficiency.py"
+
+
+rule summarize_efficiency_derived:
+    input:
+        efficiency=f"{RES}/tidy/efficiency.csv",
+        code=TIDY_CODE + [f"{PKG}/bench/profile.py", f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv",
+                          f"{PKG}/reported/table10.csv"],
+    output:
+        csv=f"{RES}/tidy/efficiency_derived.csv",
+        json=f"{RES}/tidy/efficiency_derived.json",
+    log:
+        f"logs/{SCALE}/summarize_efficiency_derived.log",
+    params:
+        fit=config["eval"]["profile"]["fit"],
+        scale=SCALE,
+    script:
+        "../scripts/summarize_efficiency_derived.py"
+
+
+rule summarize_kv:
+    input:
+        measured=f"{RES}/kv_measure.json",
+        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+        code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/readers.py"],
+    output:
+        csv=f"{RES}/tidy/kv.csv",
+        json=f"{RES}/tidy/kv.json",
+    log:
+        f"logs/{SCALE}/summarize_kv.log",
+    params:
+        core=CORE,
+        scale=SCALE,
+    script:
+        "../scripts/summarize_kv.py"
+
+
+rule summarize_table10:
+    input:
+        code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/config.py"],
+    output:
+        csv=f"{RES}/tidy/table10.csv",
+        json=f"{RES}/tidy/table10.json",
+    log:
+        f"logs/{SCALE}/summarize_table10.log",
+    params:
+        presets={v: config["variants"][v].get("preset", v) for v in CORE},
+        scale=SCALE,
+    script:
+        "../scripts/summarize_table10.py"
+
+
+rule fig7:
+    input:
+        efficiency=f"{RES}/tidy/efficiency.csv",
+        code=[f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
+              f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv", f"{PKG}/reported/table10.csv"],
     output:
         png=in_report(f"{FIG}/fig7.png", "fig7"),
         pdf=f"{FIG}/fig7.pdf",
@@ -34,16 +105,15 @@ rule fig7:
         f"logs/{SCALE}/fig7.log",
     params:
         scale=SCALE,
-    shell:
-        "python -m yocou.render.fig7 --profile {input.profile} --out {output.png:q} --data {output.data:q} "
-        "--scale-name {params.scale} > {log} 2>&1"
+    script:
+        "../scripts/fig7.py"
 
 
 rule tables8_9:
     input:
-        profile=f"{RES}/profile.json",
-        code=[f"{PKG}/render/tables8_9.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py",
-              f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv", f"{PKG}/reported/table10.csv"],
+        efficiency=f"{RES}/tidy/efficiency.csv",
+        derived=f"{RES}/tidy/efficiency_derived.csv",
+        code=[f"{PKG}/render/tables8_9.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py"],
     output:
         t8=in_report(f"{RES}/table8.md", "tables8_10"),
         t8_ours=in_report(f"{RES}/table8_ours.md", "tables8_10"),
@@ -53,33 +123,34 @@ rule tables8_9:
     log:
         f"logs/{SCALE}/tables8_9.log",
     params:
-        outdir=lambda w, output: str(Path(output.t8).parent),
         scale=SCALE,
-    shell:
-        "python -m yocou.render.tables8_9 --profile {input.profile} --out {params.outdir:q} "
-        "--scale-name {params.scale} > {log} 2>&1"
+    script:
+        "../scripts/tables8_9.py"
 
 
 rule table1:
     input:
-        profile=f"{RES}/profile.json",
-        code=[f"{PKG}/render/table1.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py",
-              f"{PKG}/bench/profile.py", f"{PKG}/reported/table01.csv"],
+        derived=f"{RES}/tidy/efficiency_derived.csv",
+        efficiency=f"{RES}/tidy/efficiency.csv",
+        code=[f"{PKG}/render/table1.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
+              f"{PKG}/reported/table01.csv"],
     output:
         csv=in_report(f"{RES}/table1.csv", "table1"),
         md=in_report(f"{RES}/table1.md", "table1"),
     log:
         f"logs/{SCALE}/table1.log",
     params:
-        fit=config["eval"]["profile"]["fit"],
         scale=SCALE,
-    shell:
-        "python -m yocou.render.table1 --profile {input.profile} --out {output.csv:q} "
-        "--lo {params.fit[lo]} --hi {params.fit[hi]} --scale-name {params.scale} > {log} 2>&1"
+    script:
+        "../scripts/table1.py"
 
 
 rule efficiency:
     input:
+        rules.summarize_efficiency.output,
+        rules.summarize_efficiency_derived.output,
+        rules.summarize_kv.output,
+        rules.summarize_table10.output,
         rules.fig7.output,
         rules.tables8_9.output,
         rules.table1.output,

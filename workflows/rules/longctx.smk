@@ -60,10 +60,29 @@ rule longppl:
         "--dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
 
 
-rule table4:
+rule summarize_table4:
     input:
         niah=expand(f"{RES}/niah/{{variant}}.json", variant=CORE),
-        code=[f"{PKG}/render/table4.py", f"{PKG}/render/common.py", f"{PKG}/reported/table04.csv"],
+        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+        code=[f"{PKG}/summarize/niah.py", f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/readers.py",
+              f"{PKG}/reported/table04.csv"],
+    output:
+        csv=f"{RES}/tidy/table4.csv",
+        json=f"{RES}/tidy/table4.json",
+    log:
+        f"logs/{SCALE}/summarize_table4.log",
+    params:
+        core=CORE,
+        niah=config["eval"]["niah"],
+        scale=SCALE,
+    script:
+        "../scripts/summarize_table4.py"
+
+
+rule table4:
+    input:
+        table4=f"{RES}/tidy/table4.csv",
+        code=[f"{PKG}/render/table4.py", f"{PKG}/render/common.py", f"{PKG}/names.py", f"{PKG}/reported/table04.csv"],
     output:
         csv=in_report(f"{RES}/table4.csv", "table4"),
         md=in_report(f"{RES}/table4.md", "table4"),
@@ -72,9 +91,11 @@ rule table4:
         pdf=f"{FIG}/niah_heatmap.pdf",
     log:
         f"logs/{SCALE}/table4.log",
-    shell:
-        "python -m yocou.render.table4 --niah {input.niah} --out {RES}/table4 --fig {FIG}/niah_heatmap "
-        "--scale-name {SCALE} > {log} 2>&1"
+    params:
+        scale=SCALE,
+        seed=config["seed"],
+    script:
+        "../scripts/table4.py"
 
 
 rule fig4:

@@ -40,16 +40,17 @@ rule heldout_ppl:
 
 rule table10:
     input:
-        measured=f"{RES}/kv_measure.json",
-        code=[f"{PKG}/render/table10.py", f"{PKG}/render/common.py", f"{PKG}/reported/table10.csv"],
+        table10=f"{RES}/tidy/table10.csv",  # rules summarize_table10 and summarize_kv (efficiency.smk)
+        kv=f"{RES}/tidy/kv.csv",
+        code=[f"{PKG}/render/table10.py", f"{PKG}/render/common.py", f"{PKG}/names.py", f"{PKG}/reported/table10.csv"],
     output:
         csv=in_report(f"{RES}/table10.csv", "tables8_10"),
         md=in_report(f"{RES}/table10.md", "tables8_10"),
+        cells=f"{RES}/table10_cells.csv",
         measured=in_report(f"{RES}/table10_measured.md", "tables8_10"),
     log:
         f"logs/{SCALE}/table10.log",
     params:
         scale=SCALE,
-    shell:
-        "python -m yocou.render.table10 --measured {input.measured} --out {output.csv} --scale-name {params.scale} "
-        "> {log} 2>&1"
+    script:
+        "../scripts/table10.py"

@@ -17,11 +17,13 @@ than the sequence, a prompt length that is no multiple of the chunk):
 
 Tolerances are in :data:`TOLERANCES` (relative errors), recorded with every result. Profile: every preset at
 ``--size`` (default ``paper-1.3b``) with :func:`yocou.bench.profile.profile_models` (CUDA events, peak
-allocated memory; the CPU code path otherwise), then ``python -m yocou.render.fig7``; the check
+allocated memory; the CPU code path otherwise), then Figure 7 (:func:`yocou.summarize.efficiency.summarize_efficiency`
+→ ``tidy/efficiency.{csv,json}`` → :func:`yocou.render.fig7.render`); the check
 ``peak_mem_covers_kv`` asks that the CUDA peak holds at least the measured cache.
 
 Outputs in ``--out``: ``gpu_check.json`` (status, every check with value and tolerance, provenance),
-``profile.json`` (the profile's rows, the format of :mod:`yocou.bench.profile`), ``fig7.{png,pdf}`` and
+``profile.json`` (the profile's rows, the format of :mod:`yocou.bench.profile`), ``tidy/efficiency.{csv,json}``,
+``fig7.{png,pdf}`` and
 ``fig7_data.{csv,md,json}``. Exit status 1 when a check fails, 0 when all pass or when skipped (no CUDA).
 """
 
@@ -243,9 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         prov["cuda_capability"] = list(torch.cuda.get_device_capability(device))
     atomic_write_json(out / "profile.json", {"rows": rows, "provenance": prov})
     from ..render import fig7
+    from ..summarize.efficiency import summarize_efficiency
+    from ..tidy import write_tidy
 
-    fig7.main(["--profile", str(out / "profile.json"), "--out", str(out / "fig7.png"),
-               "--data", str(out / "fig7_data.csv"), "--scale-name", f"{size} ({device.type})"])
+    roles = {v: v for v in dict.fromkeys(r["variant"] for r in rows)}
+    write_tidy(summarize_efficiency(out / "profile.json", roles), out / "tidy" / "efficiency",
+               inputs=[str(out / "profile.json")])
+    fig7.render(out / "tidy" / "efficiency.csv", out / "fig7.png", out / "fig7_data.csv",
+                scale=f"{size} ({device.type})")
     failed = [r for r in checks if not r["passed"]]
     summary = {"status": "failed" if failed else "passed", "n_checks": len(checks), "n_failed": len(failed),
                "failed": failed, "checks": checks, "tolerances": TOLERANCES, "correctness_s": t_corr,

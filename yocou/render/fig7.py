@@ -1,53 +1,47 @@
 """Figure 7: prefill throughput, decode throughput and KV-cache memory against sequence length,
-one line per variant, measured by :mod:`yocou.bench.profile` (CPU figures labelled CPU).
+one line per core role, measured by :mod:`yocou.bench.profile` (CPU figures labelled CPU).
 
-Input: the profile JSON (``results/<scale>/profile.json``). Output: ``<out>.png/.pdf`` and the tidy
-plotted data ``<data>.{csv,md,json}``.
+Input: the tidy ``efficiency`` table (:func:`yocou.summarize.efficiency.summarize_efficiency`). Output:
+``<out>.png/.pdf`` and the plotted data ``<data>.{csv,md,json}``. The renderer only pivots and draws.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from pathlib import Path
 
 import pandas as pd
 
-from ..readers import read_profile
-from .common import COLORS, label, save_figure, stem_of, write_table
+from ..names import COLORS, label
+from ..tidy import read_tidy
+from .common import save_figure, stem_of, write_table
 
-MIB = 1024 * 1024
-
-
-def load_profile(path: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Rows of a profile JSON as a DataFrame (without per-repeat lists) and its provenance, validated by
-    :func:`yocou.readers.read_profile` (a corrupt number or a repeated row fails naming the file and the row)."""
-    rows, prov = read_profile(path)
-    df = pd.DataFrame([{k: v for k, v in r.items() if k != "repeats"} for r in rows])
-    return df, prov
+# extra columns of the tidy efficiency rows, the same for every metric of one (role, N)
+INFO = ("run", "loaded", "device", "device_kind", "device_label", "dtype", "n_threads", "n_cpus", "mem_kind",
+        "prompt_len", "n_decode", "kv_equal")
 
 
-def device_label(df: pd.DataFrame, prov: dict[str, Any]) -> str:
-    """``"CPU (model, 2 threads, bf16)"`` or ``"GPU (name, bf16)"`` for titles."""
-    dev = str(df["device"].iloc[0])
-    dtype = str(df["dtype"].iloc[0])
-    if dev.startswith("cuda"):
-        return f"GPU ({prov.get('device', {}).get('cuda') or dev}, {dtype})"
-    cpu = prov.get("device", {}).get("cpu_model", "")
-    return f"CPU ({cpu}, {int(df['n_threads'].iloc[0])} threads, {dtype})"
+def efficiency_wide(eff: pd.DataFrame) -> pd.DataFrame:
+    """The tidy ``efficiency`` rows as one row per (role, N): ``role, seq_len``, one column per metric and the
+    :data:`INFO` columns, roles in the order of the tidy table (a pivot, nothing computed)."""
+    eff = eff[eff["axis"] == "seq_len"]
+    w = eff.pivot_table(index=["role", "axis_value"], columns="metric", values="value", sort=False)
+    info = eff.drop_duplicates(["role", "axis_value"]).set_index(["role", "axis_value"])[list(INFO)]
+    w = w.join(info).reset_index().rename(columns={"axis_value": "seq_len"})
+    w["seq_len"] = w["seq_len"].astype(int)
+    order = {r: i for i, r in enumerate(dict.fromkeys(eff["role"]))}
+    return w.sort_values(["role", "seq_len"], key=lambda c: c.map(order) if c.name == "role" else c,
+                         kind="stable").reset_index(drop=True)
+
+
+def device_of(w: pd.DataFrame) -> tuple[str, str]:
+    """(``device_kind``, ``device_label``) of the profile: ``("CPU", "CPU (model, 2 threads, bf16)")``."""
+    return str(w["device_kind"].iloc[0]), str(w["device_label"].iloc[0])
 
 
 PANELS = (("prefill_tokens_per_s", "Prefill throughput (tokens/s)", 8),
           ("decode_tokens_per_s", "Decode throughput (tokens/s)", 9),
-          ("kv_MiB", "KV cache (MiB)", 10))
+          ("kv_mib", "KV cache (MiB)", 10))
 TIMED = {"prefill_tokens_per_s", "decode_tokens_per_s"}
-
-
-def under_load(df: pd.DataFrame, prov: dict[str, Any]) -> tuple[pd.Series, int]:
-    """Rows measured while the 1-minute load average (before or after) exceeded the machine's CPU count:
-    more runnable work than cores, so the timings include waiting for a CPU. Returns (mask, CPU count)."""
-    n_cpus = int(prov.get("device", {}).get("n_cpus") or df["n_threads"].max())
-    load = df[["loadavg_1m_before", "loadavg_1m_after"]].max(axis=1)
-    return load.gt(n_cpus).fillna(False).astype(bool), n_cpus
 
 
 def paper_series() -> pd.DataFrame:
@@ -76,19 +70,20 @@ def _log_axes(ax, ylabel: str) -> None:
     ax.grid(alpha=0.3, which="both")
 
 
-def plot(df: pd.DataFrame, prov: dict[str, Any], scale: str):
+def plot(df: pd.DataFrame, scale: str):
     """Top row: our measurements (points measured under load ringed); bottom row, on axes of their own: the
-    paper's Tables 8-10 (GPU, 1.3B), never on the same axes as ours."""
+    paper's Tables 8-10 (GPU, 1.3B), never on the same axes as ours. ``df``: :func:`efficiency_wide`."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.lines import Line2D
 
-    dev = device_label(df, prov)
-    loaded, n_cpus = under_load(df, prov)
+    kind, dev = device_of(df)
+    loaded = df["loaded"].astype(bool)
+    n_cpus = int(df["n_cpus"].iloc[0])
     paper = paper_series()
     fig, axes = plt.subplots(2, 3, figsize=(15.5, 7.6))
-    for v, g in df.assign(_loaded=loaded).groupby("variant", sort=False):
+    for v, g in df.assign(_loaded=loaded).groupby("role", sort=False):
         g = g.sort_values("seq_len")
         for ax, (col, _, _) in zip(axes[0], PANELS):
             ax.plot(g["seq_len"], g[col], marker="o", ms=3.5, lw=1.8, label=label(v), color=COLORS.get(v))
@@ -103,12 +98,13 @@ def plot(df: pd.DataFrame, prov: dict[str, Any], scale: str):
             ax.plot(g["seq_len"], g[col], marker="s", ms=3.5, lw=1.5, ls="--", label=f"{m} (paper)",
                     color=COLORS.get(variant_of.get(m, "")))
     for ax, (col, ylabel, t) in zip(axes[0], PANELS):
-        _log_axes(ax, ylabel + (", measured" if col == "kv_MiB" else ""))
-        ax.set_title(f"ours: {scale} scale, {dev.split(' (')[0]}", fontsize=9)
+        _log_axes(ax, ylabel + (", measured" if col == "kv_mib" else ""))
+        ax.set_title(f"ours: {scale} scale, {kind}", fontsize=9)
     for ax, (col, ylabel, t) in zip(axes[1], PANELS):
         _log_axes(ax, ylabel)
         ax.set_title(f"paper: Table {t} (GPU, 1.3B), reported", fontsize=9)
-    loads = pd.concat([df["loadavg_1m_before"], df["loadavg_1m_after"]]).dropna()
+    loads = pd.concat([df[c] for c in ("loadavg_1m_before", "loadavg_1m_after") if c in df]).dropna() \
+        if any(c in df for c in ("loadavg_1m_before", "loadavg_1m_after")) else pd.Series(dtype=float)
     handles, labels = axes[0][0].get_legend_handles_labels()
     if loaded.any():
         handles.append(Line2D([], [], ls="none", marker="o", ms=9, mfc="none", mec="k", mew=1.2))
@@ -129,22 +125,28 @@ def plot(df: pd.DataFrame, prov: dict[str, Any], scale: str):
     return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--profile", required=True, help="profile JSON (python -m yocou.bench.profile)")
-    ap.add_argument("--out", required=True, help="figure stem (png + pdf)")
-    ap.add_argument("--data", required=True, help="table stem of the plotted data")
-    ap.add_argument("--scale-name", default="")
-    a = ap.parse_args(argv)
-    df, prov = load_profile(a.profile)
-    dev = device_label(df, prov)
-    df["kv_MiB"] = df["kv_bytes_measured"] / MIB
-    save_figure(plot(df, prov, a.scale_name), stem_of(a.out), config=vars(a))
-    df["under_load"], n_cpus = under_load(df, prov)
-    cols = ["variant", "seq_len", "prompt_len", "prefill_tokens_per_s", "decode_tokens_per_s", "ttft_s",
-            "kv_bytes_measured", "kv_bytes_analytic", "kv_equal", "peak_mem_bytes", "mem_kind", "n_threads",
-            "dtype", "device", "loadavg_1m_before", "loadavg_1m_after", "under_load"]
-    write_table(df[cols], stem_of(a.data), title=f"Figure 7 data ({dev})",
+# fig7_data's columns (the profile's names) <- tidy metric or column
+DATA_COLUMNS = {"variant": "run", "seq_len": "seq_len", "prompt_len": "prompt_len",
+                "prefill_tokens_per_s": "prefill_tokens_per_s", "decode_tokens_per_s": "decode_tokens_per_s",
+                "ttft_s": "ttft_s", "kv_bytes_measured": "kv_bytes", "kv_bytes_analytic": "kv_bytes_formula",
+                "kv_equal": "kv_equal", "peak_mem_bytes": "peak_mem_bytes", "mem_kind": "mem_kind",
+                "n_threads": "n_threads", "dtype": "dtype", "device": "device",
+                "loadavg_1m_before": "loadavg_1m_before", "loadavg_1m_after": "loadavg_1m_after",
+                "under_load": "loaded"}
+
+
+def render(efficiency: str | Path, png: str | Path, data: str | Path, *, scale: str = "") -> None:
+    """Figure 7 (``png`` and the ``.pdf`` beside it) and its data table ``data`` (``.csv/.md/.json``) from the
+    tidy ``efficiency`` table."""
+    cfg = {"efficiency": str(efficiency), "scale": scale}
+    df = efficiency_wide(read_tidy(efficiency))
+    _, dev = device_of(df)
+    n_cpus = int(df["n_cpus"].iloc[0])
+    save_figure(plot(df, scale), stem_of(png), config=cfg)
+    t = pd.DataFrame({k: (df[c] if c in df else None) for k, c in DATA_COLUMNS.items()})
+    for c in ("seq_len", "prompt_len", "kv_bytes_measured", "kv_bytes_analytic", "peak_mem_bytes", "n_threads"):
+        t[c] = t[c].astype("int64")
+    write_table(t, stem_of(data), title=f"Figure 7 data ({dev})",
                 notes=[f"Measured on {dev}: absolute numbers are not comparable with the paper's GPU figures.",
                        "N = prompt + decoded tokens; prefill tokens/s over the prompt, decode tokens/s over the "
                        "decoded tokens only; medians of repeats (python -m yocou.bench.profile).",
@@ -152,11 +154,4 @@ def main(argv: list[str] | None = None) -> int:
                        f"either exceeds the machine's {n_cpus} CPUs (ringed in the figure).",
                        "The figure's bottom row draws the paper's Tables 8-10 (GPU, 1.3B) on axes of their own "
                        "(yocou/reported/table08.csv ... table10.csv)."],
-                config=vars(a))
-    return 0
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
+                config=cfg)

@@ -1,71 +1,71 @@
 """Table 10: KV-cache occupancy (MiB per sequence) against sequence length.
 
-Part A: analytic at the paper's 1.3B configuration (SPEC.md section 5), beside
-the paper's reported values (``yocou/reported/table10.csv``).
-Part B: measured bytes of real caches at our scale after a prefill of N tokens
-(``yocou kv-measure``), beside the formula.
+Part A: analytic at the paper's 1.3B configuration (SPEC.md section 5; tidy ``table10``,
+:func:`yocou.summarize.efficiency.summarize_table10`), beside the paper's reported values
+(``yocou/reported/table10.csv``), and cell by cell (``_cells``).
+Part B: measured bytes of real caches at our scale after a prefill of N tokens (tidy ``kv``,
+:func:`yocou.summarize.efficiency.summarize_kv`), beside the formula (``_measured``).
 """
 
 from __future__ import annotations
 
-import argparse
+from pathlib import Path
 
 import pandas as pd
 
-from ..cli import KV_TABLE_LENGTHS, MIB, kv_table
+from ..names import label, len_label, paper_row
 from ..reported import load_table
-from ..readers import read_kv_measure
-from .common import label, stem_of, write_table
+from ..tidy import read_tidy
+from .common import stem_of, write_table
+
+MIB = 2 ** 20
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--measured", required=True, help="kv-measure JSON")
-    ap.add_argument("--out", required=True, help="stem of part A (paper config); part B gets '_measured'")
-    ap.add_argument("--scale-name", default="")
-    a = ap.parse_args(argv)
-    a.out = str(stem_of(a.out))
-    ours = pd.DataFrame(kv_table("paper-1.3b", "bf16"))
+def render(table10: str | Path, kv: str | Path, out: str | Path, *, scale: str = "") -> None:
+    """Write ``<out>`` (``.csv/.md/.json``), ``<out>_cells`` and ``<out>_measured`` from the tidy ``table10``
+    and ``kv`` tables."""
+    cfg = {"table10": str(table10), "kv": str(kv), "scale": scale}
+    stem = stem_of(out)
+    ours = read_tidy(table10)
+    ours = ours[ours["metric"] == "kv_mib_formula"]
     rep = load_table(10)
     rows = []
-    for _, r in ours.iterrows():
-        for n in KV_TABLE_LENGTHS:
-            paper = rep[(rep["model"] == r["model"]) & (rep["seq_len"] == n)]["value"]
-            pv = float(paper.iloc[0]) if len(paper) else float("nan")
-            rows.append({"model": r["model"], "seq_len": n, "ours_MiB": r[str(n)], "paper_MiB": pv,
-                         "match": abs(r[str(n)] - pv) < 1e-9})
+    for r in ours.itertuples():
+        model = paper_row("table10", r.role) or label(r.role)
+        paper = rep[(rep["model"] == model) & (rep["seq_len"] == r.axis_value)]["value"]
+        pv = float(paper.iloc[0]) if len(paper) else float("nan")
+        rows.append({"model": model, "seq_len": int(r.axis_value), "ours_MiB": r.value, "paper_MiB": pv,
+                     "match": abs(r.value - pv) < 1e-9})
     df = pd.DataFrame(rows)
-    order = ["Transformer", "RINS", "YOCO", "YOCO-U"]
+    printed = list(dict.fromkeys(rep["model"]))  # the paper's row order, then any role it does not print
+    order = sorted(dict.fromkeys(df["model"]), key=lambda m: printed.index(m) if m in printed else len(printed))
+    df = df.sort_values("model", key=lambda s: s.map({m: i for i, m in enumerate(order)}), kind="stable")
+    df = df.reset_index(drop=True)
     parts = []
     for src, col in (("ours (formula)", "ours_MiB"), ("paper (reported)", "paper_MiB")):
         w = df.pivot(index="model", columns="seq_len", values=col).loc[order]
-        w.columns = [f"{c // 1024}K" for c in w.columns]
+        w.columns = [len_label(c) for c in w.columns]
         w.insert(0, "source", src)
         parts.append(w.reset_index())
     wide = pd.concat(parts).sort_values(["model", "source"], key=lambda s: s.map(
         {m: i for i, m in enumerate(order)}) if s.name == "model" else s, kind="stable").reset_index(drop=True)
     n_match = int(df["match"].sum())
-    write_table(wide, a.out, title="Table 10 (analytic, paper 1.3B configuration): KV cache MiB per sequence",
+    write_table(wide, stem, title="Table 10 (analytic, paper 1.3B configuration): KV cache MiB per sequence",
                 notes=[f"{n_match} of {len(df)} cells equal the paper's reported values exactly "
                        "(yocou/reported/table10.csv; the paper's 'MB' are MiB).",
                        "L=20, 4 KV heads × 128, bf16, W=512, T=3, RINS = A^3 B (40 layer applications)."],
-                config=vars(a), floatfmt="g")
-    write_table(df, str(a.out) + "_cells", title="Table 10 cell by cell: ours vs paper", config=vars(a), floatfmt="g")
-    m = pd.DataFrame(read_kv_measure(a.measured))
-    m["variant"] = m["variant"].map(label)
-    m["measured_MiB"] = m["measured_bytes"] / MIB
-    m["analytic_MiB"] = m["analytic_bytes"] / MIB
-    mw = m[["variant", "seq_len", "measured_bytes", "analytic_bytes", "measured_MiB", "equal"]]
-    write_table(mw, str(a.out) + "_measured",
-                title=f"Table 10 at our {a.scale_name} configuration: measured vs analytic KV cache per sequence (CPU)",
-                notes=[f"Measured: bytes of the real cache after prefill of N tokens; {int(m['equal'].sum())} of "
-                       f"{len(m)} equal the formula exactly.", f"dtype {m['dtype'].iloc[0]}."],
-                config=vars(a), floatfmt=".4g")
-    print(wide.to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
+                config=cfg, floatfmt="g")
+    write_table(df, str(stem) + "_cells", title="Table 10 cell by cell: ours vs paper", config=cfg, floatfmt="g")
+    k = read_tidy(kv)
+    m = k[k["metric"] == "kv_bytes"].set_index(["role", "axis_value"])
+    f = k[k["metric"] == "kv_bytes_formula"].set_index(["role", "axis_value"])["value"]
+    mw = pd.DataFrame({"variant": [label(r) for r, _ in m.index], "seq_len": [int(n) for _, n in m.index],
+                       "measured_bytes": m["value"].astype("int64").to_numpy(),
+                       "analytic_bytes": f.loc[m.index].astype("int64").to_numpy(),
+                       "measured_MiB": (m["value"] / MIB).to_numpy(), "equal": m["equal"].astype(bool).to_numpy()})
+    dtypes = ", ".join(dict.fromkeys(m["dtype"].astype(str)))
+    write_table(mw, str(stem) + "_measured",
+                title=f"Table 10 at our {scale} configuration: measured vs analytic KV cache per sequence (CPU)",
+                notes=[f"Measured: bytes of the real cache after prefill of N tokens; {int(mw['equal'].sum())} of "
+                       f"{len(mw)} equal the formula (SPEC.md section 5) exactly.", f"dtype {dtypes}."],
+                config=cfg, floatfmt=".4g")

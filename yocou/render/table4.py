@@ -1,48 +1,67 @@
 """Table 4: needle in a haystack (S-NIAH-1, S-NIAH-2), ours beside the paper's, and a
 length-by-depth heatmap per model.
 
-Inputs: the ``python -m yocou.longctx.niah eval`` JSON per variant (file stem = variant).
+Input: the tidy ``table4`` table (:func:`yocou.summarize.niah.summarize_table4`).
 Outputs: ``<out>.{csv,md,json}`` (per model and task: accuracy, teacher-forced log-probability of the
-value and of a distractor, their difference), ``<out>_cells.{csv,md,json}`` (per model, task, length,
-depth) and the heatmap figure ``<fig>.{png,pdf}``. Paper values: :func:`yocou.reported.load_table` (4).
+value, its gain over a distractor), ``<out>_cells.{csv,md,json}`` (per model, task, length, depth) and the
+heatmap figure ``<fig>.{png,pdf}``. Paper values: :func:`yocou.reported.load_table` (4). The renderer only
+selects, pivots and formats.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..longctx.niah import TASK_LABELS
+from ..names import NIAH_TASKS, label, paper_row
 from ..reported import load_table
-from ..readers import read_niah
-from .common import label, save_figure, write_table
+from ..tidy import one, read_tidy
+from .common import save_figure, stem_of, write_table
 
 
-def build(results: dict[str, dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(table, cells) from ``{variant: niah result}``."""
+def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(table, cells) from the tidy ``table4`` rows."""
     paper = load_table(4)
     paper = {(r.model, r.column): float(r.value) for r in paper.itertuples()}
+    ours = t4[t4["run"] != "paper"]
+    top = ours[ours["axis"] == ""]
     rows, cells = [], []
-    for v, res in results.items():
-        recs = pd.DataFrame(res["records"])
-        row = {"model": label(v), "variant": v}
-        for task, g in recs.groupby("task", sort=False):
-            t = TASK_LABELS[task]
-            row[f"{t} acc"] = g["correct"].mean()
-            row[f"{t} acc (paper)"] = paper.get((label(v), t), np.nan)
-            row[f"{t} logp value"] = g["logp_value"].mean()
-            row[f"{t} gain"] = (g["logp_value"] - g["logp_distractor"]).mean()
-            row[f"{t} n"] = len(g)
-        row["mean acc"] = recs["correct"].mean()
-        row["mean acc (paper)"] = np.nanmean([row.get(f"{t} acc (paper)", np.nan) for t in TASK_LABELS.values()])
+    for v in dict.fromkeys(ours["role"]):
+        run = str(ours[ours["role"] == v]["run"].iloc[0])
+        row = {"model": label(v), "variant": run}
+
+        def val(metric: str, frame: pd.DataFrame = top, **eq):
+            r = one(frame, role=v, metric=metric, **eq)
+            return None if r is None else r
+
+        for task, t in NIAH_TASKS.items():
+            acc = val(f"{task}.acc")
+            if acc is None:
+                continue
+            row[f"{t} acc"] = acc["value"]
+            row[f"{t} acc (paper)"] = paper.get((paper_row("table4", v) or label(v), t), np.nan)
+            row[f"{t} logp value"] = val(f"{task}.logp_value")["value"]
+            row[f"{t} gain"] = val(f"{task}.gain")["value"]
+            row[f"{t} n"] = int(acc["n"])
+        row["mean acc"] = val("all_tasks.acc")["value"]
+        pm = one(t4, run="paper", role=v, metric="paper.all_tasks.acc")
+        row["mean acc (paper)"] = np.nan if pm is None else pm["value"]
         rows.append(row)
-        for c in res["cells"]:
-            cells.append({"model": label(v), "variant": v, "task": TASK_LABELS[c["task"]], **{
-                k: c[k] for k in ("length", "depth", "n", "acc", "logp_value", "logp_distractor", "gain")},
-                "extrapolated": bool(res.get("train_seq_len") and c["length"] > res["train_seq_len"])})
+        g = ours[(ours["role"] == v) & (ours["axis2"] == "depth")]
+        for task, t in NIAH_TASKS.items():
+            gt = g[g["metric"].str.startswith(f"{task}.")]
+            if gt.empty:
+                continue
+            w = gt.pivot_table(index=["axis_value", "axis2_value"], columns="metric", values="value", sort=True)
+            n = gt[gt["metric"] == f"{task}.acc"].set_index(["axis_value", "axis2_value"])
+            for (length, depth), c in w.iterrows():
+                cells.append({"model": label(v), "variant": run, "task": t, "length": int(length),
+                              "depth": round(depth * 100.0, 6), "n": int(n.loc[(length, depth), "n"]),
+                              "acc": c[f"{task}.acc"], "logp_value": c[f"{task}.logp_value"],
+                              "logp_distractor": c[f"{task}.logp_distractor"], "gain": c[f"{task}.gain"],
+                              "extrapolated": bool(n.loc[(length, depth), "extrapolated"])})
     return pd.DataFrame(rows), pd.DataFrame(cells)
 
 
@@ -82,54 +101,44 @@ def heatmap(cells: pd.DataFrame, title: str):
     return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--niah", nargs="+", required=True, help="niah result JSON per variant (stem = variant)")
-    ap.add_argument("--out", required=True, help="table stem (results/<scale>/table4)")
-    ap.add_argument("--fig", required=True, help="heatmap stem (figures/<scale>/niah_heatmap)")
-    ap.add_argument("--scale-name", default="")
-    a = ap.parse_args(argv)
-    results = {Path(p).stem: read_niah(p, TASK_LABELS) for p in a.niah}
-    df, cells = build(results)
-    first = next(iter(results.values()))
-    lengths = sorted({c["length"] for c in first["cells"]})
-    depths = sorted({c["depth"] for c in first["cells"]})
-    n_cell = sorted({c["n"] for c in first["cells"]})
-    train_len = first.get("train_seq_len")
-    ptxt = (first.get("prompts_provenance") or {}).get("config", {})
-    n_task = int(df.iloc[0][TASK_LABELS[first["cells"][0]["task"]] + " n"])
+def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str = "", seed: int | None = None) -> None:
+    """Table 4 (``out``: ``.csv/.md/.json`` and ``<out>_cells``) and the heatmap ``fig`` (``.png/.pdf``) from
+    the tidy ``table4`` table; ``seed``: the prompts' seed (the config's ``seed``) for the notes."""
+    cfg = {"table4": str(table4), "scale": scale, "seed": seed}
+    out, fig = stem_of(out), stem_of(fig)
+    t4 = read_tidy(table4)
+    df, cells = build(t4)
+    first = cells[cells["variant"] == cells["variant"].iloc[0]]
+    lengths = sorted(set(first["length"]))
+    depths = sorted(set(first["depth"]))
+    n_cell = sorted(set(first["n"]))
+    tl = t4[(t4["metric"] == "train_seq_len") & (t4["run"] == cells["variant"].iloc[0])]["value"]
+    train_len = int(tl.iloc[0]) if len(tl) else None
+    books = t4[t4["metric"].str.startswith("s_niah_2.") & (t4["run"] == cells["variant"].iloc[0])]["haystack"]
+    n_task = int(df.iloc[0][next(f"{t} n" for t in NIAH_TASKS.values() if f"{t} n" in df)])
     summary = "; ".join(
         f"{r['model']}: " + ", ".join(f"{t} acc {r[f'{t} acc']:.2f} (paper {r[f'{t} acc (paper)']:.2f}), "
                                       f"log p(value) {r[f'{t} logp value']:.1f} nats, gain {r[f'{t} gain']:+.2f}"
-                                      for t in TASK_LABELS.values() if f"{t} acc" in r)
+                                      for t in NIAH_TASKS.values() if f"{t} acc" in r)
         for r in df.to_dict("records"))
     notes = [
-        f"{a.scale_name} scale, evaluated on CPU; the paper's models are 1.3B-parameter YOCO family models on GPUs: "
+        f"{scale} scale, evaluated on CPU; the paper's models are 1.3B-parameter YOCO family models on GPUs: "
         "compare the ordering of variants, not absolute values.",
         f"Samples per cell (task, length, depth): {', '.join(map(str, n_cell))}; lengths {lengths} tokens "
         f"(prompt, in the models' own tokenizer); depths {[f'{d:g}%' for d in depths]}; "
         f"{n_task} samples per task and model; seed "
-        f"{ptxt.get('seed')}.",
+        f"{seed}.",
         f"Training length {train_len} tokens: lengths above it are extrapolation.",
         "S-NIAH-1: noise haystack (RULER's repeated 'The grass is green. ...' block). S-NIAH-2: real book prose, "
-        f"the held-out book {first.get('book') or '?'} (never trained on) excerpted at a seeded offset; RULER's Paul Graham essays are not available offline.",
+        f"the held-out book {books.iloc[0] if len(books) else '?'} (never trained on) excerpted at a seeded offset; RULER's Paul Graham essays are not available offline.",
         "acc: the 7-digit value appears in the greedy continuation (12 tokens, cached early-exit prefill and "
         "decode). logp value: teacher-forced log-probability of ' <value>' after the answer prefix (nats, summed "
         "over its tokens; uniform digits would give 7·ln 10 = −16.1); gain: the same minus that of a seeded "
         "distractor number that is not in the prompt (> 0: the model uses the needle).",
         f"Measured: {summary}.",
     ]
-    write_table(df, a.out, title=f"Table 4: needle in a haystack ({a.scale_name} scale, CPU)", notes=notes,
-                config=vars(a))
-    write_table(cells, a.out + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({a.scale_name})",
-                notes=notes[:4], config=vars(a))
-    fig = heatmap(cells, f"S-NIAH by length and depth ({a.scale_name} scale, CPU; {n_cell[0]} samples per cell)")
-    save_figure(fig, a.fig, config=vars(a))
-    print(df.to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
+    write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU)", notes=notes, config=cfg)
+    write_table(cells, str(out) + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({scale})",
+                notes=notes[:4], config=cfg)
+    figure = heatmap(cells, f"S-NIAH by length and depth ({scale} scale, CPU; {n_cell[0]} samples per cell)")
+    save_figure(figure, fig, config=cfg)

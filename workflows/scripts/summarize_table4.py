@@ -1,0 +1,12 @@
+"""Rule summarize_table4: needle-in-a-haystack results per run -> tidy table4 (yocou.summarize.niah)."""
+from contextlib import redirect_stderr, redirect_stdout
+
+from yocou.summarize.niah import summarize_table4
+from yocou.tidy import study_roles, write_tidy
+
+sm = snakemake  # noqa: F821 - set by Snakemake's script directive
+with open(sm.log[0], "w") as log, redirect_stdout(log), redirect_stderr(log):
+    df = summarize_table4(dict(zip(sm.params.core, sm.input.niah)), study_roles(sm.config, "core"),
+                          dict(zip(sm.params.core, sm.input.rc)))
+    write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "core": sm.params.core,
+                                          "niah": dict(sm.params.niah)}, inputs=[*sm.input.niah, *sm.input.rc])

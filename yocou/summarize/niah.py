@@ -1,0 +1,119 @@
+"""Summarize step of Table 4 (S-NIAH-1, S-NIAH-2): the per-variant needle-in-a-haystack results
+(:mod:`yocou.longctx.niah`, ``results/<scale>/niah/<run>.json``) → tidy study ``table4`` (:mod:`yocou.tidy`).
+
+Rows per core role and task ``t`` (``s_niah_1``, ``s_niah_2``), from the per-prompt records:
+
+* ``t.acc`` (fraction; stderr binomial ``sqrt(p (1 - p) / n)``), ``t.logp_value``, ``t.logp_distractor`` and
+  ``t.gain`` (= logp_value − logp_distractor per prompt; nats; stderr ``std / sqrt(n)`` over prompts) with
+  ``n`` = prompts, at three levels: per length and depth (axis ``seq_len``, ``axis2 = "depth"``,
+  ``axis2_value`` the depth as a fraction 0-1), per length over every depth (no axis2) and over everything
+  (axis ``""``);
+* ``all_tasks.acc``: the accuracy over every prompt of every task (axis ``""``);
+* ``train_seq_len`` (tokens): the model's training length, where the result records it;
+* ``paper.all_tasks.acc`` (run ``paper``): the mean of the paper's Table 4 accuracies of the role's
+  printed row (:data:`yocou.names.PAPER_ROWS`), beside ours.
+
+Extra columns: ``haystack`` (``noise`` for S-NIAH-1, the held-out book for S-NIAH-2) and ``extrapolated``
+(the length is above ``train_seq_len``). ``seed``: the run's training seed (``run_config.json``), else -1.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..names import NIAH_TASKS, paper_row
+from ..readers import read_json, read_niah
+from ..tidy import NO_SEED, role_of, tidy_frame
+
+__all__ = ["summarize_table4", "run_seed", "HAYSTACK"]
+
+HAYSTACK = {"s_niah_1": "noise", "s_niah_2": "book"}
+
+
+def run_seed(run_config: str | Path | None) -> int:
+    """The training seed of a run: ``seed`` or ``train.seed`` of its ``run_config.json``; -1 without one."""
+    if run_config is None:
+        return NO_SEED
+    rc = read_json(run_config, what="run config")
+    seed = rc.get("seed", (rc.get("train") or {}).get("seed")) if isinstance(rc, dict) else None
+    return int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else NO_SEED
+
+
+def _stats(g: pd.DataFrame) -> list[tuple[str, float, float, str]]:
+    """(metric suffix, value, stderr, unit) of a group of records."""
+    n = len(g)
+    p = float(g["correct"].mean())
+    out = [("acc", p, math.sqrt(p * (1 - p) / n), "fraction")]
+    gain = g["logp_value"] - g["logp_distractor"]
+    for name, s in (("logp_value", g["logp_value"]), ("logp_distractor", g["logp_distractor"]), ("gain", gain)):
+        se = float(s.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        out.append((name, float(s.mean()), se, "nats"))
+    return out
+
+
+def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
+                     run_configs: Mapping[str, str | Path] | None = None) -> pd.DataFrame:
+    """Tidy study ``table4`` (see the module's docstring).
+
+    Args:
+        niah: ``{run: niah result JSON}`` (validated by :func:`yocou.readers.read_niah`).
+        roles: ``{role: run}`` of the core roles.
+        run_configs: ``{run: run_config.json}`` for the seed column.
+
+    Raises:
+        ValueError: a role's run has no result, or a record lacks its length or depth.
+    """
+    from ..reported import load_table
+
+    paper = load_table(4)
+    out: list[dict[str, Any]] = []
+    for run, role in role_of(roles).items():
+        if run not in niah:
+            raise ValueError(f"table4: no needle-in-a-haystack result for run {run!r} (role {role!r})")
+        path = niah[run]
+        res = read_niah(path, NIAH_TASKS)
+        recs = pd.DataFrame(res["records"])
+        for k in ("length", "depth"):
+            if k not in recs or recs[k].isna().any():
+                raise ValueError(f"{path}: records without {k!r}; rerun the niah rule")
+        seed = run_seed((run_configs or {}).get(run))
+        train_len = res.get("train_seq_len")
+        base = {"study": "table4", "run": run, "role": role, "seed": seed}
+
+        def add(metric_task: str, g: pd.DataFrame, haystack: str, length: float | None = None,
+                depth: float | None = None) -> None:
+            for name, v, se, unit in _stats(g):
+                out.append({**base, "metric": f"{metric_task}.{name}", "axis": "" if length is None else "seq_len",
+                            "axis_value": math.nan if length is None else float(length),
+                            "axis2": "" if depth is None else "depth",
+                            "axis2_value": math.nan if depth is None else float(depth) / 100.0,
+                            "value": v, "stderr": se, "n": float(len(g)), "unit": unit, "haystack": haystack,
+                            "extrapolated": bool(length is not None and train_len and length > train_len)})
+
+        for task, gt in recs.groupby("task", sort=False):
+            hay = "noise" if HAYSTACK.get(task) == "noise" else str(res.get("book") or HAYSTACK.get(task, ""))
+            for (length, depth), g in gt.groupby(["length", "depth"], sort=True):
+                add(task, g, hay, length, depth)
+            for length, g in gt.groupby("length", sort=True):
+                add(task, g, hay, length)
+            add(task, gt, hay)
+        p = float(recs["correct"].mean())
+        out.append({**base, "metric": "all_tasks.acc", "axis": "", "value": p,
+                    "stderr": math.sqrt(p * (1 - p) / len(recs)), "n": float(len(recs)), "unit": "fraction",
+                    "haystack": "", "extrapolated": False})
+        if train_len:
+            out.append({**base, "metric": "train_seq_len", "axis": "", "value": float(train_len), "unit": "tokens",
+                        "haystack": "", "extrapolated": False})
+        prow = paper_row("table4", role)
+        pv = paper[(paper["model"] == prow) & paper["column"].isin(list(NIAH_TASKS.values()))]["value"]
+        if prow and len(pv):
+            out.append({"study": "table4", "run": "paper", "role": role, "seed": NO_SEED,
+                        "metric": "paper.all_tasks.acc", "axis": "", "value": float(np.mean(pv)),
+                        "n": float(len(pv)), "unit": "fraction", "haystack": "", "extrapolated": False,
+                        "detail": f"mean of the paper's Table 4 row {prow!r} over {', '.join(NIAH_TASKS.values())}"})
+    return tidy_frame(out, where="table4")
