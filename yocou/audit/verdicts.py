@@ -238,7 +238,8 @@ def _paper_pairwise(row: dict, src: Sources) -> dict:
 
 
 def _exponent(row: dict, df: pd.DataFrame, src: Sources) -> dict:
-    s = _side(df, row["roles"]["a"], row["metric"], None)
+    s = _side(df, row["roles"]["a"], row["metric"], None) or (
+        _side(df, row["roles"]["a"], row["fallback"], None) if "fallback" in row else None)
     if s is None:
         return {"missing": f"{row['metric']} not measured for {row['roles']['a']}"}
     k, pv = float(row["k"]), float(row["paper"]["value"])
