@@ -12,13 +12,13 @@ from __future__ import annotations
 import itertools
 import re
 import string
-from decimal import Decimal
-from functools import partial
+from decimal import ROUND_HALF_UP, Decimal
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
 from .. import evaldefs
-from .checks import FAILS, HOLDS, Check, _dec, _half_up, _paper_flops, _rel
+from .checks import FAILS, HOLDS, SEQ, VARIANT_OF, Check, _paper_cfg, _rel
 from .claims import Sources
 
 __all__ = ["OPS", "VALUES", "GROUPS", "load_rows", "expand", "declared_checks", "evaluate"]
@@ -168,7 +168,7 @@ def expand(rows: list[dict], src: Sources, path: str | Path | None = None) -> li
     ``of`` / ``a``, ``b``, ``expect`` into lists. Each expanded row keeps its ``vars`` (for the message).
 
     Raises:
-        ValueError: a placeholder names no var, or two expanded rows share an id (naming the file and row).
+        ValueError: a placeholder names no var, or two expanded rows share an id (naming the file and the row).
     """
     p = Path(path) if path else _default_path()
     out = []
@@ -189,13 +189,14 @@ def expand(rows: list[dict], src: Sources, path: str | Path | None = None) -> li
             except (KeyError, IndexError) as e:
                 raise ValueError(f"{where}: placeholder {e} names no var of `for`/`over`") from None
             r["claims"] = list(r.get("claims", [])) + v["claims"]
-            r.update(vars=subs, message=row.get("message", ""),
-                     message_if_fails=row.get("message_if_fails", row.get("message", "")), _where=where)
+            r.update(vars=subs, message=row.get("message", ""), _row=f"row {i} ({row['id']})",
+                     message_if_fails=row.get("message_if_fails", row.get("message", "")))
             out.append(r)
-    ids = [r["id"] for r in out]
-    dup = sorted({x for x in ids if ids.count(x) > 1})
-    if dup:
-        raise ValueError(f"{p}: duplicate check ids {dup}")
+    seen: dict[str, str] = {}
+    for r in out:
+        if r["id"] in seen:
+            raise ValueError(f"{p}: {r['_row']}: duplicate check id {r['id']!r} (also made by {seen[r['id']]})")
+        seen[r["id"]] = r["_row"]
     return out
 
 
@@ -222,6 +223,29 @@ def declared_checks(src: Sources, path: str | Path | None = None) -> list[Check]
 
 
 # --------------------------------------------------------------------------------------------- evaluation
+
+
+def _half_up(x: Decimal, like: Decimal) -> Decimal:
+    return x.quantize(like, rounding=ROUND_HALF_UP)
+
+
+def _dec(src: Sources, ref: str) -> Decimal:
+    s = src.text(ref)
+    try:
+        return Decimal(s)
+    except Exception:  # noqa: BLE001 - decimal raises InvalidOperation
+        raise ValueError(f"{ref} ({src.origin}): expected a number, got {s!r}") from None
+
+
+@lru_cache(maxsize=1)
+def _paper_flops() -> tuple[dict, dict]:
+    """Prefill FLOPs per prompt token and decode FLOPs per step, per Table 8/9 model and length (1.3B shapes)."""
+    from .complexity import decode_flops, prefill_flops
+
+    cfgs = {m: _paper_cfg(v) for m, v in VARIANT_OF.items()}
+    pre = {m: {n: prefill_flops(c, n) / n for n in SEQ} for m, c in cfgs.items()}
+    dec = {m: {n: decode_flops(c, n) for n in SEQ} for m, c in cfgs.items()}
+    return pre, dec
 
 
 def _expect(x: Any, s: Sources) -> float:

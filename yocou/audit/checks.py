@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
-from functools import lru_cache
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable
 
@@ -115,18 +114,6 @@ def _verdict(ok: bool) -> str:
     return HOLDS if ok else FAILS
 
 
-def _half_up(x: Decimal, like: Decimal) -> Decimal:
-    return x.quantize(like, rounding=ROUND_HALF_UP)
-
-
-def _dec(src: Sources, ref: str) -> Decimal:
-    s = src.text(ref)
-    try:
-        return Decimal(s)
-    except Exception:  # noqa: BLE001 - decimal raises InvalidOperation
-        raise ValueError(f"{ref} ({src.origin}): expected a number, got {s!r}") from None
-
-
 def _rel(a: float, b: float) -> float:
     return abs(a / b - 1.0) if b else math.inf
 
@@ -172,22 +159,7 @@ def _kv_checks(src: Sources) -> list[Check]:
                      ("fig1.global_kv_independent_of_T", "abstract.constant_global_kv",
                       "table1.caption.global_kv_ND", "table1.caption.local_kv_WTLD"),
                      "exact (bytes of the cache slots, yocou.accounting.kv_cache_bytes by kind)", fn_global))
-
     return out
-
-
-# --------------------------------------------------------------------------------------------- throughput
-
-
-@lru_cache(maxsize=1)
-def _paper_flops() -> tuple[dict, dict]:
-    """Prefill FLOPs per prompt token and decode FLOPs per step, per Table 8/9 model and length (1.3B shapes)."""
-    from .complexity import decode_flops, prefill_flops
-
-    cfgs = {m: _paper_cfg(v) for m, v in VARIANT_OF.items()}
-    pre = {m: {n: prefill_flops(c, n) / n for n in SEQ} for m, c in cfgs.items()}
-    dec = {m: {n: decode_flops(c, n) for n in SEQ} for m, c in cfgs.items()}
-    return pre, dec
 
 
 # --------------------------------------------------------------------------------------------- parameters
