@@ -109,8 +109,8 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
             try:
                 bad = {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(str(row.get(k, "")))
                        if f is not None} - names
-            except ValueError as e:
-                raise ValueError(f"{where}: {k}: {e}") from None
+            except ValueError as err:
+                raise ValueError(f"{where}: {k}: {err}") from None
             if bad:
                 raise ValueError(f"{where}: {k} names {sorted(bad)}, not a var of `for` nor of op {op}")
         clash = (set(row.get("for") or {}) | _item_keys(row.get("for") or {})) & NAMES[op]
