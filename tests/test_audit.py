@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from yocou.audit.arith import declared_checks
 from yocou.audit.checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, build_checks, run_checks
 from yocou.audit.claims import TABLE_LAYOUT, load_claims, load_registry, load_sources
 from yocou.audit.verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, decide, reproduce
@@ -224,6 +225,52 @@ def test_bad_cell_raises_naming_it(src, tmp_path):
     _set_cell(rep, reg, "T2:YOCO|ARC-C", lambda s: "n/a")
     with pytest.raises(ValueError, match=r"T2:YOCO\|ARC-C.*expected a number"):
         run_checks(load_sources(rep, reg))
+
+
+# --------------------------------------------------------------------------------------------- declared checks
+
+DECLARED = [c.id for c in declared_checks(load_sources())]
+CHECKS_YAML = ROOT / "eval" / "checks.yaml"
+
+
+@pytest.mark.parametrize("check_id", DECLARED)
+def test_every_declared_check_gives_its_baseline_result(check_id, src):
+    """Each expanded row of eval/checks.yaml, run alone, gives the result the committed baseline records."""
+    committed = json.loads(BASELINE.read_text(encoding="utf-8"))["checks"]
+    assert check_id in committed, f"{check_id} is not in the baseline"
+    c = next(c for c in declared_checks(src) if c.id == check_id)
+    assert c.run(src).result == committed[check_id]
+
+
+def test_declared_checks_are_table_arithmetic_over_covered_cells(src):
+    """Every declared check reads printed cells or quoted numbers and covers at least one of them."""
+    assert len(DECLARED) == len(set(DECLARED)) > 100
+    for c in declared_checks(src):
+        assert c.covers and all(r.startswith(("T", "C:")) for r in c.covers), c.id
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda rows: rows[3].pop("op"), r"missing \['op'\]"),
+    (lambda rows: rows[3].update(op="median"), r"op must be one of"),
+    (lambda rows: rows[3].update(colour="red"), r"unknown field\(s\) \['colour'\]"),
+    (lambda rows: rows[3].update(message="{nope}"), r"message names \['nope'\]"),
+    (lambda rows: rows[3].update(id="xt.T3_T5.YOCO"), r"duplicate check id 'xt.T3_T5.YOCO' \(also made by row 3 "),
+    (lambda rows: rows[3].pop("b"), r"needs \['b'\]"),
+    (lambda rows: rows[3].update(a="T3:{nope}|x"), r"placeholder 'nope' names no var"),
+])
+def test_a_malformed_declared_check_row_fails_in_one_line_naming_file_and_row(edit, says, src, tmp_path):
+    import yaml
+
+    rows = yaml.safe_load(CHECKS_YAML.read_text(encoding="utf-8"))
+    assert rows[3]["id"] == "xt.T3_T5.YOCO.{col}"
+    edit(rows)
+    bad = tmp_path / "checks.yaml"
+    bad.write_text(yaml.safe_dump(rows, sort_keys=False), encoding="utf-8")
+    with pytest.raises(ValueError, match=says) as e:
+        run_checks(src, bad)
+    msg = str(e.value)
+    assert "\n" not in msg and str(bad) in msg, msg
+    assert f"{bad}: row 3 (" in msg, msg
 
 
 # --------------------------------------------------------------------------------------------- verdicts

@@ -7,16 +7,22 @@ tolerance, and returns one of three results:
 - ``does not hold``: they do not;
 - ``cannot be checked from what is published``: the numbers needed are not on the page (e.g. a figure's points).
 
-Groups (SPEC.md section 8 lists the seeds of most of them):
+Groups (SPEC.md section 8 lists the seeds of most of them). The checks that are table arithmetic are declared rows
+of ``eval/checks.yaml``, expanded and decided by :mod:`yocou.audit.arith`; this module holds the ones that need
+model formulas, the checks' types and the driver (:data:`ORDER`, the report's order):
 
-- ``averages``: Avg. columns of Tables 2, 3, 5 against the mean of their rows;
-- ``cross-table``: Table 3's YOCO row against Table 5's, Table 6 against Table 7, Table 2's caption against its rows;
+- ``averages`` (declared): Avg. columns of Tables 2, 3, 5 against the mean of their rows;
+- ``cross-table`` (declared): Table 3's YOCO row against Table 5's, Table 6 against Table 7, Table 2's caption
+  against its rows;
 - ``kv-formula``: the 24 cells of Table 10 against :func:`yocou.accounting.kv_cache_bytes` with the paper's
-  1.3B configuration (SPEC.md section 5), and the KV statements of the captions;
-- ``throughput-vs-compute``: ratios within Tables 8 and 9 against the analytic work each variant does
+  1.3B configuration (SPEC.md section 5) and the global cache's independence of T; declared: the KV statements
+  of the captions against Table 10's cells;
+- ``throughput-vs-compute`` (declared): ratios within Tables 8 and 9 against the analytic work each variant does
   (:mod:`yocou.audit.complexity`);
 - ``params-vs-shapes``: Table 7's size labels and Table 6's MoE against :func:`yocou.accounting.param_count`;
-- ``quoted-numbers``: percentages and multiples quoted in prose against the numbers they summarise;
+  declared: Table 7's head dimension;
+- ``quoted-numbers``: declared: percentages and multiples quoted in prose against the numbers they summarise;
+  here: the statements whose numbers the page does not print;
 - ``complexity``: Table 1's expressions against the analytic cost model over a grid of N, L, T, W.
 
 A check's ``covers`` lists the cells whose change must make it stop holding (tests mutate each one); its
@@ -28,8 +34,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_UP, Decimal
-from functools import lru_cache
+from decimal import Decimal
+from pathlib import Path
 from typing import Callable
 
 from .claims import Sources, cell_ref
@@ -44,7 +50,6 @@ RESULTS = (HOLDS, FAILS, UNCHECKABLE)
 
 MIB = 2 ** 20
 SEQ = [8192 * 2 ** k for k in range(6)]  # Tables 8-10 columns, tokens
-ACC_COLUMNS = ["LMB. acc", "PIQA", "OBQA", "Hella.", "Wino.", "ARC-E", "ARC-C"]
 VARIANT_OF = {"Transformer": "transformer", "YOCO": "yoco", "RINS": "rins", "YOCO-U": "yocou"}
 
 
@@ -109,97 +114,8 @@ def _verdict(ok: bool) -> str:
     return HOLDS if ok else FAILS
 
 
-def _half_up(x: Decimal, like: Decimal) -> Decimal:
-    return x.quantize(like, rounding=ROUND_HALF_UP)
-
-
-def _dec(src: Sources, ref: str) -> Decimal:
-    s = src.text(ref)
-    try:
-        return Decimal(s)
-    except Exception:  # noqa: BLE001 - decimal raises InvalidOperation
-        raise ValueError(f"{ref} ({src.origin}): expected a number, got {s!r}") from None
-
-
 def _rel(a: float, b: float) -> float:
     return abs(a / b - 1.0) if b else math.inf
-
-
-# --------------------------------------------------------------------------------------------- averages
-
-
-def _avg_checks(src: Sources) -> list[Check]:
-    out = []
-    specs = {2: ("Average", None), 3: ("Avg.", ACC_COLUMNS), 5: ("Avg.", ACC_COLUMNS)}
-    for n, (avg_col, cols) in specs.items():
-        for row in src.rows(n):
-            row_cols = [c for c in src.columns(n) if c != avg_col] if cols is None else cols
-            refs = tuple(cell_ref(n, row, c) for c in row_cols)
-            avg_ref = cell_ref(n, row, avg_col)
-
-            def fn(s: Sources, n=n, row=row, refs=refs, avg_ref=avg_ref):
-                printed = _dec(s, avg_ref)
-                mean = sum(_dec(s, r) for r in refs) / len(refs)
-                unit = Decimal(1).scaleb(printed.as_tuple().exponent)
-                ok = _half_up(mean, printed) == printed
-                msg = (f"mean of the {len(refs)} printed cells = {mean:.4f}, rounded half-up to {unit} gives "
-                       f"{_half_up(mean, printed)}; printed {printed}")
-                if not ok:
-                    cell_unit = max(Decimal(1).scaleb(_dec(s, r).as_tuple().exponent) for r in refs)
-                    bound = cell_unit / 2 + unit / 2
-                    within = abs(mean - printed) <= bound
-                    msg += (f"; |difference| {abs(mean - printed):.4f} is {'within' if within else 'beyond'} "
-                            f"{bound} (the bound when the average is taken over unrounded cells)")
-                    if n == 3 and row == "YOCO":
-                        msg += "; Table 5 prints YOCO's average as 46.95, which rounds to the 47.0 printed here"
-                return _verdict(ok), float(mean), float(printed), msg
-
-            cols_txt = "the 8 benchmark columns" if cols is None else "the 7 accuracy columns (both ppl excluded)"
-            out.append(Check(f"avg.T{n}.{row}", "averages", "equality", (*refs, avg_ref), (),
-                             f"printed average = mean of {cols_txt} rounded half-up to the printed digits", fn,
-                             judges=(avg_ref,)))
-    return out
-
-
-# --------------------------------------------------------------------------------------------- cross-table
-
-
-def _cross_table_checks(src: Sources) -> list[Check]:
-    out = []
-    for col in src.columns(3):
-        r3, r5 = cell_ref(3, "YOCO", col), cell_ref(5, "YOCO", col)
-
-        def fn(s: Sources, r3=r3, r5=r5):
-            v3, v5 = _dec(s, r3), _dec(s, r5)
-            ok = _half_up(v5, v3) == v3
-            return _verdict(ok), float(v3), float(_half_up(v5, v3)), f"Table 5 {v5} rounds to {_half_up(v5, v3)}; Table 3 prints {v3}"
-
-        out.append(Check(f"xt.T3_T5.YOCO.{col}", "cross-table", "equality", (r3, r5), (),
-                         "Table 3's cell = Table 5's cell rounded half-up to Table 3's printed digits", fn))
-
-    for p6, c7 in (("Layers", "n_layers"), ("Hidden Size", "d_model")):
-        a, b = cell_ref(6, p6, "value"), cell_ref(7, "1.3B", c7)
-
-        def fn(s: Sources, a=a, b=b):
-            va, vb = s.num(a), s.num(b)
-            return _verdict(va == vb), va, vb, f"Table 6 {a.split(':')[1]} = {va:g}; Table 7 1.3B {b.split('|')[1]} = {vb:g}"
-
-        out.append(Check(f"xt.T6_T7.{c7}", "cross-table", "equality", (a, b), ("table6.caption.section",),
-                         "exact (the MoE model of Section 4.1 has the dense 1.3B shape)", fn))
-
-    # Table 2 caption: "consistent gains across tasks" -> each YOCO-U row above YOCO in each column.
-    base = "YOCO"
-    for row in [r for r in src.rows(2) if r != base]:
-        for col in src.columns(2):
-            a, b = cell_ref(2, row, col), cell_ref(2, base, col)
-
-            def fn(s: Sources, a=a, b=b):
-                va, vb = s.num(a), s.num(b)
-                return _verdict(va > vb), va - vb, "> 0", f"{a.split(':')[1]} {va:g} vs {b.split(':')[1]} {vb:g}"
-
-            out.append(Check(f"xt.T2_gain.{row}.{col}", "cross-table", "bound", (a, b),
-                             ("table2.caption.consistent_gains",), "strictly greater", fn, judges=()))
-    return out
 
 
 # --------------------------------------------------------------------------------------------- KV formulas
@@ -243,127 +159,6 @@ def _kv_checks(src: Sources) -> list[Check]:
                      ("fig1.global_kv_independent_of_T", "abstract.constant_global_kv",
                       "table1.caption.global_kv_ND", "table1.caption.local_kv_WTLD"),
                      "exact (bytes of the cache slots, yocou.accounting.kv_cache_bytes by kind)", fn_global))
-
-    # "negligible KV overhead" of YOCO-U over YOCO (Fig. 2, Table 2 captions; Table 1: "for long sequences").
-    for n in SEQ:
-        a, b, t = cell_ref(10, "YOCO-U", n), cell_ref(10, "YOCO", n), cell_ref(10, "Transformer", n)
-
-        def fn(s: Sources, a=a, b=b, t=t, n=n):
-            yu, yo, tr = s.num(a), s.num(b), s.num(t)
-            over = (yu - yo) / yo
-            return (_verdict(over <= 0.10), over, "<= 0.10",
-                    f"N = {n}: YOCO-U {yu:g} MiB vs YOCO {yo:g} MiB: +{100 * over:.1f}% of YOCO's cache "
-                    f"(+{100 * (yu - yo) / tr:.2f}% of the Transformer's {tr:g} MiB)")
-
-        long_n = ("table1.caption.negligible_for_long",) if n >= 131072 else ()
-        out.append(Check(f"kv.negligible_overhead.{n}", "kv-formula", "bound", (a, b), (
-            "fig2.kv_overhead_negligible", "table2.caption.negligible_kv", *long_n),
-            "(YOCO-U - YOCO) / YOCO <= 10% (our reading of 'negligible')", fn, judges=()))
-
-    # Figure 7(c): the KV curves of YOCO-U and YOCO overlap on a plot whose axis reaches Table 10's largest cell.
-    for n in SEQ:
-        a, b = cell_ref(10, "YOCO-U", n), cell_ref(10, "YOCO", n)
-
-        def fn(s: Sources, a=a, b=b, n=n):
-            top = max(s.num(r) for r in s.refs(10))
-            gap = abs(s.num(a) - s.num(b)) / top
-            return (_verdict(gap <= 0.01), gap, "<= 0.01",
-                    f"N = {n}: |YOCO-U - YOCO| = {abs(s.num(a) - s.num(b)):g} MiB = {100 * gap:.2f}% of the "
-                    f"{top:g} MiB axis")
-
-        out.append(Check(f"kv.fig7_overlap.{n}", "kv-formula", "bound", (a, b), ("fig7.kv_curves_overlap",),
-                         "|YOCO-U - YOCO| <= 1% of the largest KV cell (curves drawn on one axis overlap)", fn,
-                         judges=()))
-
-    # Table 3 caption: YOCO-U keeps a significantly lower KV cache than RINS.
-    for n in SEQ:
-        a, b = cell_ref(10, "YOCO-U", n), cell_ref(10, "RINS", n)
-
-        def fn(s: Sources, a=a, b=b, n=n):
-            r = s.num(a) / s.num(b)
-            return _verdict(r <= 0.1), r, "<= 0.1", f"N = {n}: YOCO-U / RINS KV = {r:.3f}"
-
-        out.append(Check(f"kv.lower_than_rins.{n}", "kv-formula", "bound", (a, b),
-                         ("table3.caption.lower_kv_than_rins",), "YOCO-U / RINS <= 0.1 (our reading of 'significantly lower': an order of magnitude)", fn,
-                         judges=()))
-    return out
-
-
-# --------------------------------------------------------------------------------------------- throughput
-
-
-@lru_cache(maxsize=1)
-def _paper_flops() -> tuple[dict, dict]:
-    """Prefill FLOPs per prompt token and decode FLOPs per step, per Table 8/9 model and length (1.3B shapes)."""
-    from .complexity import decode_flops, prefill_flops
-
-    cfgs = {m: _paper_cfg(v) for m, v in VARIANT_OF.items()}
-    pre = {m: {n: prefill_flops(c, n) / n for n in SEQ} for m, c in cfgs.items()}
-    dec = {m: {n: decode_flops(c, n) for n in SEQ} for m, c in cfgs.items()}
-    return pre, dec
-
-
-def _throughput_checks(src: Sources) -> list[Check]:
-    pre, dec = _paper_flops()
-    cfgs = VARIANT_OF
-    out = []
-    for a, b, claim, tol in (("RINS", "Transformer", "derived.prefill_rins_half", 0.05),
-                             ("YOCO-U", "YOCO", "derived.prefill_yocou_third", 0.05)):
-        for n in SEQ:
-            ra, rb = cell_ref(8, a, n), cell_ref(8, b, n)
-            want = pre[b][n] / pre[a][n]
-
-            def fn(s: Sources, ra=ra, rb=rb, want=want, n=n, a=a, b=b):
-                got = s.num(ra) / s.num(rb)
-                return (_verdict(_rel(got, want) <= tol), got, want,
-                        f"N = {n}: {a}/{b} prefill tokens/s = {got:.4f}; FLOPs per prompt token give {want:.4f} "
-                        f"({100 * (got / want - 1):+.1f}%)")
-
-            out.append(Check(f"tp.T8.{a}_{b}.{n}", "throughput-vs-compute", "equality", (ra, rb), (claim,),
-                             f"within {int(tol * 100)}% of the ratio of analytic prefill FLOPs (paper 1.3B shapes)", fn))
-    for m in src.rows(8):
-        if m not in cfgs:
-            continue
-        for n0, n1 in zip(SEQ, SEQ[1:]):
-            r0, r1 = cell_ref(8, m, n0), cell_ref(8, m, n1)
-            want = pre[m][n0] / pre[m][n1]
-            claims = ("abstract.linear_prefill",) if m in ("YOCO", "YOCO-U") else ()
-
-            def fn(s: Sources, r0=r0, r1=r1, want=want, m=m, n0=n0, n1=n1):
-                got = s.num(r1) / s.num(r0)
-                return (_verdict(_rel(got, want) <= 0.10), got, want,
-                        f"{m}: tokens/s at {n1} over {n0} = {got:.3f}; analytic FLOPs per token give {want:.3f} "
-                        f"({100 * (got / want - 1):+.1f}%)")
-
-            out.append(Check(f"tp.T8.scaling.{m}.{n0}-{n1}", "throughput-vs-compute", "equality", (r0, r1), claims,
-                             "within 10% of the analytic change of FLOPs per prompt token (Table 1's order in N)", fn))
-    for n in SEQ:
-        ra, rb = cell_ref(9, "RINS", n), cell_ref(9, "Transformer", n)
-        want = dec["Transformer"][n] / dec["RINS"][n]
-
-        def fn(s: Sources, ra=ra, rb=rb, want=want, n=n):
-            got = s.num(ra) / s.num(rb)
-            return (_verdict(_rel(got, want) <= 0.20), got, want,
-                    f"N = {n}: RINS/Transformer decode tokens/s = {got:.3f}; RINS does {1 / want:.2f}x the FLOPs "
-                    f"and exactly 2x the weight and KV reads per token, so about {want:.2f} is expected "
-                    f"({100 * (got / want - 1):+.0f}%)")
-
-        out.append(Check(f"tp.T9.RINS_Transformer.{n}", "throughput-vs-compute", "equality", (ra, rb), (),
-                         "within 20% of the analytic ratio (decode is memory-bound; RINS moves 2x the bytes too)", fn))
-
-    refs = tuple(cell_ref(9, m, n) for m in ("YOCO-U", "YOCO") for n in SEQ)
-
-    def fn_dec(s: Sources):
-        r = [s.num(cell_ref(9, "YOCO-U", n)) / s.num(cell_ref(9, "YOCO", n)) for n in SEQ]
-        flops = [dec["YOCO"][n] / dec["YOCO-U"][n] for n in SEQ]
-        ok = all(x < 1 for x in r) and all(b >= a for a, b in zip(r, r[1:]))
-        return (_verdict(ok), " ".join(f"{x:.3f}" for x in r), "< 1, non-decreasing in N",
-                "YOCO-U's extra self-decoder passes cost the same at every N while the cross-decoder's cost grows "
-                f"with N, so the ratio must stay below 1 and rise; FLOPs alone give {' '.join(f'{x:.2f}' for x in flops)}"
-                " (decode is memory-bound, so the FLOP ratio is a lower bound on the gap, not a prediction)")
-
-    out.append(Check("tp.T9.YOCO-U_YOCO.order", "throughput-vs-compute", "bound", refs,
-                     ("fig7.competitive_throughput",), "each ratio < 1 and ratios non-decreasing in N", fn_dec))
     return out
 
 
@@ -413,14 +208,6 @@ def _param_checks(src: Sources) -> list[Check]:
         out.append(Check(f"params.T7.{size}", "params-vs-shapes", "equality", covers, ("table7.caption.section",),
                          "within 5% of the size label (non-embedding, non-head parameters; SwiGLU 8/3 D rounded to 128)",
                          fn))
-        hd = (cell_ref(7, size, "d_model"), cell_ref(7, size, "n_heads"))
-
-        def fn_hd(s: Sources, hd=hd, size=size):
-            r = s.num(hd[0]) / s.num(hd[1])
-            return _verdict(r == 128), r, 128, f"{size}: Hidden Dim. / #Heads = {r:g}"
-
-        out.append(Check(f"params.T7.head_dim.{size}", "params-vs-shapes", "equality", hd, (),
-                         "exact (head dim 128, SPEC.md section 6)", fn_hd))
 
     t6 = tuple(cell_ref(6, p, "value") for p in src.rows(6))
 
@@ -487,70 +274,9 @@ def _param_checks(src: Sources) -> list[Check]:
 # --------------------------------------------------------------------------------------------- quoted numbers
 
 
-def _quote_checks(src: Sources) -> list[Check]:
+def _unpublished_checks(src: Sources) -> list[Check]:
+    """Statements whose numbers the page does not print."""
     out = []
-    q = ("C:fig2.tokens_saved_pct", "C:fig2.tokens_yocou_B", "C:fig2.tokens_yoco_B")
-
-    def fn62(s: Sources):
-        pct = 100 * (1 - s.num(q[1]) / s.num(q[2]))
-        quoted = s.num(q[0])
-        return (_verdict(abs(pct - quoted) <= 0.5), pct, quoted,
-                f"1 - {s.num(q[1]):g}/{s.num(q[2]):g} = {pct:.1f}% against the quoted {quoted:g}% (the token counts "
-                "are read off Figure 2 by SPEC.md section 8; the page prints neither)")
-
-    out.append(Check("quote.fig2.tokens_saved", "quoted-numbers", "equality", q, (),
-                     "|computed - quoted| <= 0.5 percentage points (quoted as an integer percent)", fn62))
-
-    for cid, other in (("derived.prefill_10x_transformer", "Transformer"), ("derived.prefill_20x_rins", "RINS")):
-        refs = (cell_ref(8, "YOCO-U", 262144), cell_ref(8, other, 262144), f"C:{cid}")
-
-        def fn(s: Sources, refs=refs, other=other):
-            r = s.num(refs[0]) / s.num(refs[1])
-            quoted = s.num(refs[2])
-            return (_verdict(_rel(r, quoted) <= 0.10), r, quoted,
-                    f"Table 8 at 256K: YOCO-U {s.num(refs[0]):g} / {other} {s.num(refs[1]):g} tokens/s = {r:.2f}x")
-
-        out.append(Check(f"quote.{cid}", "quoted-numbers", "equality", refs, (),
-                         "within 10% of the quoted round multiple", fn, judges=(refs[2],)))
-
-    for cid, n in (("derived.decode_yocou_yoco_8k", 8192), ("derived.decode_yocou_yoco_256k", 262144)):
-        refs = (cell_ref(9, "YOCO-U", n), cell_ref(9, "YOCO", n), f"C:{cid}")
-
-        def fn(s: Sources, refs=refs, n=n):
-            r = s.num(refs[0]) / s.num(refs[1])
-            quoted = s.num(refs[2])
-            return (_verdict(abs(r - quoted) <= 0.005), r, quoted, f"Table 9 at N = {n}: YOCO-U / YOCO = {r:.4f}")
-
-        out.append(Check(f"quote.{cid}", "quoted-numbers", "equality", refs, (), "rounds to the quoted 2 decimals",
-                         fn, judges=(refs[2],)))
-
-    refs = tuple(cell_ref(8, m, n) for m in ("RINS", "Transformer") for n in SEQ) + ("C:derived.prefill_rins_half",)
-
-    def fn_half(s: Sources):
-        quoted = s.num("C:derived.prefill_rins_half")
-        r = [s.num(cell_ref(8, "RINS", n)) / s.num(cell_ref(8, "Transformer", n)) for n in SEQ]
-        bad = [f"{n // 1024}K: {x:.4f}" for n, x in zip(SEQ, r) if abs(x - quoted) > 0.005]
-        return (_verdict(not bad), " ".join(f"{x:.4f}" for x in r), quoted,
-                "every length rounds to the quoted value" if not bad else
-                "off by more than rounding at " + ", ".join(bad) + " (within 1.3%: 2x compute holds, see tp.T8.RINS_*)")
-
-    out.append(Check("quote.derived.prefill_rins_half", "quoted-numbers", "equality", refs, (),
-                     "each ratio rounds to the quoted 0.50 (2 decimals) at every length", fn_half,
-                     judges=(refs[-1],)))
-
-    refs = tuple(cell_ref(8, m, n) for m in ("YOCO-U", "YOCO") for n in SEQ) + ("C:derived.prefill_yocou_third",)
-
-    def fn_third(s: Sources):
-        quoted = s.num("C:derived.prefill_yocou_third")
-        r = [s.num(cell_ref(8, "YOCO-U", n)) / s.num(cell_ref(8, "YOCO", n)) for n in SEQ]
-        worst = max(_rel(x, quoted) for x in r)
-        return (_verdict(worst <= 0.05), " ".join(f"{x:.4f}" for x in r), quoted,
-                f"largest deviation from 'about 1/3': {100 * worst:.1f}%")
-
-    out.append(Check("quote.derived.prefill_yocou_third", "quoted-numbers", "equality", refs, (),
-                     "every ratio within 5% of 1/3 ('about')", fn_third, judges=(refs[-1],)))
-
-    # Statements whose numbers the page does not print.
     unpublished = {
         "fig2.loss_gap_equal_flops": "Figure 2's curves are not printed: the loss gap at equal FLOPs cannot be recomputed",
         "fig5.half_params": None,
@@ -624,32 +350,42 @@ def _complexity_checks(src: Sources) -> list[Check]:
 
 # --------------------------------------------------------------------------------------------- driver
 
-BUILDERS = (_avg_checks, _cross_table_checks, _kv_checks, _throughput_checks, _param_checks, _quote_checks,
-            _complexity_checks)
+# The report's order: a group's name stands for its declared rows (eval/checks.yaml), a function for code checks.
+ORDER = ("averages", "cross-table", _kv_checks, "kv-formula", "throughput-vs-compute", _param_checks,
+         "params-vs-shapes", "quoted-numbers", _unpublished_checks, _complexity_checks)
 
 
-def build_checks(src: Sources) -> list[Check]:
-    """Every check, built from the layout (rows, columns) of ``src``; evaluate with :meth:`Check.run`."""
+def build_checks(src: Sources, declared: str | Path | None = None) -> list[Check]:
+    """Every check, built from the layout (rows, columns) of ``src``; evaluate with :meth:`Check.run`.
+    ``declared``: the declared rows (default ``eval/checks.yaml``, :mod:`yocou.audit.arith`).
+
+    Raises:
+        ValueError: a declared row is malformed (naming the file and the row).
+    """
+    from .arith import declared_checks
+
+    decl = declared_checks(src, declared)
     out: list[Check] = []
-    for b in BUILDERS:
-        out.extend(b(src))
+    for b in ORDER:
+        out.extend(b(src) if callable(b) else [c for c in decl if c.group == b])
     ids = [c.id for c in out]
-    assert len(ids) == len(set(ids)), "check ids must be unique"
+    assert len(ids) == len(set(ids)) and len(out) >= len(decl), "check ids must be unique"
     return out
 
 
-def run_check(check_id: str, src: Sources) -> CheckResult:
+def run_check(check_id: str, src: Sources, declared: str | Path | None = None) -> CheckResult:
     """Build the checks of ``src`` and run the one named ``check_id`` (KeyError naming it when unknown)."""
-    for c in build_checks(src):
+    for c in build_checks(src, declared):
         if c.id == check_id:
             return c.run(src)
     raise KeyError(f"no consistency check {check_id!r}")
 
 
-def run_checks(src: Sources) -> list[CheckResult]:
+def run_checks(src: Sources, declared: str | Path | None = None) -> list[CheckResult]:
     """Run every consistency check on ``src``; results in a stable order (by group, then as built).
 
     Raises:
-        ValueError: a covered cell is not a number, naming the cell and the table source.
+        ValueError: a covered cell is not a number, naming the cell and the table source; a declared row is
+            malformed, naming the file and the row.
     """
-    return [c.run(src) for c in build_checks(src)]
+    return [c.run(src) for c in build_checks(src, declared)]
