@@ -5,7 +5,7 @@
 * ``eval/columns.yaml``: the column maps of Tables 2, 3, 5 and Figure 3 (:func:`columns`, :func:`metric_id`);
 * ``eval/lmeval/``: the lm-eval task templates the offline pack fills (:mod:`yocou.lmeval.pack`);
 * ``eval/protocols.yaml``: the NIAH and long-context protocol settings shared by every scale;
-* ``eval/comparisons.yaml``: the audit's reproduced comparisons (:mod:`yocou.audit.compare`);
+* ``eval/comparisons.yaml``: the audit's reproduced comparisons (:mod:`yocou.audit.verdicts`);
 * ``eval/checks.yaml``: the audit's consistency checks that are table arithmetic (:mod:`yocou.audit.arith`).
 
 The folder is found next to the package (a source checkout or an editable install) or at ``$YOCOU_EVAL_DIR``.

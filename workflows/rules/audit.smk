@@ -25,10 +25,10 @@ rule audit:
             + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
                if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")])),
         tidy=[f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES],
-        comparisons=["eval/comparisons.yaml", "eval/columns.yaml"],
+        comparisons=["eval/comparisons.yaml", "eval/checks.yaml", "eval/columns.yaml"],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
-                                           "verdicts.py", "report.py", "args.py")]
+                                           "verdicts.py", "report.py", "args.py", "arith.py")]
              + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
     output:
