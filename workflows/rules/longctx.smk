@@ -2,7 +2,7 @@
 # length (Figure 4). Evaluation settings come from config["eval"]["niah"] / ["longppl"] (this scale's sizes)
 # and eval/protocols.yaml (what every scale shares: NIAH's tasks, template and max_new_tokens, the held-out
 # splits scored) via params, so editing them reruns these rules and never retrains.
-from yocou.evaldefs import niah_settings, protocol  # PyYAML only
+from yocou.evaldefs import eval_dir, niah_settings, protocol  # PyYAML only
 
 NIAH = niah_settings(config["eval"]["niah"])  # the scale's eval.niah with the protocol's tasks, max_new_tokens
 LONGPPL_SPLITS = protocol("longppl")["splits"]  # {"book": "heldout_book", "code": "heldout_code"}
@@ -12,6 +12,7 @@ rule niah_prompts:
     input:
         tok=f"{RUN}/tokenizer.json",
         book=f"{RUN}/tokens/heldout_book.bin",
+        protocol=str(eval_dir() / "protocols.yaml"),  # the prompt template, key words, haystacks, depths
     output:
         f"{RES}/niah/prompts.jsonl",
     log:
