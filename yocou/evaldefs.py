@@ -20,10 +20,12 @@ from typing import Any
 
 import yaml
 
-__all__ = ["eval_dir", "load", "columns", "metric_id", "column_metrics", "FORBIDDEN_IN_SCALE_CONFIG"]
+__all__ = ["eval_dir", "load", "columns", "metric_id", "column_metrics", "protocol", "niah_settings",
+           "defined_in_eval", "redefined_in_scale_config"]
 
-# config paths a scale config may not set: they live in eval/ (tests/test_evaldefs.py, the schema)
-FORBIDDEN_IN_SCALE_CONFIG = (("eval", "downstream", "tables"),)
+# The eval.niah keys in the order the scale configs had them: the niah rules pass them as one params mapping and
+# Snakemake compares params by repr, so this order keeps results made before eval/protocols.yaml current.
+NIAH_KEYS = ("tasks", "lengths", "n_depths", "n_samples", "max_new_tokens", "chunk_size", "batch", "dtype")
 
 
 def eval_dir() -> Path:
@@ -89,3 +91,56 @@ def column_metrics(table: str) -> dict[str, str | None]:
     cols = columns(table)
     items = [(c["label"], c) for c in cols] if isinstance(cols, list) else list(cols.items())
     return {label: (None if "unavailable" in spec else metric_id(spec)) for label, spec in items}
+
+
+def protocol(name: str) -> dict[str, Any]:
+    """The protocol ``name`` (``niah``, ``longppl``) of ``eval/protocols.yaml``: the settings every scale shares.
+
+    Raises:
+        KeyError: no such protocol (names the ones it has).
+    """
+    protos = load("protocols.yaml")
+    if not isinstance(protos, dict) or not isinstance(protos.get(name), dict):
+        raise KeyError(f"eval/protocols.yaml: no protocol {name!r} (it has {sorted(protos or {})})")
+    return protos[name]
+
+
+def niah_settings(scale: dict[str, Any]) -> dict[str, Any]:
+    """The NIAH settings the rules pass on: the scale's ``eval.niah`` (lengths, depths, samples, chunk size, batch,
+    dtype) with the protocol's ``tasks`` and ``max_new_tokens``, in :data:`NIAH_KEYS` order."""
+    merged = {**scale, **{k: v for k, v in protocol("niah").items() if k in NIAH_KEYS}}
+    return {k: merged[k] for k in NIAH_KEYS if k in merged}
+
+
+def defined_in_eval() -> dict[str, str]:
+    """Every config key (dotted) that ``eval/`` defines, with the file that does: a scale config may not set them.
+
+    ``eval.downstream.tables`` and ``eval.downstream.<map>`` (``eval/columns.yaml``), ``eval.downstream.tasks.<key>.
+    <field>`` for a field of the task template (``eval/lmeval/<key>.yaml``), ``eval.niah.<key>`` /
+    ``eval.longppl.<key>`` for a key of the protocol (``eval/protocols.yaml``), ``comparisons`` and
+    ``eval.comparisons`` (``eval/comparisons.yaml``).
+    """
+    out = {"eval.downstream.tables": "eval/columns.yaml"}
+    out.update({f"eval.downstream.{t}": "eval/columns.yaml" for t in load("columns.yaml") or {}})
+    for tmpl in sorted((eval_dir() / "lmeval").glob("*.yaml")):
+        body = load(f"lmeval/{tmpl.name}") or {}
+        for field in (body.get("task") or {}):
+            out[f"eval.downstream.tasks.{tmpl.stem}.{field}"] = f"eval/lmeval/{tmpl.name}"
+    for name, keys in (load("protocols.yaml") or {}).items():
+        out.update({f"eval.{name}.{k}": "eval/protocols.yaml" for k in keys})
+    out.update({"comparisons": "eval/comparisons.yaml", "eval.comparisons": "eval/comparisons.yaml"})
+    return out
+
+
+def redefined_in_scale_config(config: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(dotted key, eval/ file)`` of every key of :func:`defined_in_eval` that ``config`` sets."""
+    found = []
+    for dotted, where in defined_in_eval().items():
+        node: Any = config
+        for part in dotted.split("."):
+            if not isinstance(node, dict) or part not in node:
+                break
+            node = node[part]
+        else:
+            found.append((dotted, where))
+    return found

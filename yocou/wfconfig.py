@@ -9,7 +9,9 @@ YAML fails naming the file) and :func:`resolve_config` right after it. :func:`re
    defaults live. Snakemake's own ``validate()`` fills them too, but some 9.x releases skip it inside remote
    (cluster) jobs, so the Snakefile does not rely on it; the filled config is what rules pass to their jobs
    (params), so each job's provenance records the values used;
-3. validates against the schema and raises one line naming the key (no schema dump);
+3. validates against the schema and raises one line naming the key (no schema dump); a key that ``eval/`` defines
+   (a column map, a task template's field, a protocol setting: :func:`yocou.evaldefs.defined_in_eval`) fails first,
+   saying which file of ``eval/`` it lives in;
 4. checks what the schema cannot: every ``model.size`` / ``variants.<v>.size`` is a known size, and
    ``data.corpus`` passes :func:`yocou.data.corpus.resolve_corpus_config` (e.g. a source configured without
    ``enabled``).
@@ -184,6 +186,11 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
     """
     import jsonschema
 
+    from .evaldefs import redefined_in_scale_config  # PyYAML only
+
+    for dotted, where in redefined_in_scale_config(config):
+        raise ConfigError(f"{source}: {dotted}: lives in {where}, shared by every scale; a scale config may not "
+                          f"redefine it (remove it)")
     schema = load_schema(root)
     _walk(config, schema, schema)
     best = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))

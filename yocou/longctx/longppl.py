@@ -29,6 +29,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..evaldefs import protocol
+
+# the held-out token streams scored, by the name the results use (eval/protocols.yaml, longppl.splits)
+SPLITS = dict(protocol("longppl")["splits"])
+if sorted(SPLITS) != ["book", "code"]:
+    raise ValueError(f"eval/protocols.yaml: longppl.splits must name the book and code streams, got {SPLITS}")
+
 
 @torch.no_grad()
 def long_token_nll(model: torch.nn.Module, ids_BN: torch.Tensor | np.ndarray, *, chunk_size: int = 512,
@@ -119,7 +126,7 @@ def select_documents(tokens_dir: str | Path, length: int, n_book: int, n_code: i
     out: dict[str, tuple[np.ndarray, list[dict[str, Any]]]] = {}
     tokens_dir = Path(tokens_dir)
     if n_book > 0:
-        st = TokenStream(tokens_dir / "heldout_book.bin")
+        st = TokenStream(tokens_dir / f"{SPLITS['book']}.bin")
         doc = st.document(0)
         if len(doc) < length:
             raise ValueError(f"eval.longppl: held-out book has {len(doc)} tokens, fewer than the longest "
@@ -129,7 +136,7 @@ def select_documents(tokens_dir: str | Path, length: int, n_book: int, n_code: i
         out["book"] = (np.stack([doc[s:s + length] for s in starts]).astype(np.int64),
                        [{"id": name, "offset": s} for s in starts])
     if n_code > 0:
-        st = TokenStream(tokens_dir / "heldout_code.bin")
+        st = TokenStream(tokens_dir / f"{SPLITS['code']}.bin")
         rows, meta = [], []
         for i in range(st.n_docs):
             d = st.document(i)

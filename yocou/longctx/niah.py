@@ -14,7 +14,9 @@ tokens, exactly ``length`` tokens long; ``p`` is the sentence/line boundary of t
 ``depth`` percent of it (0 = first, 100 = last). The needle says that one special magic number for a
 key word (an adjective-noun pair) is a 7-digit value; the prompt ends with the answer prefix
 ``"... mentioned in the provided text is"`` so that a base model completes it with ``" <value>"``.
-Every sample is seeded by ``(seed, task, length, depth, sample)``.
+Every sample is seeded by ``(seed, task, length, depth, sample)``. The template, key words, haystacks, depths,
+the tasks Table 4 runs and ``max_new_tokens`` are the protocol of ``eval/protocols.yaml`` (``niah``), shared
+by every scale; the scale config sets lengths, depths and samples per cell, chunk size, batch and dtype.
 
 Scoring (all through the KV cache: chunked prefill with YOCO's early exit, then cached decode):
 
@@ -37,43 +39,50 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
-from ..names import NIAH_TASKS as TASK_LABELS  # display labels (paper-facing names live in yocou.names)
+from ..evaldefs import protocol
+from ..names import NIAH_TASKS
 
+# Every task this module implements; a task's seed index is its place here (so it never moves). What Table 4 runs,
+# the prompt template and the greedy budget are the protocol of eval/protocols.yaml (niah), shared by every scale.
 TASKS = ("s_niah_1", "s_niah_2")
-HAYSTACK_KIND = {"s_niah_1": "noise", "s_niah_2": "book"}
+TASK_LABELS = NIAH_TASKS
+PROTOCOL = protocol("niah")
+HAYSTACK_KIND = dict(PROTOCOL["haystack"])
+if sorted(HAYSTACK_KIND) != sorted(TASKS) or set(HAYSTACK_KIND.values()) - {"noise", "book"} \
+        or set(PROTOCOL["tasks"]) - set(TASKS):
+    raise ValueError(f"eval/protocols.yaml: niah.haystack must map each of {TASKS} to noise or book, and niah.tasks "
+                     f"name some of them; got {HAYSTACK_KIND}, {PROTOCOL['tasks']}")
 
 # RULER's noise haystack (niah.py, ``haystack == 'noise'``).
-NOISE_BLOCK = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
+NOISE_BLOCK = PROTOCOL["noise_block"]
 # RULER's niah template and single-needle format, with "numbers" as the value type.
-PREFIX = ("Some special magic numbers are hidden within the following text. Make sure to memorize it. "
-          "I will quiz you about the numbers afterwards.\n")
-NEEDLE = " One of the special magic numbers for {key} is: {value}."
+PREFIX = PROTOCOL["prefix"]
+NEEDLE = PROTOCOL["needle"]
 # In book prose (verse lines) the needle is a line of its own.
-NEEDLE_BOOK = "One of the special magic numbers for {key} is: {value}.\n"
-QUESTION = ("\nWhat is the special magic number for {key} mentioned in the provided text? "
-            "The special magic number for {key} mentioned in the provided text is")
-ANSWER = " {value}"
+NEEDLE_BOOK = PROTOCOL["needle_book"]
+QUESTION = PROTOCOL["question"]
+ANSWER = PROTOCOL["answer"]
 # Key words: adjective-noun pairs as RULER's (which draws them with ``wonderwords``), from fixed lists.
-_ADJ = ("afraid", "bright", "calm", "damp", "eager", "faint", "gentle", "hollow", "icy", "jolly", "keen",
-        "lucky", "mellow", "noisy", "odd", "proud", "quiet", "rapid", "shy", "tidy", "vast", "wise", "young",
-        "zealous")
-_NOUN = ("hound", "river", "lantern", "meadow", "falcon", "harbor", "violin", "orchard", "pebble", "castle",
-         "comet", "garden", "kettle", "ladder", "mirror", "needle", "otter", "parrot", "quarry", "saddle",
-         "tunnel", "walnut", "yacht", "zebra")
-_BOUNDARY_CHARS = (".", "\n", "!", "?", ";")
+_ADJ = tuple(PROTOCOL["key_adjectives"])
+_NOUN = tuple(PROTOCOL["key_nouns"])
+_BOUNDARY_CHARS = tuple(PROTOCOL["boundary_chars"])
+_VALUE_RANGE = (10 ** (int(PROTOCOL["value_digits"]) - 1), 10 ** int(PROTOCOL["value_digits"]))
 
 
 def depths_percent(n_depths: int) -> list[float]:
-    """``n_depths`` depths spread evenly from 0 to 100 percent (one depth: 50).
+    """``n_depths`` depths spread evenly from 0 to 100 percent (one depth: 50): the protocol's
+    ``depths_percent`` (``from``, ``to``, ``single``).
 
     Raises:
         ValueError: ``n_depths < 1``.
     """
     if n_depths < 1:
         raise ValueError(f"eval.niah.n_depths must be >= 1, got {n_depths}")
+    d = PROTOCOL["depths_percent"]
     if n_depths == 1:
-        return [50.0]
-    return [round(100.0 * i / (n_depths - 1), 4) for i in range(n_depths)]
+        return [float(d["single"])]
+    lo, hi = float(d["from"]), float(d["to"])
+    return [round(lo + (hi - lo) * i / (n_depths - 1), 4) for i in range(n_depths)]
 
 
 def boundary_token_ids(tok: Any) -> set[int]:
@@ -125,10 +134,10 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
         raise ValueError(f"niah depth must be in 0..100 percent, got {depth}")
     rng = _rng(seed, task, length, depth, sample)
     key = f"{_ADJ[rng.integers(len(_ADJ))]}-{_NOUN[rng.integers(len(_NOUN))]}"
-    value = str(int(rng.integers(1_000_000, 10_000_000)))
+    value = str(int(rng.integers(*_VALUE_RANGE)))
     distractor = value
     while distractor == value:
-        distractor = str(int(rng.integers(1_000_000, 10_000_000)))
+        distractor = str(int(rng.integers(*_VALUE_RANGE)))
     prefix = tok.encode(PREFIX)
     needle_fmt = NEEDLE if HAYSTACK_KIND[task] == "noise" else NEEDLE_BOOK
     needle = tok.encode(needle_fmt.format(key=key, value=value))
@@ -271,7 +280,8 @@ def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Seq
     return {"generated": gen, "logp_value": lp_v, "logp_distractor": lp_d}
 
 
-def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]], *, max_new_tokens: int = 12,
+def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]], *,
+             max_new_tokens: int = PROTOCOL["max_new_tokens"],
              chunk_size: int = 512, batch: int = 16, dtype: str = "fp32",
              progress: bool = False) -> list[dict[str, Any]]:
     """Score every prompt of :func:`make_prompts`; prompts of one length are batched.
@@ -396,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("prompts", help="generate the S-NIAH prompts (JSONL)")
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--book", required=True, help="heldout_book.bin (haystack of S-NIAH-2)")
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
+    p.add_argument("--tasks", nargs="+", default=list(PROTOCOL["tasks"]), choices=TASKS)
     p.add_argument("--lengths", nargs="+", type=int, required=True)
     p.add_argument("--n-depths", type=int, default=5)
     p.add_argument("--n-samples", type=int, default=2)
@@ -407,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--model", required=True)
     e.add_argument("--tokenizer", required=True)
     e.add_argument("--prompts", required=True)
-    e.add_argument("--max-new-tokens", type=int, default=12)
+    e.add_argument("--max-new-tokens", type=int, default=PROTOCOL["max_new_tokens"])
     e.add_argument("--chunk-size", type=int, default=512)
     e.add_argument("--batch", type=int, default=16)
     e.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
