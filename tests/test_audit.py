@@ -291,41 +291,6 @@ def test_decide_never_stronger_than_the_evidence():
         decide(0.0, 1.0, evidence="eval")
 
 
-def test_verdicts_from_result_files(src, tmp_path):
-    res = tmp_path / "results"
-    res.mkdir()
-    assert all(v.qualifier == NOT_RUN for v in reproduce(src, res, "tiny") if v.verdict == INCONCLUSIVE)
-    pd.DataFrame({"variant": ["YOCO", "YOCO-U"], "seq_len": [512, 512], "measured_bytes": [10, 20],
-                  "analytic_bytes": [10, 20]}).to_csv(res / "table10_measured.csv", index=False)
-    rows = []
-    for seed in (0, 1, 2):
-        for v, base in (("yoco", 40.0), ("yocou", 43.0)):
-            rows.append({"variant": v, "column": "PIQA", "value": base + seed * 0.1, "stderr": 0.5,
-                         "status": "measured", "seed": seed})
-    pd.DataFrame(rows).to_csv(res / "table5_cells.csv", index=False)
-    got = {v.id: v for v in reproduce(src, res, "tiny")}
-    assert got["v.kv.formula"].verdict == SAME_SIZE
-    piqa = got["v.T5.YOCO-U_vs_YOCO.PIQA"]        # paper +0.76, ours +3.0 with 3 seeds: size differs
-    assert piqa.verdict == SAME and piqa.n_seeds == 3 and "size differs" in piqa.qualifier
-    assert got["v.T5.YOCO-U_vs_YOCO.OBQA"].qualifier == NOT_RUN
-    # the formats of yocou.render.fig2 --summary, yocou.render.scaling fig5 / fig6
-    (res / "fig2_summary.json").write_text(json.dumps({"rows": [], "provenance": {"config": {
-        "loss_gap_at_equal_flops": -0.05, "token_saving": None, "tokens_to_reach": None,
-        "loss_gap_at": "reference's final FLOPs"}}}), encoding="utf-8")
-    pd.DataFrame({"family": ["yoco", "yoco", "yocou"], "params": [1e6, 2e6, 1e6], "loss": [5.0, 4.8, 4.8],
-                  "param_saving": [None, None, 0.5]}).to_csv(res / "fig5_data.csv", index=False)
-    pd.DataFrame({"T": [1, 2, 3, 5], "loss": [5.0, 4.9, 4.85, 4.8]}).to_csv(res / "fig6_data.csv", index=False)
-    got = {v.id: v for v in reproduce(src, res, "tiny")}
-    assert got["v.fig2.loss_gap_equal_flops"].ours == "-0.050 nats"
-    assert got["v.fig2.tokens_saved"].ours == "never reaches YOCO's final loss"
-    assert "observed: opposite" in got["v.fig2.tokens_saved"].qualifier
-    assert got["v.fig5.half_params"].ours == "0.50" and "observed: same direction" in got["v.fig5.half_params"].qualifier
-    assert "monotone" in got["v.fig6.loops"].ours and got["v.fig6.loops"].verdict == INCONCLUSIVE   # one seed
-    pd.DataFrame([{"variant": "yoco"}]).to_csv(res / "table3_cells.csv", index=False)
-    with pytest.raises(ValueError, match=r"table3_cells.csv: missing column"):
-        reproduce(src, res, "tiny")
-
-
 # --------------------------------------------------------------------------------------------- report and CLI
 
 

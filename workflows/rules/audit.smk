@@ -12,8 +12,10 @@ AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "tab
 AUDIT_OUT = f"{RES}/audit"
 # the tidy tables the declared comparisons read (eval/comparisons.yaml), plus `runs`
 import yaml as _yaml
+from yocou.evaldefs import eval_dir as _eval_dir  # PyYAML only; eval/ beside the package (or $YOCOU_EVAL_DIR)
 
-with open("eval/comparisons.yaml", encoding="utf-8") as _f:
+_EVAL_DIR = _eval_dir()
+with open(_EVAL_DIR / "comparisons.yaml", encoding="utf-8") as _f:
     AUDIT_STUDIES = sorted({_r["study"] for _r in _yaml.safe_load(_f)} | {"runs"})
 
 
@@ -25,7 +27,7 @@ rule audit:
             + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
                if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")])),
         tidy=[f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES],
-        comparisons=["eval/comparisons.yaml", "eval/checks.yaml", "eval/columns.yaml"],
+        comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
                                            "verdicts.py", "report.py", "args.py", "arith.py")]
