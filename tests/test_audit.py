@@ -30,7 +30,7 @@ import pytest
 from yocou.audit.arith import declared_checks
 from yocou.audit.checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, build_checks, run_checks
 from yocou.audit.claims import TABLE_LAYOUT, load_claims, load_registry, load_sources
-from yocou.audit.verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, decide, reproduce
+from yocou.audit.verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, decide
 from yocou.reported import available_tables, load_table
 
 ROOT = Path(__file__).resolve().parents[1]
