@@ -29,13 +29,12 @@ __all__ = ["SAME_SIZE", "SAME", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN
 SAME_SIZE, SAME, OPPOSITE, INCONCLUSIVE = "same direction and size", "same direction", "opposite", "inconclusive"
 VERDICTS = (SAME_SIZE, SAME, OPPOSITE, INCONCLUSIVE)
 NOT_RUN = "not run at this scale"
-EFFECTS = ("difference", "log_ratio", "ratio_minus_1", "relative_decrease", "exponent_minus", "monotone",
-           "wins_ties_losses", "value", "equal")
 EVIDENCE = ("deterministic", "timing", "eval", "training")
 _PAIRWISE = {"difference": (lambda a, b: a - b, lambda a, b, sa, sb: math.hypot(sa, sb)),
              "relative_decrease": (lambda a, b: (b - a) / b, lambda a, b, sa, sb: math.hypot(sa, sb) / b),
              "log_ratio": (lambda a, b: math.log(a / b), lambda a, b, sa, sb: math.hypot(sa / a, sb / b)),
              "ratio_minus_1": (lambda a, b: a / b - 1, lambda a, b, sa, sb: a / b * math.hypot(sa / a, sb / b))}
+EFFECTS = (*_PAIRWISE, "exponent_minus", "monotone", "wins_ties_losses", "value", "equal")
 
 
 @dataclass(frozen=True)
@@ -61,21 +60,21 @@ class Verdict:
         return d
 
 
-def decide(paper: float, ours: float | None, *, evidence: str, se: float | None = None,
-           size_comparable: bool = True, n_seeds: int | None = 1, scale: str = "",
-           floor: bool = False) -> tuple[str, str]:
+def decide(paper: float, ours: float | None, *, evidence: str, se: float | None = None, size_comparable: bool = True,
+           n_seeds: int | None = 1, scale: str = "", floor: bool = False,
+           tolerance: tuple[float, float, float] | None = None) -> tuple[str, str]:
     """The verdict and its qualifier for one effect (signed: positive = the paper's claimed direction when
     ``paper > 0``). ``se``: standard error of ``ours``; ``n_seeds``: training seeds behind it (None: does not
-    depend on training); ``floor``: both sides at a floor or ceiling. At ``smoke`` every non-deterministic
-    verdict is capped at inconclusive.
+    depend on training); ``floor``: both sides at a floor or ceiling; ``tolerance = (ours_raw, paper_raw, tol)``:
+    the same size means within ``tol`` of the paper's raw value (an exponent) instead of within a factor of 2. At
+    ``smoke`` every non-deterministic verdict is capped at inconclusive.
 
     Raises:
         ValueError: ``paper`` is 0 or not finite, or ``evidence`` is unknown.
     """
-    if evidence not in EVIDENCE:
-        raise ValueError(f"unknown evidence kind {evidence!r}")
-    if not (paper and math.isfinite(paper)):
-        raise ValueError(f"paper effect must be a non-zero finite number, got {paper!r}")
+    if evidence not in EVIDENCE or not (paper and math.isfinite(paper)):
+        raise ValueError(f"evidence must be one of {EVIDENCE} and the paper's effect a non-zero finite number, "
+                         f"got {evidence!r}, {paper!r}")
     if ours is None or (isinstance(ours, float) and math.isnan(ours)):  # +-inf keeps its sign (never reached)
         return INCONCLUSIVE, NOT_RUN
     seeds = n_seeds or 0
@@ -96,6 +95,10 @@ def decide(paper: float, ours: float | None, *, evidence: str, se: float | None 
     if direction == OPPOSITE:
         return OPPOSITE, "; ".join(quals)
     ratio, strong = ours / paper, evidence in ("deterministic", "timing") or seeds >= 2
+    if tolerance is not None and strong:
+        near = abs(tolerance[0] - tolerance[1]) <= tolerance[2]
+        return (SAME_SIZE, "; ".join(quals)) if near else (SAME, "; ".join(quals + [
+            f"not within {tolerance[2]:g} of the paper's {tolerance[1]:g}"]))
     if size_comparable and strong and 0.5 <= ratio <= 2.0:
         return SAME_SIZE, "; ".join(quals)
     quals.append("size not comparable across scales" if not size_comparable else
@@ -103,15 +106,9 @@ def decide(paper: float, ours: float | None, *, evidence: str, se: float | None 
     return SAME, "; ".join(quals)
 
 
-# --------------------------------------------------------------------------------------------- declared rows
-
-
 def _fill(x: Any, subs: dict[str, str]) -> Any:
-    if isinstance(x, str):
-        return x.format(**subs) if "{" in x else x
-    if isinstance(x, list):
-        return [_fill(v, subs) for v in x]
-    return {k: _fill(v, subs) for k, v in x.items()} if isinstance(x, dict) else x
+    return (x.format(**subs) if isinstance(x, str) and "{" in x else [_fill(v, subs) for v in x] if isinstance(x, list)
+            else {k: _fill(v, subs) for k, v in x.items()} if isinstance(x, dict) else x)
 
 
 def load_comparisons(path: str | Path | None = None) -> list[dict]:
@@ -128,8 +125,7 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
         raise ValueError(f"{p}: expected a list of comparison rows")
     out: list[dict] = []
     for i, row in enumerate(raw):
-        miss = [k for k in ("id", "study", "effect", "evidence") if k not in row]
-        if miss:
+        if miss := [k for k in ("id", "study", "effect", "evidence") if k not in row]:
             raise ValueError(f"{p}: row {i} ({row.get('id')}): missing {miss}")
         effs = row["effect"].values() if isinstance(row["effect"], dict) else [row["effect"]]
         if any(e not in EFFECTS for e in effs) or row["evidence"] not in EVIDENCE:
@@ -141,11 +137,9 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
             cols = [{"column": c, "metric": m, "unit": spec[c].get("unit", "fraction")}
                     for c, m in evaldefs.column_metrics(cols).items()]
         for pair, col in itertools.product(row.get("pairs") or [{}], cols or [{}]):
-            r = {k: v for k, v in row.items() if k not in ("pairs", "columns")}
-            r.update(pair)
-            r.update(col)
-            r["claims"] = list(row.get("claims", [])) + list(pair.get("claims", []))
-            r["paper"] = {**row.get("paper", {}), **pair.get("paper", {})}
+            r = {**{k: v for k, v in row.items() if k not in ("pairs", "columns")}, **pair, **col,
+                 "claims": list(row.get("claims", [])) + list(pair.get("claims", [])),
+                 "paper": {**row.get("paper", {}), **pair.get("paper", {})}}
             ptab = f"table{r['paper'].get('table', '')}"
             subs = {s: (names.paper_row(ptab, r[s]) or names.label(r[s])) if s in r else "" for s in ("a", "b")}
             subs |= {"column": r.get("column", ""), "a_role": r.get("a", ""), "b_role": r.get("b", "")}
@@ -156,9 +150,6 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
     return out
 
 
-# --------------------------------------------------------------------------------------------- evaluation
-
-
 def _by_unit(x: Any, unit: str, default: Any) -> Any:
     return x.get(unit, default) if isinstance(x, dict) else (default if x is None else x)
 
@@ -166,11 +157,8 @@ def _by_unit(x: Any, unit: str, default: Any) -> Any:
 def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     """One side's value at ``at`` (absent / number / already-resolved axis value), mean over seeds."""
     r = df[(df["role"] == role) & (df["metric"] == metric)]
-    if at is not None:
-        r = r[r["axis_value"] == float(at)]
-    elif "axis2" in r:
-        r = r[r["axis2"] == ""]
-    r = r[r["axis"] == ""] if at is None else r
+    r = r[(r["axis"] == "") if at is None else (r["axis_value"] == float(at))]
+    r = r[r["axis2"] == ""] if "axis2" in r else r
     if r.empty:
         return None
     seeds = int(r["seed"].nunique())
@@ -183,18 +171,6 @@ def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
 def _axis_values(df: pd.DataFrame, roles: list[str], metric: str) -> list[float]:
     sets = [set(df[(df["role"] == x) & (df["metric"] == metric) & (df["axis"] != "")]["axis_value"]) for x in roles]
     return sorted(set.intersection(*sets)) if sets else []
-
-
-def _paper_cells(row: dict, src: Sources) -> tuple[list[tuple[float, float]], list[str]]:
-    """The paper's (a, b) cells: the row's column, or the printed lengths (the last only when ``at: last``)."""
-    p, n = row["paper"], row["paper"]["table"]
-    ra, rb = (names.paper_row(f"table{n}", row["roles"][s]) for s in ("a", "b"))
-    if ra is None or rb is None:
-        raise ValueError(f"{row['id']}: the paper prints no row for {row['roles']} in Table {n} (yocou.names.PAPER_ROWS)")
-    col = p.get("column") or row.get("column")
-    cols = [col] if col else [str(x) for x in names.PAPER_LENGTHS][-1 if row.get("at") == "last" else 0:]
-    return ([(src.num(cell_ref(n, ra, c)), src.num(cell_ref(n, rb, c))) for c in cols],
-            [cell_ref(n, r, c) for r in (ra, rb) for c in cols])
 
 
 def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
@@ -228,8 +204,15 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
 
 
 def _paper_pairwise(row: dict, src: Sources) -> dict:
-    """The paper's side of a pairwise row with ``paper.table``: the same transform of its cells."""
-    cells, refs = _paper_cells(row, src)
+    """The paper's side of a pairwise row with ``paper.table``: the same transform of the cells of the rows of a and
+    b (yocou.names.PAPER_ROWS) in the row's column, or at the printed lengths (the last only with ``at: last``)."""
+    n, col = row["paper"]["table"], row["paper"].get("column") or row.get("column")
+    ra, rb = (names.paper_row(f"table{n}", row["roles"][s]) for s in ("a", "b"))
+    if ra is None or rb is None:
+        raise ValueError(f"{row['id']}: the paper prints no row for {row['roles']} in Table {n} (yocou.names.PAPER_ROWS)")
+    cols = [col] if col else [str(x) for x in names.PAPER_LENGTHS][-1 if row.get("at") == "last" else 0:]
+    cells = [(src.num(cell_ref(n, ra, c)), src.num(cell_ref(n, rb, c))) for c in cols]
+    refs = [cell_ref(n, r, c) for r in (ra, rb) for c in cols]
     eff = _by_unit(row["effect"], row.get("unit", "fraction"), "difference")
     pe = [_PAIRWISE[eff][0](x, y) for x, y in cells]
     shown = f"{cells[0][0]:g} vs {cells[0][1]:g}" if len(cells) == 1 else (
@@ -314,53 +297,49 @@ def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
             "shown": f"{s['value']:.3f} {row.get('unit', '')}".strip()}
 
 
+_EVALUATORS = {"exponent_minus": _exponent, "monotone": _monotone}
+
+
 def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str) -> Verdict:
     """The verdict of one expanded comparison row, reading the tidy table ``tidy[row['study']]``."""
-    p, ev = row["paper"], row["evidence"]
+    p, ev, eff = row["paper"], row["evidence"], row["effect"]
     files = (f"tidy/{row['study']}.csv",)
     claims = [r for c in row["claims"] for r in (src.refs(10) if c == "table10:all" else [c])]
-    if "claim" in p:
-        p = {**p, "value": src.num(p["claim"]) / p.get("divide", 1)}
+    p = {**p, "value": src.num(p["claim"]) / p.get("divide", 1)} if "claim" in p else p
     df = tidy.get(row["study"])
-    pres = _paper_pairwise(row, src) if "table" in p else {}
-    res: dict = {"missing": f"{files[0]} not found"} if df is None else (
-        _pairwise if isinstance(row["effect"], dict) or row["effect"] in _PAIRWISE else _exponent if row["effect"] == "exponent_minus" else
-        _monotone if row["effect"] == "monotone" else _special)(row, df, src)
-    res = {**pres, **res}
+    fn = _pairwise if isinstance(eff, dict) or eff in _PAIRWISE else _EVALUATORS.get(eff, _special)
+    res = {**(_paper_pairwise(row, src) if "table" in p else {}),
+           **({"missing": f"{files[0]} not found"} if df is None else fn(row, df, src))}
     claims += [r for r in res.get("refs", []) if r not in claims]
     paper = res.get("paper", p.get("value"))
-    paper_s = res.get("paper_shown") or (f"{paper:g}" if "claim" in p else str(p.get("text", paper)))
-    base = dict(id=row["id"], claims=tuple(claims), comparison=row["comparison"], paper=paper_s, files=files)
-    if "missing" in res:
-        return Verdict(**base, ours="-", spread="-", n_seeds=None, evidence=ev, verdict=INCONCLUSIVE, qualifier=NOT_RUN,
-                       message=res["missing"])
-    ours_s = res.get("shown", "-") + (f" ({_eff_s(res['ours'], res['effect'])})" if "effect" in res else "")
     se, seeds = res.get("se"), res.get("seeds")
     if ev == "eval" and se is None and "effect" in res:
         ev = "training"  # no item stderr (e.g. word perplexity): the training seed is all the noise we know
     pct = res.get("effect") in ("relative_decrease", "ratio_minus_1")
-    spread = res.get("spread") or ("-" if se is None else f"±{se * 100:.2f}% (1 se)" if pct else f"±{se:.3g} (1 se)")
-    tail = dict(ours=ours_s, spread=spread, n_seeds=seeds, evidence=ev)
+    ours = "-" if "missing" in res else res.get("shown", "-") + (
+        f" ({_eff_s(res['ours'], res['effect'])})" if "effect" in res else "")
+
+    def out(verdict: str, qualifier: str, message: str) -> Verdict:
+        return Verdict(row["id"], tuple(claims), row["comparison"], res.get("paper_shown") or (
+            f"{paper:g}" if "claim" in p else str(p.get("text", paper))), ours, res.get("spread") or (
+            "-" if se is None else f"±{se * 100:.2f}% (1 se)" if pct else f"±{se:.3g} (1 se)"),
+            None if "missing" in res else seeds, ev, verdict, qualifier, message, files)
+
+    if "missing" in res:
+        return out(INCONCLUSIVE, NOT_RUN, res["missing"])
     if "fixed" in res:
-        return Verdict(**base, **tail, verdict=res["fixed"], qualifier=f"measured at {scale} shapes", message=row["comparison"])
+        return out(res["fixed"], f"measured at {scale} shapes", row["comparison"])
     if "undecided" in res:
-        return Verdict(**base, **tail, verdict=INCONCLUSIVE, qualifier=res["undecided"], message=f"{scale} scale")
+        return out(INCONCLUSIVE, res["undecided"], f"{scale} scale")
     if p.get("expect") == "parity":
-        return Verdict(**base, **tail, verdict=INCONCLUSIVE, message=f"{scale} scale",
-                       qualifier="parity cannot be shown by a non-significant difference" + (
-                           "; one seed" if (seeds or 1) < 2 else ""))
+        return out(INCONCLUSIVE, "parity cannot be shown by a non-significant difference"
+                   + ("; one seed" if (seeds or 1) < 2 else ""), f"{scale} scale")
     if not paper:
-        return Verdict(**base, **tail, verdict=INCONCLUSIVE, qualifier="the paper shows no difference",
-                       message="no direction to reproduce")
-    comparable = _by_unit(row.get("comparable"), res.get("unit", ""), True)
-    verdict, qual = decide(paper, res["ours"], evidence=ev, se=se, size_comparable=comparable and "tolerance" not in row,
-                           n_seeds=seeds, scale=scale, floor=res.get("floor", False))
-    if "tolerance" in row and verdict in (SAME, SAME_SIZE):
-        near = abs(res["raw"][0] - res["raw"][1]) <= float(row["tolerance"])
-        verdict = SAME_SIZE if near else SAME
-        qual = "; ".join(q for q in qual.split("; ") if q and not q.startswith("size not comparable"))
-        qual = qual if near else "; ".join(filter(None, [qual, f"not within {row['tolerance']} of the paper's"]))
-    return Verdict(**base, **tail, verdict=verdict, qualifier=qual, message=f"{scale} scale, {row['study']}")
+        return out(INCONCLUSIVE, "the paper shows no difference", "no direction to reproduce")
+    tol = (*res["raw"], float(row["tolerance"])) if "tolerance" in row else None
+    return out(*decide(paper, res["ours"], evidence=ev, se=se, n_seeds=seeds, scale=scale, tolerance=tol,
+                       size_comparable=_by_unit(row.get("comparable"), res.get("unit", ""), True),
+                       floor=res.get("floor", False)), f"{scale} scale, {row['study']}")
 
 
 def _eff_s(x: float, effect: str) -> str:
@@ -376,13 +355,10 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
     Raises:
         ValueError: a declared row is malformed, or a tidy table present is invalid (naming the file).
     """
-    rows = load_comparisons(comparisons)
-    tdir = Path(results_dir) / "tidy"
-    need = {r["study"] for r in rows} | {"runs"}
-    tidy = {s: read_tidy(tdir / f"{s}.csv") for s in need if (tdir / f"{s}.csv").is_file()}
-    for r in rows:
-        if "axis_max" in r:
-            runs = tidy.get("runs")
-            lim = None if runs is None else runs[runs["metric"] == r["axis_max"]]["value"]
-            r["_axis_max"] = None if lim is None or lim.empty else float(lim.min())
+    rows, tdir = load_comparisons(comparisons), Path(results_dir) / "tidy"
+    tidy = {s: read_tidy(tdir / f"{s}.csv") for s in {r["study"] for r in rows} | {"runs"}
+            if (tdir / f"{s}.csv").is_file()}
+    for r in (r for r in rows if "axis_max" in r):
+        lim = tidy["runs"].query("metric == @r['axis_max']")["value"] if "runs" in tidy else pd.Series([], dtype=float)
+        r["_axis_max"] = None if lim.empty else float(lim.min())
     return [evaluate(r, tidy, src, scale) for r in rows]
