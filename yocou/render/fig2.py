@@ -117,7 +117,7 @@ def write_summary(df: pd.DataFrame, ref: str, new: str, how: str, out: str | Pat
     numbers = {**n, "tokens_to_reach": n.get("tokens_to_reach"), "token_saving": n.get("token_saving"),
                "loss_gap_at": gap_at}
     write_table(pd.DataFrame(rows), out, title=f"Figure 2 numbers: {label(new)} against {label(ref)}",
-                notes=[f"Training loss smoothed: {how}; {scale} scale, CPU. Computed by "
+                notes=[f"Training loss smoothed ({how}) over the logged rows; {scale} scale, CPU. Computed by "
                        "yocou.summarize.training.summarize_fig2 (tidy/fig2.csv, role "
                        f"{new}|{ref}).",
                        "The paper: \"approximately 62% fewer tokens to reach comparable performance\" (1 − 80/210, "

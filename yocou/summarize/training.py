@@ -180,7 +180,7 @@ def _curve_rows(study: str, run: str, role: str, seed: int, c: pd.DataFrame, alp
                 axes: Iterable[str]) -> list[dict[str, Any]]:
     c = c.sort_values("step")
     sm = smoothed(c["loss"], alpha)
-    how = f"EMA alpha {alpha:g} over the logged rows" if alpha < 1 else "no smoothing"
+    how = f"EMA alpha {alpha:g}" if alpha < 1 else "no smoothing"
     rows = []
     for axis in axes:
         for (_, r), s in zip(c.iterrows(), sm):
