@@ -14,7 +14,7 @@ import yaml
 from yocou import config as C
 from yocou.accounting import train_flops_per_token
 from yocou.pipeline import resolve_run
-from yocou.render.scaling import param_saving
+from yocou.summarize.training import params_at_loss as param_saving
 from yocou.studies import equal_flops_model, figure2_numbers, tokens_to_reach
 from yocou.train import TrainConfig, train
 

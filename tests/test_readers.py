@@ -53,11 +53,16 @@ def _runs(tmp_path: Path, yocou_lines: list[str] | None = None) -> list[str]:
     return out
 
 
-def _fig2(tmp_path: Path, runs: list[str]) -> int:
+def _fig2(tmp_path: Path, runs: list[str], summary: bool = True) -> int:
+    """Summarize (yocou.summarize.training, which reads the logs) → tidy → render, as the workflow does."""
     from yocou.render import fig2
+    from yocou.summarize.training import summarize_fig2
+    from yocou.tidy import write_tidy
 
-    return fig2.main(["--runs", *runs, "--out", str(tmp_path / "fig2"), "--data", str(tmp_path / "fig2_data"),
-                      "--summary", str(tmp_path / "fig2_summary")])
+    tidy = write_tidy(summarize_fig2({Path(r).name: r for r in runs}), tmp_path / "tidy" / "fig2")["json"]
+    fig2.render(tidy, out=tmp_path / "fig2", data=tmp_path / "fig2_data",
+                summary=tmp_path / "fig2_summary" if summary else None)
+    return 0
 
 
 def _ppl(path: Path, ppl: float = 40.0) -> Path:
@@ -69,13 +74,22 @@ def _ppl(path: Path, ppl: float = 40.0) -> Path:
     return path
 
 
-def _heldout_ppl(tmp_path: Path, ppl: Path) -> int:
+def _heldout_ppl(tmp_path: Path, ppl: Path, run: Path | None = None) -> int:
+    """Summarize (reads the ppl JSON ``ppl``, named after its run) → tidy → render, as the workflow does."""
     from yocou.render import heldout_ppl
+    from yocou.summarize.training import summarize_heldout_ppl, summarize_runs
+    from yocou.tidy import write_tidy
 
-    sm = tmp_path / "summary.json"
-    sm.write_text(json.dumps({"name": "yocou", "steps": 10, "tokens": 640, "train_flops": 6.4e8, "params": 1000,
-                              "active_params_per_token": 900, "train_flops_per_token": 1e6}))
-    return heldout_ppl.main(["--ppl", str(ppl), "--summaries", str(sm), "--out", str(tmp_path / "ppl_table")])
+    if run is None:
+        run = tmp_path / "runs" / ppl.stem
+        run.mkdir(parents=True, exist_ok=True)
+        (run / "summary.json").write_text(json.dumps({"name": ppl.stem, "steps": 10, "tokens": 640,
+                                                      "train_flops": 6.4e8, "params": 1000,
+                                                      "active_params_per_token": 900, "train_flops_per_token": 1e6}))
+    tidy = write_tidy(summarize_heldout_ppl({ppl.stem: run}, ppl_root=ppl.parent), tmp_path / "tidy" / "ppl")["json"]
+    runs = write_tidy(summarize_runs([run]), tmp_path / "tidy" / "runs")["json"]
+    heldout_ppl.render(tidy, runs, out=tmp_path / "ppl_table")
+    return 0
 
 
 def test_valid_files_render(tmp_path: Path) -> None:
@@ -129,17 +143,14 @@ def test_fig2_rejects_a_corrupt_training_log_naming_file_and_line(tmp_path: Path
     assert not (tmp_path / "fig2_summary.csv").exists()
 
 
-def test_fig2_empty_log_is_one_line_user_error(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from yocou.render import fig2
-
-    monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
+def test_fig2_empty_log_is_a_one_line_error_naming_the_file(tmp_path: Path) -> None:
+    """The summarize step (a Snakemake script now, no CLI) fails in one line naming the file."""
     runs = _runs(tmp_path, [])
-    rc = run_main(fig2.main, ["--runs", *runs, "--out", str(tmp_path / "f"), "--data", str(tmp_path / "d")],
-                  prog="python -m yocou.render.fig2")
-    err = capsys.readouterr().err
-    assert rc == EXIT_USER_ERROR and err.count("\n") == 1
-    assert err.startswith(f"python -m yocou.render.fig2: error: {Path(runs[1]) / 'metrics.jsonl'}: no rows"), err
+    with pytest.raises(ValueError) as e:
+        _fig2(tmp_path, runs)
+    assert "\n" not in str(e.value)
+    assert str(e.value).startswith(f"{Path(runs[1]) / 'metrics.jsonl'}: no rows"), str(e.value)
+    assert not (tmp_path / "tidy" / "fig2.csv").exists()
 
 
 def test_heldout_ppl_rejects_a_negative_perplexity(tmp_path: Path) -> None:
@@ -196,11 +207,9 @@ def test_readers_accept_real_training_and_ppl_outputs(tmp_path: Path, token_dir:
     assert cli(["ppl", "--model", str(run / "model.pt"), "--data", str(token_dir), "--seq-len", "8",
                 "--max-tokens", "64", "--out", str(ppl)]) == 0
     assert read_ppl(ppl)["splits"]["heldout_book"]["ppl"] > 1
-    from yocou.render import fig2, heldout_ppl
-
-    assert fig2.main(["--runs", str(run), "--out", str(tmp_path / "fig2"), "--data", str(tmp_path / "d")]) == 0
-    assert heldout_ppl.main(["--ppl", str(ppl), "--summaries", str(run / "summary.json"),
-                             "--out", str(tmp_path / "t")]) == 0
+    assert _fig2(tmp_path, [str(run)], summary=False) == 0
+    assert _heldout_ppl(tmp_path, ppl, run) == 0
+    assert (tmp_path / "fig2.png").is_file() and (tmp_path / "ppl_table.md").is_file()
 
 
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny"

@@ -93,20 +93,39 @@ def _fig2_curves(n: int = 30) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
+def _tidy_json(tmp: Path, study: str, df: pd.DataFrame) -> Path:
+    """A training-side summarize step's output (what the fig2/fig5/fig6/fig8 rules read)."""
+    from yocou.tidy import write_tidy
+
+    return write_tidy(df, tmp / "tidy" / study)["json"]
+
+
 def test_fig2_token_axis_is_labelled_and_y_holds_every_curve(tmp_path: Path, monkeypatch) -> None:
+    from yocou.summarize.training import summarize_fig2
+
     df, alpha = _fig2_curves(), 0.3
     for v, g in df.groupby("variant"):
         (tmp_path / v).mkdir()
         (tmp_path / v / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in
                                                            g.drop(columns="variant").to_dict("records")))
+    tidy = _tidy_json(tmp_path, "fig2", summarize_fig2({v: tmp_path / v for v in ("yoco", "yocou")}, alpha=alpha))
     figs = _capture(monkeypatch, fig2)
-    assert fig2.main(["--runs", str(tmp_path / "yoco"), str(tmp_path / "yocou"), "--out", str(tmp_path / "fig2"),
-                      "--data", str(tmp_path / "fig2_data"), "--smooth", str(alpha)]) == 0
+    fig2.render(tidy, out=tmp_path / "fig2.png", data=tmp_path / "fig2_data.csv",
+                summary=tmp_path / "fig2_summary.csv", scale="t")
     fig = figs[0]
     for ax in fig.axes:
         assert len(_labelled_ticks(ax, "x")) >= 2, ax.get_xlabel()
         for v, g in df.groupby("variant"):
             assert _contains(ax.get_ylim(), _ema(g.sort_values("step")["loss"].to_numpy(), alpha)), v
+    # the data table: the final logged (raw) point per run; the summary: the paper's numbers beside ours
+    final = pd.read_csv(tmp_path / "fig2_data.csv")
+    want = df.sort_values("step").groupby("variant").tail(1).set_index("variant")
+    assert list(final["variant"]) == ["yoco", "yocou"]
+    for r in final.itertuples():
+        assert (r.step, r.tokens, r.loss) == (want.loc[r.variant, "step"], want.loc[r.variant, "tokens"],
+                                              pytest.approx(want.loc[r.variant, "loss"]))
+    summ = pd.read_csv(tmp_path / "fig2_summary.csv")
+    assert list(summ["paper"]) == [0.62, 0.033]
 
 
 # --------------------------------------------------------------------------------------------------- Figure 3
@@ -179,34 +198,58 @@ def _write_run(tmp: Path, run: str, params: int, book: float, code: float, code_
     (tmp / "ppl" / f"{run}.json").write_text(json.dumps({"splits": splits}))
 
 
+def _runs_tidy(tmp: Path, runs: list[str]) -> Path:
+    from yocou.summarize.training import summarize_runs
+
+    return _tidy_json(tmp, "runs", summarize_runs([tmp / "models" / r for r in runs]))
+
+
 def test_fig5_data_counts_the_held_out_documents_it_was_given(tmp_path: Path) -> None:
+    from yocou.summarize.training import summarize_fig5
+
     code_docs = [f"stdlib/m{i}.py" for i in range(3)]
     runs = {"yoco": ["yoco_s", "yoco"], "yocou": ["yocou_s", "yocou"]}
     for k, r in enumerate(runs["yoco"] + runs["yocou"]):
         _write_run(tmp_path, r, 1_000_000 * (1 + k % 2), 6.0 - 0.1 * k, 5.0 - 0.1 * k, code_docs)
-    assert scaling.main(["fig5", "--runs", json.dumps(runs), "--run-root", str(tmp_path / "models"),
-                         "--ppl-root", str(tmp_path / "ppl"), "--out", str(tmp_path / "fig5"),
-                         "--data", str(tmp_path / "fig5_data"), "--scale-name", "t"]) == 0
+    tidy = _tidy_json(tmp_path, "fig5", summarize_fig5(runs, run_root=tmp_path / "models", ppl_root=tmp_path / "ppl"))
+    scaling.fig5_render(tidy, _runs_tidy(tmp_path, runs["yoco"] + runs["yocou"]), out=tmp_path / "fig5.png",
+                        data=tmp_path / "fig5_data.csv", scale="t")
     md = (tmp_path / "fig5_data.md").read_text(encoding="utf-8")
     found = re.search(r"code \((\d+) documents?", md)
     assert found, md
-    given = {d["id"] for d in json.loads((tmp_path / "ppl" / "yoco.json").read_text())["splits"]["heldout_code"]["docs"]}
+    ppl = json.loads((tmp_path / "ppl" / "yoco.json").read_text())
+    given = {d["id"] for d in ppl["splits"]["heldout_code"]["docs"]}
     assert int(found.group(1)) == len(given)
+    # the data table holds the tidy numbers: loss = mean of book and code, the budgets of tidy/runs
+    data = pd.read_csv(tmp_path / "fig5_data.csv").set_index("run")
+    for k, r in enumerate(runs["yoco"] + runs["yocou"]):
+        assert data.loc[r, "loss"] == pytest.approx((6.0 - 0.1 * k + 5.0 - 0.1 * k) / 2)
+        assert data.loc[r, "params"] == 1_000_000 * (1 + k % 2) and data.loc[r, "steps"] == 30
+        assert data.loc[r, "family"] == ("yoco" if r in runs["yoco"] else "yocou")
 
 
 def test_fig6_limits_hold_every_curve_and_legends_leave_the_data_clear(tmp_path: Path, monkeypatch) -> None:
+    from yocou.summarize.training import summarize_fig6
+
     ts = (1, 2, 3)
-    rows, curves = {}, {}
+    roles, curves, rows = {}, {}, {}
     for t in ts:
         loss = _curve(30, 9.0, 4.5 - 0.2 * t, t)
-        curves[t] = pd.DataFrame({"step": np.arange(1, 31), "tokens": 512 * np.arange(1, 31), "loss": loss})
+        run = f"r{t}"
+        _write_run(tmp_path, run, 1_000_000, 5.0 - 0.1 * t, 4.0 - 0.1 * t, ["stdlib/a.py"], curve=loss)
+        (tmp_path / "models" / run / "run_config.json").write_text(json.dumps(
+            {"model": {"stages": [{"n_loops": t}, {"n_loops": 1}]}}))
+        roles[f"T{t}"], curves[t] = run, loss
         rows[t] = {"book": 5.0 - 0.1 * t, "code": 4.0 - 0.1 * t, "loss": 4.5 - 0.1 * t}
+    tidy = _tidy_json(tmp_path, "fig6", summarize_fig6(roles, run_root=tmp_path / "models",
+                                                       ppl_root=tmp_path / "ppl", alpha=0.3))
     figs = _capture(monkeypatch, scaling)
-    scaling.fig6(rows, curves, scale="t", out=str(tmp_path / "fig6"), data_out=str(tmp_path / "fig6_data"),
-                 smooth=0.3)
+    df = scaling.fig6_render(tidy, _runs_tidy(tmp_path, list(roles.values())), out=tmp_path / "fig6.png",
+                             data=tmp_path / "fig6_data.csv", scale="t")
+    assert list(df["T"]) == list(ts) and list(df["loss"]) == pytest.approx([rows[t]["loss"] for t in ts])
     left, right = figs[0].axes[:2]
     for t in ts:
-        assert _contains(left.get_ylim(), _ema(curves[t]["loss"].to_numpy(), 0.3)), t
+        assert _contains(left.get_ylim(), _ema(curves[t], 0.3)), t
     assert _contains(right.get_ylim(), [v for r in rows.values() for v in r.values()])
     assert left.get_legend() and right.get_legend()
     _assert_legends_clear(figs[0])
@@ -272,7 +315,9 @@ def test_fig7_draws_the_papers_values_apart_and_rings_points_under_load(tmp_path
 
 
 # --------------------------------------------------------------------------------------------------- Figure 8
-def test_fig8_labels_rins_block_b_unlike_its_looped_block_a() -> None:
+def test_fig8_labels_rins_block_b_unlike_its_looped_block_a(tmp_path: Path) -> None:
+    from yocou.summarize.training import summarize_fig8
+
     n_layers, n_loops = 2, 3
     apps = [{"index": 0, "kind": "self", "stage": 0, "loop": t, "layer": k, "window": None}
             for t in range(n_loops) for k in range(n_layers)]
@@ -281,8 +326,14 @@ def test_fig8_labels_rins_block_b_unlike_its_looped_block_a() -> None:
         a["index"] = i + 1
     dist = list(np.linspace(0.5, 0.1, len(apps)))
     split = {"distance": dist, "n_tokens": 10, "n_windows": 1, "n_docs": 1, "docs": ["d"]}
-    df = fig8.tidy({"rins": {"applications": apps, "splits": {"book": split}, "all": split, "seq_len": 16}})
-    fig = fig8.plot(df, "t")
+    (tmp_path / "angular").mkdir()
+    (tmp_path / "angular" / "rins.json").write_text(json.dumps(
+        {"applications": apps, "splits": {"book": split}, "all": split, "seq_len": 16}))
+    tidy = _tidy_json(tmp_path, "fig8", summarize_fig8({"rins": tmp_path / "models" / "rins"},
+                                                       angular_root=tmp_path / "angular"))
+    from yocou.tidy import read_tidy
+
+    fig = fig8.plot(fig8.table(read_tidy(tidy)), "t")
     ax = fig.axes[0]
     ticks = dict(zip(ax.get_xticks(), (t.get_text() for t in ax.get_xticklabels())))
     a_labels = {ticks[a["index"]] for a in apps if a["stage"] == 0}

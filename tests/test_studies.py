@@ -341,11 +341,16 @@ def test_angular_cli_writes_labelled_json(tmp_path, token_dir) -> None:
         mean = (res["splits"]["book"]["distance"][j] * n_b + res["splits"]["code"]["distance"][j] * n_c) / (n_b + n_c)
         assert res["all"]["distance"][j] == pytest.approx(mean)
     assert "git_commit" in res["provenance"]
-    # The renderer reads it: one row per (split, application), the figure and the tidy data written.
+    # The summary reads it (one tidy row per split and application), the renderer the tidy table: the figure
+    # and the data written.
     from yocou.render import fig8
+    from yocou.summarize.training import summarize_fig8
+    from yocou.tidy import write_tidy
 
-    assert fig8.main(["--angular", str(res_path), "--fig", str(tmp_path / "fig8"), "--data",
-                      str(tmp_path / "fig8_data"), "--scale-name", "test"]) == 0
+    tidy = summarize_fig8({"yocou": out}, angular_root=tmp_path / "angular")
+    assert len(tidy[tidy["axis"] == "application"]) == 3 * 3 and set(tidy["seed"]) == {0}
+    path = write_tidy(tidy, tmp_path / "tidy" / "fig8")["json"]
+    fig8.render(path, fig=tmp_path / "fig8.png", data=tmp_path / "fig8_data.csv", scale="test")
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "fig8_data.csv")

@@ -78,3 +78,13 @@ def _apply_cluster_resources():
 
 
 _apply_cluster_resources()
+
+
+# The training-side summaries (workflows/scripts/summarize_training.py): their code and config bits.
+TRAINING_CODE = [f"{PKG}/summarize/training.py", f"{PKG}/tidy.py", f"{PKG}/readers.py"]
+
+
+def training_cfg(study):
+    """The config bits a training-side summary reads: its roles (yocou.tidy.study_roles) and the scale."""
+    sec = config.get("studies", {})
+    return {"scale": SCALE, "core_variants": list(CORE), "studies": {study: sec[study]} if study in sec else {}}

@@ -26,10 +26,27 @@ rule angular:
         "--dtype {params.dtype} --out {output} > {log} 2>&1"
 
 
-rule fig8:
+rule summarize_fig8:
     input:
         angular=expand(f"{RES}/angular/{{variant}}.json", variant=FIG8_VARIANTS),
-        code=[f"{PKG}/render/fig8.py", f"{PKG}/render/common.py"],
+        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=FIG8_VARIANTS),
+        code=TRAINING_CODE,
+    output:
+        csv=f"{RES}/tidy/fig8.csv",
+        json=f"{RES}/tidy/fig8.json",
+    log:
+        f"logs/{SCALE}/summarize_fig8.log",
+    params:
+        cfg=training_cfg("fig8"),
+        job={"study": "fig8", "roots": {"run_root": f"{RUN}/models", "angular_root": f"{RES}/angular"}},
+    script:
+        "../scripts/summarize_training.py"
+
+
+rule fig8:
+    input:
+        tidy=f"{RES}/tidy/fig8.json",
+        code=[f"{PKG}/render/fig8.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
     output:
         png=in_report(f"{FIG}/fig8.png", "fig8"),
         pdf=f"{FIG}/fig8.pdf",
@@ -37,9 +54,6 @@ rule fig8:
     log:
         f"logs/{SCALE}/fig8.log",
     params:
-        fig=lambda w, output: os.path.splitext(output.png)[0],
-        data=lambda w, output: os.path.splitext(output.data)[0],
         scale=SCALE,
-    shell:
-        "python -m yocou.render.fig8 --angular {input.angular} --fig {params.fig} --data {params.data} "
-        "--scale-name {params.scale} > {log} 2>&1"
+    script:
+        "../scripts/fig8.py"

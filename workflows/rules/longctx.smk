@@ -106,14 +106,32 @@ rule table4:
 
 rule fig4:
     input:
-        longppl=expand(f"{RES}/longppl/{{variant}}.json", variant=CORE),
-        code=[f"{PKG}/render/fig4.py", f"{PKG}/render/common.py"],
+        tidy=f"{RES}/tidy/fig4.json",
+        code=[f"{PKG}/render/fig4.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
     output:
         png=in_report(f"{FIG}/fig4.png", "fig4"),
         pdf=f"{FIG}/fig4.pdf",
         data=in_report(f"{RES}/fig4_data.csv", "fig4"),
     log:
         f"logs/{SCALE}/fig4.log",
-    shell:
-        "python -m yocou.render.fig4 --longppl {input.longppl} --fig {FIG}/fig4 --data {RES}/fig4_data "
-        "--scale-name {SCALE} > {log} 2>&1"
+    params:
+        scale=SCALE,
+    script:
+        "../scripts/fig4.py"
+
+
+rule summarize_fig4:
+    input:
+        longppl=expand(f"{RES}/longppl/{{variant}}.json", variant=CORE),
+        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        code=TRAINING_CODE,
+    output:
+        csv=f"{RES}/tidy/fig4.csv",
+        json=f"{RES}/tidy/fig4.json",
+    log:
+        f"logs/{SCALE}/summarize_fig4.log",
+    params:
+        cfg=training_cfg("core"),
+        job={"study": "fig4", "roots": {"run_root": f"{RUN}/models", "longppl_root": f"{RES}/longppl"}},
+    script:
+        "../scripts/summarize_training.py"

@@ -1,10 +1,47 @@
 # One rule per table or figure, named after the paper's numbering.
 
 
-rule fig2:
+# Summaries of the training-side studies (yocou.summarize.training, one generic script; TRAINING_CODE and
+# training_cfg in common.smk): raw run results -> {RES}/tidy/<study>.{csv,json}; the figure and table rules
+# read only those.
+rule summarize_fig2:
     input:
         metrics=expand(f"{RUN}/models/{{variant}}/metrics.jsonl", variant=CORE),
-        code=[f"{PKG}/render/fig2.py", f"{PKG}/render/common.py"],
+        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        code=[*TRAINING_CODE, f"{PKG}/studies.py"],
+    output:
+        csv=f"{RES}/tidy/fig2.csv",
+        json=f"{RES}/tidy/fig2.json",
+    log:
+        f"logs/{SCALE}/summarize_fig2.log",
+    params:
+        cfg=training_cfg("core"),
+        job={"study": "fig2", "roots": {"run_root": f"{RUN}/models"}},
+    script:
+        "../scripts/summarize_training.py"
+
+
+rule summarize_heldout_ppl:
+    input:
+        ppl=expand(f"{RES}/ppl/{{variant}}.json", variant=CORE),
+        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        code=TRAINING_CODE,
+    output:
+        csv=f"{RES}/tidy/heldout_ppl.csv",
+        json=f"{RES}/tidy/heldout_ppl.json",
+    log:
+        f"logs/{SCALE}/summarize_heldout_ppl.log",
+    params:
+        cfg=training_cfg("core"),
+        job={"study": "heldout_ppl", "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
+    script:
+        "../scripts/summarize_training.py"
+
+
+rule fig2:
+    input:
+        tidy=f"{RES}/tidy/fig2.json",
+        code=[f"{PKG}/render/fig2.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
     output:
         png=in_report(f"{FIG}/fig2.png", "fig2"),
         pdf=f"{FIG}/fig2.pdf",
@@ -13,19 +50,17 @@ rule fig2:
     log:
         f"logs/{SCALE}/fig2.log",
     params:
-        runs=" ".join(f"{RUN}/models/{v}" for v in CORE),
         scale=SCALE,
-        summary=f"{RES}/fig2_summary",
-    shell:
-        "python -m yocou.render.fig2 --runs {params.runs} --out {output.png:q} --data {output.data:q} "
-        "--summary {params.summary} --ref yoco --new yocou --scale-name {params.scale} > {log} 2>&1"
+    script:
+        "../scripts/fig2.py"
 
 
 rule heldout_ppl:
     input:
-        ppl=expand(f"{RES}/ppl/{{variant}}.json", variant=CORE),
-        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
-        code=[f"{PKG}/render/heldout_ppl.py", f"{PKG}/render/common.py"],
+        tidy=f"{RES}/tidy/heldout_ppl.json",
+        runs=f"{RES}/tidy/runs.json",
+        code=[f"{PKG}/render/heldout_ppl.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py",
+              *TRAINING_CODE, f"{PKG}/reported/table03.csv", f"{PKG}/reported/table05.csv"],
     output:
         csv=in_report(f"{RES}/heldout_ppl.csv", "heldout_ppl"),
         md=in_report(f"{RES}/heldout_ppl.md", "heldout_ppl"),
@@ -33,9 +68,8 @@ rule heldout_ppl:
         f"logs/{SCALE}/heldout_ppl.log",
     params:
         scale=SCALE,
-    shell:
-        "python -m yocou.render.heldout_ppl --ppl {input.ppl} --summaries {input.summaries} "
-        "--out {output.csv} --scale-name {params.scale} > {log} 2>&1"
+    script:
+        "../scripts/heldout_ppl.py"
 
 
 rule table10:

@@ -25,20 +25,60 @@ rule eqflops_model:
         "python -m yocou.studies eqflops --run {params.run} --out {params.out} > {log} 2>&1"
 
 
-def _scaling_inputs(runs):
-    return {"ppl": [f"{RES}/ppl/{r}.json" for r in runs],
-            "summaries": [f"{RUN}/models/{r}/summary.json" for r in runs],
-            "metrics": [f"{RUN}/models/{r}/metrics.jsonl" for r in runs]}
+# Every run of the config: the variants, then the equal-FLOPs snapshot of each variant with equal_flops_to.
+ALL_RUNS = list(config["variants"]) + [f"{v}_eqflops" for v, sp in config["variants"].items()
+                                       if sp.get("equal_flops_to")]
+
+
+rule summarize_runs:
+    # {RES}/tidy/runs.{csv,json}: each run's parameters, tokens, FLOPs, steps and final training loss (the
+    # budgets in the tables' and figures' notes).
+    input:
+        summaries=[f"{RUN}/models/{r}/summary.json" for r in ALL_RUNS],
+        metrics=[f"{RUN}/models/{v}/metrics.jsonl" for v in config["variants"]],
+        rc=[f"{RUN}/models/{v}/run_config.json" for v in config["variants"]],
+        code=TRAINING_CODE,
+    output:
+        csv=f"{RES}/tidy/runs.csv",
+        json=f"{RES}/tidy/runs.json",
+    log:
+        f"logs/{SCALE}/summarize_runs.log",
+    params:
+        cfg={"scale": SCALE, "runs": ALL_RUNS},
+        job={"study": "runs", "roots": {"run_root": f"{RUN}/models"}},
+    script:
+        "../scripts/summarize_training.py"
 
 
 for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r in rs]),
                   ("fig6", list(STUDIES.get("fig6", {}).values()))):
 
     rule:
+        name: f"summarize_{_f}"
+        input:
+            ppl=[f"{RES}/ppl/{r}.json" for r in _runs],
+            summaries=[f"{RUN}/models/{r}/summary.json" for r in _runs],
+            metrics=[f"{RUN}/models/{r}/metrics.jsonl" for r in _runs if _f == "fig6" and r in _V],
+            rc=[f"{RUN}/models/{r}/run_config.json" for r in _runs if r in _V],
+            code=TRAINING_CODE,
+        output:
+            csv=f"{RES}/tidy/{_f}.csv",
+            json=f"{RES}/tidy/{_f}.json",
+        log:
+            f"logs/{SCALE}/summarize_{_f}.log",
+        params:
+            cfg=training_cfg(_f),
+            job={"study": _f, "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
+        script:
+            "../scripts/summarize_training.py"
+
+    rule:
         name: _f
         input:
-            **_scaling_inputs(_runs),
-            code=[f"{PKG}/render/scaling.py", f"{PKG}/render/common.py"],
+            tidy=f"{RES}/tidy/{_f}.json",
+            runs=f"{RES}/tidy/runs.json",
+            code=[f"{PKG}/render/scaling.py", f"{PKG}/render/{_f}.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py",
+                  f"{PKG}/names.py", f"{PKG}/summarize/training.py"],
         output:
             png=in_report(f"{FIG}/{_f}.png", _f),
             pdf=f"{FIG}/{_f}.pdf",
@@ -46,9 +86,6 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
         log:
             f"logs/{SCALE}/{_f}.log",
         params:
-            what=_f,
-            runs=shlex.quote(json.dumps(STUDIES.get(_f, {}))),
-        shell:
-            "python -m yocou.render.scaling {params.what} --runs {params.runs} --run-root {RUN}/models "
-            "--ppl-root {RES}/ppl --out {FIG}/{params.what} --data {RES}/{params.what}_data "
-            "--scale-name {SCALE} > {log} 2>&1"
+            scale=SCALE,
+        script:
+            f"../scripts/{_f}.py"

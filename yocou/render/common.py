@@ -77,3 +77,13 @@ def read_json(path: str | Path) -> Any:
     from ..readers import read_json as _read_json
 
     return _read_json(path, what="result file")
+
+
+def numeric(df: pd.DataFrame, *cols: str) -> pd.DataFrame:
+    """``df`` with its extra tidy columns ``cols`` (where present) as numbers: a tidy CSV leaves an empty cell of
+    a column that only some rows fill as text (:func:`yocou.tidy.read_tidy` types the fixed columns only)."""
+    df = df.copy()
+    for c in cols:
+        if c in df.columns:
+            df[c] = pd.to_numeric(df[c].replace("", float("nan")), errors="coerce")
+    return df

@@ -1,36 +1,37 @@
 """Figure 2: training loss against training FLOPs (left) and against tokens (right).
 
-Inputs: each run's ``metrics.jsonl`` (analytic training FLOPs per row) and
-``summary.json``. Output: ``<out>.png/.pdf`` and the tidy data ``<data>.csv``.
+Input: the tidy table ``results/<scale>/tidy/fig2.{csv,json}`` (:func:`yocou.summarize.training.summarize_fig2`:
+each core run's logged training loss, raw and smoothed, on axes ``tokens`` and ``train_flops``, and Figure 2's
+numbers as rows of the role ``yocou|yoco``). Outputs: ``<out>.png/.pdf``, the final logged point per run
+``<data>.{csv,md,json}`` and the caption's numbers beside the paper's ``<summary>.{csv,md,json}``.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
-from ..readers import read_metrics
-from .common import COLORS, label, save_figure, write_table
+from ..names import COLORS, label
+from ..tidy import read_tidy, select
+from .common import numeric, save_figure, stem_of, write_table
 
 
-def load_curves(run_dirs: list[str]) -> pd.DataFrame:
-    """Tidy ``variant, step, tokens, train_flops, loss`` from run folders (FileNotFoundError if absent,
-    :class:`yocou.readers.ResultFileError` naming the file and line of a row that cannot be plotted)."""
-    frames = []
-    for d in run_dirs:
-        p = Path(d) / "metrics.jsonl"
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} not found (train the model first)")
-        df = pd.DataFrame(read_metrics(p))  # validated: finite loss, unique increasing steps, ...
-        df["variant"] = Path(d).name
-        frames.append(df[["variant", "step", "tokens", "train_flops", "loss"]])
-    return pd.concat(frames, ignore_index=True)
-
-
-def smooth(s: pd.Series, alpha: float) -> pd.Series:
-    return s.ewm(alpha=alpha).mean() if alpha < 1 else s
+def load_curves(tidy: pd.DataFrame, metric: str = "train_loss_smoothed") -> pd.DataFrame:
+    """``variant, step, tokens, train_flops, loss`` per logged step of each role (``variant`` = the role), from
+    the tidy rows of ``metric`` (the two axes side by side), in the tidy file's order of roles."""
+    d = tidy[tidy["metric"] == metric]
+    by = ["role", "step"]
+    tok = d[d["axis"] == "tokens"].set_index(by)
+    flops = d[d["axis"] == "train_flops"].set_index(by)["axis_value"]
+    out = pd.DataFrame({"tokens": tok["axis_value"], "train_flops": flops.reindex(tok.index), "loss": tok["value"]})
+    out = out.reset_index().rename(columns={"role": "variant"})
+    order = list(dict.fromkeys(d["role"]))
+    out["variant"] = pd.Categorical(out["variant"], order)
+    out = out.sort_values(["variant", "step"]).reset_index(drop=True)
+    out["variant"] = out["variant"].astype(str)
+    out["step"] = out["step"].astype(int)
+    return out
 
 
 def log_axis(ax) -> None:
@@ -51,32 +52,30 @@ def log_axis(ax) -> None:
     ax.xaxis.set_minor_formatter(FuncFormatter(two_five) if hi / lo < 100 else NullFormatter())
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--runs", nargs="+", required=True, help="run folders (named by variant)")
-    ap.add_argument("--out", required=True, help="figure stem (png + pdf)")
-    ap.add_argument("--data", required=True, help="table stem for the plotted data")
-    ap.add_argument("--smooth", type=float, default=0.3, help="EMA alpha for display (1 = raw)")
-    ap.add_argument("--scale-name", default="")
-    ap.add_argument("--summary", default=None,
-                    help="table stem for the caption's numbers (token saving, loss gap at equal FLOPs)")
-    ap.add_argument("--ref", default="yoco", help="--summary: the reference run (YOCO)")
-    ap.add_argument("--new", default="yocou", help="--summary: the compared run (YOCO-U)")
-    a = ap.parse_args(argv)
-    df = load_curves(a.runs)
-    fig = plot(df, a.smooth, a.scale_name)
-    save_figure(fig, a.out, config=vars(a))
-    final = df.sort_values("step").groupby("variant", sort=False).tail(1)
-    write_table(final.reset_index(drop=True), a.data, title="Figure 2 data: final logged training loss",
-                notes=["Full curves in each run's metrics.jsonl; FLOPs are analytic (yocou.accounting)."],
-                config=vars(a))
-    if a.summary:
-        write_summary(df, a.ref, a.new, a.smooth, a.summary, a.scale_name, vars(a))
-    return 0
+def render(tidy: str | Path, *, out: str | Path, data: str | Path, summary: str | Path | None = None,
+           scale: str = "", ref: str = "yoco", new: str = "yocou") -> None:
+    """Draw Figure 2 and write its data and caption numbers from the tidy ``fig2`` table.
+
+    ``out``: figure stem or ``.png`` path (png + pdf); ``data``, ``summary``: table stems or ``.csv`` paths;
+    ``ref``/``new``: the roles whose derived rows (``<new>|<ref>``) fill the summary.
+    """
+    df = numeric(read_tidy(tidy), "step")
+    curves = load_curves(df)
+    how = str(select(df, metric="train_loss_smoothed")["detail"].iloc[0])
+    cfg = {"tidy": str(tidy), "scale": scale, "ref": ref, "new": new}
+    save_figure(plot(curves, how, scale), stem_of(out), config=cfg)
+    raw = load_curves(df, "train_loss")
+    final = raw.groupby("variant", sort=False).tail(1)
+    write_table(final.reset_index(drop=True), stem_of(data), title="Figure 2 data: final logged training loss",
+                notes=["Full curves in each run's metrics.jsonl and in tidy/fig2.csv; FLOPs are analytic "
+                       "(yocou.accounting)."], config=cfg)
+    if summary is not None:
+        write_summary(df, ref, new, how, stem_of(summary), scale, cfg)
 
 
-def plot(df: pd.DataFrame, alpha: float, scale: str):
-    """The figure: smoothed loss against training FLOPs (left) and tokens (right); y spans every curve."""
+def plot(df: pd.DataFrame, how: str, scale: str):
+    """The figure: smoothed loss against training FLOPs (left) and tokens (right); y spans every curve.
+    ``df``: :func:`load_curves` of the smoothed rows; ``how``: their smoothing, for the title."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -84,10 +83,9 @@ def plot(df: pd.DataFrame, alpha: float, scale: str):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for v, g in df.groupby("variant", sort=False):
         g = g.sort_values("step")
-        y = smooth(g["loss"], alpha)
         kw = dict(label=label(v), color=COLORS.get(v), lw=1.8)
-        axes[0].plot(g["train_flops"], y, **kw)
-        axes[1].plot(g["tokens"], y, **kw)
+        axes[0].plot(g["train_flops"], g["loss"], **kw)
+        axes[1].plot(g["tokens"], g["loss"], **kw)
     axes[0].set_xlabel("Training FLOPs (analytic)")
     axes[1].set_xlabel("Training tokens")
     for ax in axes:
@@ -95,36 +93,34 @@ def plot(df: pd.DataFrame, alpha: float, scale: str):
         log_axis(ax)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(frameon=False)
-    fig.suptitle(f"Figure 2 (ours, {scale} scale, CPU): loss vs training FLOPs and tokens"
-                 + (f", EMA alpha {alpha}" if alpha < 1 else ""), fontsize=10)
+    fig.suptitle(f"Figure 2 (ours, {scale} scale, CPU): loss vs training FLOPs and tokens, {how}", fontsize=10)
     fig.tight_layout()
     return fig
 
 
-def write_summary(df: pd.DataFrame, ref: str, new: str, alpha: float, out: str, scale: str, config: dict) -> dict:
-    """Figure 2's caption numbers from our curves (:func:`yocou.studies.figure2_numbers`), beside the paper's."""
-    from ..studies import figure2_numbers
-
-    for v in (ref, new):
-        if v not in set(df["variant"]):
-            raise ValueError(f"--summary: run {v!r} is not among --runs ({sorted(set(df['variant']))})")
-    n = figure2_numbers(df[df.variant == ref], df[df.variant == new], alpha)
+def write_summary(df: pd.DataFrame, ref: str, new: str, how: str, out: str | Path, scale: str,
+                  config: dict) -> dict:
+    """Figure 2's caption numbers (the tidy rows of the role ``<new>|<ref>``), beside the paper's."""
+    d = select(df, role=f"{new}|{ref}")
+    if d.empty:
+        raise ValueError(f"tidy fig2: no rows of the role {new}|{ref} (are {ref!r} and {new!r} core roles?)")
+    n = {m: float(v) for m, v in zip(d["metric"], d["value"])}
+    gap_at = str(select(d, metric="loss_gap_at_equal_flops")["detail"].iloc[0])
+    reached = "tokens_to_reach" in n
     rows = [{"quantity": "token saving at equal loss (1 − tokens_new / tokens_ref)", "paper": 0.62,
-             "ours": n["token_saving"],
+             "ours": n.get("token_saving"),
              "how": f"{label(new)} first reaches {label(ref)}'s final loss {n['reference_final_loss']:.4f} at "
-                    + (f"{n['tokens_to_reach']:.4g} tokens of {n['reference_tokens']:.4g}"
-                       if n["tokens_to_reach"] is not None else "no logged step (never within the run)")},
+                    + (f"{n['tokens_to_reach']:.4g} tokens of {n['reference_tokens']:.4g}" if reached
+                       else "no logged step (never within the run)")},
             {"quantity": "loss gap at equal training FLOPs (L_ref − L_new)", "paper": 0.033,
-             "ours": n["loss_gap_at_equal_flops"], "how": f"at the {n['loss_gap_at']} ({n['reference_train_flops']:.3g})"}]
+             "ours": n["loss_gap_at_equal_flops"], "how": gap_at}]
+    numbers = {**n, "tokens_to_reach": n.get("tokens_to_reach"), "token_saving": n.get("token_saving"),
+               "loss_gap_at": gap_at}
     write_table(pd.DataFrame(rows), out, title=f"Figure 2 numbers: {label(new)} against {label(ref)}",
-                notes=[f"Training loss smoothed by an EMA (alpha {alpha}) over the logged rows; {scale} scale, CPU.",
+                notes=[f"Training loss smoothed ({how}) over the logged rows; {scale} scale, CPU. Computed by "
+                       "yocou.summarize.training.summarize_fig2 (tidy/fig2.csv, role "
+                       f"{new}|{ref}).",
                        "The paper: \"approximately 62% fewer tokens to reach comparable performance\" (1 − 80/210, "
                        "SPEC.md section 8) and ΔL = 0.033 at the same FLOPs budget (Figure 2 caption). Positive "
-                       "values favour the compared run."], config={**config, **n}, floatfmt=".4f")
-    return n
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
+                       "values favour the compared run."], config={**config, **numbers}, floatfmt=".4f")
+    return numbers

@@ -1,32 +1,35 @@
 """Figure 4: perplexity against input length on book and code data, one line per model.
 
-Inputs: the ``python -m yocou.longctx.longppl`` JSON per variant (file stem = variant), whose curves
-are derived from per-token NLL stored once per document. Outputs: ``<fig>.{png,pdf}`` (top row:
-cumulative perplexity of an input of L tokens; bottom row: perplexity of its final span) and the
-tidy data ``<data>.{csv,md,json}``. Lengths beyond the training length are shaded and flagged
-``extrapolated``. The paper's Figure 4 is a plot without printed values, so no paper numbers are shown.
+Input: the tidy table ``results/<scale>/tidy/fig4`` (:func:`yocou.summarize.training.summarize_fig4`, from the
+``python -m yocou.longctx.longppl`` JSON per run, whose curves are derived from per-token NLL stored once per
+document). Outputs: ``<fig>.{png,pdf}`` (top row: cumulative perplexity of an input of L tokens; bottom row:
+perplexity of its final span) and the data ``<data>.{csv,md,json}``. Lengths beyond the training length are
+shaded and flagged ``extrapolated``. The paper's Figure 4 is a plot without printed values, so no paper numbers
+are shown.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import pandas as pd
 
-from ..readers import read_longppl
-from .common import COLORS, label, save_figure, write_table
+from ..names import COLORS, label
+from ..tidy import read_tidy
+from .common import numeric, save_figure, stem_of, write_table
 
-def tidy(results: dict[str, dict]) -> pd.DataFrame:
+
+def table(tidy: pd.DataFrame) -> pd.DataFrame:
+    """One row per (run, split, length) with its cumulative and final-span perplexity, from the tidy rows."""
     rows = []
-    for v, res in results.items():
-        for split, s in res["splits"].items():
-            for r in s["curves"]:
-                rows.append({"model": label(v), "variant": v, "split": split, "length": r["length"],
-                             "cum_ppl": r["cum_ppl"], "span_ppl": r["span_ppl"], "span": res["span"],
-                             "extrapolated": r["extrapolated"], "train_seq_len": res["train_seq_len"],
-                             "n_docs": s["n_docs"], "source": s["docs"][0]["id"] if split == "book" else
-                             "held-out stdlib modules"})
+    cum = tidy[tidy["metric"].isin([f"{s}.cum_ppl" for s in dict.fromkeys(tidy["split"])])]
+    for r in cum.itertuples():
+        span = tidy[(tidy["run"] == r.run) & (tidy["metric"] == f"{r.split}.span_ppl")
+                    & (tidy["axis_value"] == r.axis_value)]
+        rows.append({"model": label(r.role), "variant": r.run, "split": r.split, "length": int(r.axis_value),
+                     "cum_ppl": r.value, "span_ppl": float(span["value"].iloc[0]) if len(span) else None,
+                     "span": int(r.span), "extrapolated": bool(r.extrapolated), "train_seq_len": int(r.train_seq_len),
+                     "n_docs": int(r.n), "source": r.detail if r.split == "book" else "held-out stdlib modules"})
     return pd.DataFrame(rows)
 
 
@@ -63,45 +66,38 @@ def plot(df: pd.DataFrame, title: str):
     return fig
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--longppl", nargs="+", required=True, help="longppl JSON per variant (stem = variant)")
-    ap.add_argument("--fig", required=True, help="figure stem (figures/<scale>/fig4)")
-    ap.add_argument("--data", required=True, help="data stem (results/<scale>/fig4_data)")
-    ap.add_argument("--scale-name", default="")
-    a = ap.parse_args(argv)
-    results = {Path(p).stem: read_longppl(p) for p in a.longppl}
-    df = tidy(results)
-    first = next(iter(results.values()))
-    docs = {k: [d["id"] for d in s["docs"]] for k, s in first["splits"].items()}
-    Lmax = max(first["lengths"])
+def render(tidy: str | Path, *, fig: str | Path, data: str | Path, scale: str = "") -> pd.DataFrame:
+    """Draw Figure 4 and write its data from the tidy ``fig4`` table (``fig``, ``data``: stems or file paths)."""
+    t = numeric(read_tidy(tidy), "train_seq_len", "span")
+    df = table(t)
+    cfg = {"tidy": str(tidy), "scale": scale}
+    first = df[df["variant"] == df["variant"].iloc[0]]
+    lmax = int(first["length"].max())
+    tsl = int(first["train_seq_len"].iloc[0])
+    span = int(first["span"].iloc[0])
+    run0 = t[t["run"] == first["variant"].iloc[0]]
+    docs = {s: (int(g["n_docs"].iloc[-1]), str(run0[run0["split"] == s]["detail"].iloc[0]))
+            for s, g in first.groupby("split", sort=False)}
     measured = []
     for split in dict.fromkeys(df["split"]):
-        d = df[(df["split"] == split) & (df["length"] == Lmax)]
-        t = df[(df["split"] == split) & (df["length"] == first["train_seq_len"])]
+        d = df[(df["split"] == split) & (df["length"] == lmax)]
+        at_t = df[(df["split"] == split) & (df["length"] == tsl)].set_index("variant")["cum_ppl"]
         measured.append(f"{split}: " + ", ".join(
-            f"{r.model} {float(t[t['variant'] == r.variant]['cum_ppl'].iloc[0]) if len(t) else float('nan'):.2f}"
-            f"→{r.cum_ppl:.2f} (final span {r.span_ppl:.2f})" for r in d.itertuples()))
+            f"{r.model} {float(at_t.get(r.variant, float('nan'))):.2f}→{r.cum_ppl:.2f} (final span {r.span_ppl:.2f})"
+            for r in d.itertuples()))
     notes = [
-        f"{a.scale_name} scale, evaluated on CPU; the paper's Figure 4 prints no values, so only ours are shown.",
+        f"{scale} scale, evaluated on CPU; the paper's Figure 4 prints no values, so only ours are shown.",
         "One cached pass per document up to the longest length (chunked prefill with logits at every position); "
         "per-token NLL stored once (results/<scale>/longppl/<variant>.npz); cum_ppl = exp(mean NLL of tokens "
-        f"1..L−1), span_ppl = exp(mean NLL of the last {first['span']} tokens of an input of L tokens).",
-        "Documents held out of training whole: book = " + (f"{len(docs.get('book', []))} excerpts of {Lmax} tokens "
-        f"of {docs['book'][0]} at evenly spaced offsets" if docs.get("book") else "none") + "; code = "
-        + (f"the first {Lmax} tokens of {len(docs['code'])} stdlib modules ({', '.join(docs['code'])})"
-           if docs.get("code") else "none") + ".",
-        f"Training length {first['train_seq_len']} tokens: lengths above it (extrapolated = true) are extrapolation.",
-        f"Measured cumulative ppl at the training length → at {Lmax} tokens: " + "; ".join(measured) + ".",
+        f"1..L−1), span_ppl = exp(mean NLL of the last {span} tokens of an input of L tokens).",
+        "Documents held out of training whole: book = " + (f"{docs['book'][0]} excerpts of {lmax} tokens "
+        f"of {docs['book'][1]} at evenly spaced offsets" if "book" in docs else "none") + "; code = "
+        + (f"the first {lmax} tokens of {docs['code'][0]} stdlib modules ({docs['code'][1]})"
+           if "code" in docs else "none") + ".",
+        f"Training length {tsl} tokens: lengths above it (extrapolated = true) are extrapolation.",
+        f"Measured cumulative ppl at the training length → at {lmax} tokens: " + "; ".join(measured) + ".",
     ]
-    write_table(df, a.data, title=f"Figure 4 data: perplexity against input length ({a.scale_name} scale, CPU)",
-                notes=notes, config=vars(a))
-    save_figure(plot(df, f"Perplexity vs input length ({a.scale_name} scale, CPU)"), a.fig, config=vars(a))
-    print(df.to_string(index=False))
-    return 0
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
+    write_table(df, stem_of(data), title=f"Figure 4 data: perplexity against input length ({scale} scale, CPU)",
+                notes=notes, config=cfg)
+    save_figure(plot(df, f"Perplexity vs input length ({scale} scale, CPU)"), stem_of(fig), config=cfg)
+    return df

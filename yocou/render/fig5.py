@@ -1,10 +1,5 @@
-"""fig5: thin entry point of :mod:`yocou.render.scaling` (``python -m yocou.render.fig5 ...``)."""
+"""Figure 5: :func:`yocou.render.scaling.fig5_render` under the figure's name (``workflows/scripts/fig5.py``)."""
 
-import sys
+from .scaling import fig5_render as render
 
-from .scaling import main
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main, ["fig5", *sys.argv[1:]]))
+__all__ = ["render"]

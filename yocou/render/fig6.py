@@ -1,10 +1,5 @@
-"""fig6: thin entry point of :mod:`yocou.render.scaling` (``python -m yocou.render.fig6 ...``)."""
+"""Figure 6: :func:`yocou.render.scaling.fig6_render` under the figure's name (``workflows/scripts/fig6.py``)."""
 
-import sys
+from .scaling import fig6_render as render
 
-from .scaling import main
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main, ["fig6", *sys.argv[1:]]))
+__all__ = ["render"]

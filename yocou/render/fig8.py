@@ -1,42 +1,37 @@
 """Figure 8: angular distance between consecutive layer applications, one panel per variant.
 
-Inputs: the ``python -m yocou.analysis.angular`` JSON per variant (file stem = variant). Outputs:
-``<fig>.{png,pdf}`` (x: layer application in forward order, y: mean angular distance
-arccos(cos_sim)/π between the residual stream before and after it; one line per held-out split and their
-token-weighted mean; loop boundaries dotted, stage boundaries solid, the cross-decoder shaded) and the tidy
-data ``<data>.{csv,md,json}``. The paper's Figure 8 is a plot without printed values, so no paper numbers
-are shown.
+Input: the tidy table ``results/<scale>/tidy/fig8`` (:func:`yocou.summarize.training.summarize_fig8`, from the
+``python -m yocou.analysis.angular`` JSON per run). Outputs: ``<fig>.{png,pdf}`` (x: layer application in forward
+order, y: mean angular distance arccos(cos_sim)/π between the residual stream before and after it; one line per
+held-out split and their token-weighted mean; loop boundaries dotted, stage boundaries solid, the cross-decoder
+shaded) and the data ``<data>.{csv,md,json}``. The paper's Figure 8 is a plot without printed values, so no paper
+numbers are shown.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
 import pandas as pd
 
-from ..readers import read_angular
-from .common import COLORS, label, save_figure, write_table
+from ..names import COLORS, label
+from ..tidy import read_tidy
+from .common import numeric, save_figure, stem_of, write_table
 
 SPLIT_STYLE = {"all": dict(color="k", lw=1.8, marker="o", ms=3), "book": dict(color="#1f77b4", lw=1, ls="--"),
                "code": dict(color="#ff7f0e", lw=1, ls="--")}
 
 
-def tidy(results: dict[str, dict]) -> pd.DataFrame:
-    """One row per (variant, split, application)."""
+def table(tidy: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, split, application), from the tidy rows on axis ``application``."""
+    d = tidy[tidy["axis"] == "application"]
     rows = []
-    for v, res in results.items():
-        parts = {**res["splits"], "all": res["all"]}
-        for split, s in parts.items():
-            if len(s["distance"]) != len(res["applications"]):
-                raise ValueError(f"{v}/{split}: {len(s['distance'])} distances for "
-                                 f"{len(res['applications'])} applications")
-            for app, d in zip(res["applications"], s["distance"]):
-                rows.append({"model": label(v), "variant": v, "split": split, "application": app["index"],
-                             "kind": app["kind"], "stage": app["stage"], "loop": app["loop"] + 1,
-                             "layer": app["layer"] + 1, "window": app["window"], "angular_distance": d,
-                             "n_tokens": s["n_tokens"], "seq_len": res["seq_len"]})
+    for r in d.itertuples():
+        rows.append({"model": label(r.role), "variant": r.run, "split": r.split, "application": int(r.axis_value),
+                     "kind": r.kind, "stage": int(r.stage), "loop": int(r.loop), "layer": int(r.layer),
+                     "window": None if pd.isna(r.window) else int(r.window), "angular_distance": r.value,
+                     "n_tokens": int(r.n), "seq_len": int(r.seq_len)})
     return pd.DataFrame(rows)
 
 
@@ -114,38 +109,32 @@ def plot(df: pd.DataFrame, title: str):
     return fig
 
 
-def summary(df: pd.DataFrame) -> list[str]:
-    """Per variant: mean distance of each (stage, loop) stretch, on the token-weighted mean of the splits."""
+def summary(tidy: pd.DataFrame) -> list[str]:
+    """Per variant: the mean distance of each (stage, loop) stretch (tidy ``stage_mean_angular_distance``)."""
     out = []
-    d = df[df["split"] == "all"]
-    for v, g in d.groupby("variant", sort=False):
-        parts = []
-        for (stage, loop), s in g.groupby(["stage", "loop"], sort=False):
-            kind = s["kind"].iloc[0]
-            looped = g[g["stage"] == stage]["loop"].max() > 1
-            parts.append(f"{kind} stage {stage}{f' t={loop}' if looped else ''} {s['angular_distance'].mean():.3f}")
-        out.append(f"{label(v)}: " + ", ".join(parts))
+    d = tidy[tidy["metric"] == "stage_mean_angular_distance"]
+    for role, g in d.groupby("role", sort=False):
+        parts = [f"{r.kind} stage {int(r.axis_value)}{f' t={int(r.axis2_value)}' if r.stage_loops > 1 else ''} "
+                 f"{r.value:.3f}" for r in g.itertuples()]
+        out.append(f"{label(role)}: " + ", ".join(parts))
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--angular", nargs="+", required=True, help="angular JSON per variant (stem = variant)")
-    ap.add_argument("--fig", required=True, help="figure stem (figures/<scale>/fig8)")
-    ap.add_argument("--data", required=True, help="data stem (results/<scale>/fig8_data)")
-    ap.add_argument("--scale-name", default="")
-    a = ap.parse_args(argv)
-    results = {Path(p).stem: read_angular(p) for p in a.angular}
-    df = tidy(results)
-    first = next(iter(results.values()))
-    devices = sorted({str(r.get("device", "cpu")).split(":")[0] for r in results.values()})
-    where = "CPU" if devices == ["cpu"] else "/".join(d.upper() if d == "cuda" else d for d in devices)
+def render(tidy: str | Path, *, fig: str | Path, data: str | Path, scale: str = "") -> pd.DataFrame:
+    """Draw Figure 8 and write its data from the tidy ``fig8`` table (``fig``, ``data``: stems or file paths)."""
+    t = numeric(read_tidy(tidy), "stage", "loop", "layer", "window", "seq_len", "n_windows", "n_docs",
+                "stage_loops")
+    df = table(t)
+    cfg = {"tidy": str(tidy), "scale": scale}
+    devices = sorted({str(x).split(":")[0] for x in t[t["axis"] == "application"]["device"]})
+    where = "CPU" if devices == ["cpu"] else "/".join(x.upper() if x == "cuda" else x for x in devices)
+    first = t[(t["run"] == t["run"].iloc[0]) & (t["axis"] == "application") & (t["split"] != "all")]
     split_desc = "; ".join(
-        f"{k}: {s['n_tokens']} tokens in {s['n_windows']} windows of ≤{first['seq_len']} from {s['n_docs']} "
-        f"document{'s' if s['n_docs'] != 1 else ''} ({', '.join(s['docs'][:4])}{', …' if s['n_docs'] > 4 else ''})"
-        for k, s in first["splits"].items())
+        f"{r.split}: {int(r.n)} tokens in {int(r.n_windows)} windows of ≤{int(r.seq_len)} from {int(r.n_docs)} "
+        f"document{'s' if int(r.n_docs) != 1 else ''} ({r.docs})"
+        for r in first.drop_duplicates("split").itertuples())
     notes = [
-        f"{a.scale_name} scale, our models evaluated on {where}; the paper's Figure 8 prints no values, so only ours "
+        f"{scale} scale, our models evaluated on {where}; the paper's Figure 8 prints no values, so only ours "
         "are shown.",
         "Angular distance of a layer application = arccos(cos_sim(h_in, h_out))/π per token between the residual "
         "stream before and after it (application 1 starts from the embedding), averaged over tokens; full forward "
@@ -154,17 +143,10 @@ def main(argv: list[str] | None = None) -> int:
         "Ticks: S<k>/C<k> = self/cross layer k of its stage; where two stages are both self-attention (RINS = "
         "A^T B) A<k>/B<k> = layer k of the looped block A / of block B applied once after it; t = loop iteration "
         "of a looped stage (dotted lines), solid lines = stage boundaries, shaded = cross-decoder.",
-        "Measured mean per stage and loop: " + "; ".join(summary(df)) + ".",
+        "Measured mean per stage and loop: " + "; ".join(summary(t)) + ".",
     ]
-    title = f"Figure 8: angular distance between consecutive layer applications ({a.scale_name} scale, {where})"
-    write_table(df, a.data, notes=notes, config=vars(a),
-                title=f"Figure 8 data: angular distance per layer application ({a.scale_name} scale, {where})")
-    save_figure(plot(df, title), a.fig, config=vars(a))
-    print("\n".join(summary(df)))
-    return 0
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))
+    title = f"Figure 8: angular distance between consecutive layer applications ({scale} scale, {where})"
+    write_table(df, stem_of(data), notes=notes, config=cfg,
+                title=f"Figure 8 data: angular distance per layer application ({scale} scale, {where})")
+    save_figure(plot(df, title), stem_of(fig), config=cfg)
+    return df

@@ -1,101 +1,81 @@
 """Figures 5 and 6: parameter scaling and loop scaling of YOCO-U against YOCO (paper Section 4, issue 6).
 
-Inputs per run: ``results/<scale>/ppl/<run>.json`` (held-out book and code NLL, :mod:`yocou.ppl`), the run's
-``summary.json`` (parameters, active parameters per token, budget) and, for Figure 6, ``metrics.jsonl``.
-"Held-out loss" is the mean of the book and code NLL in nats per token (the paper plots validation loss on
-its own corpus, which is not available offline).
+Inputs: the tidy tables ``results/<scale>/tidy/fig5`` or ``tidy/fig6`` (:mod:`yocou.summarize.training`) and
+``tidy/runs`` (each run's steps, tokens and training FLOPs). "Held-out loss" is the mean of the book and code NLL
+in nats per token (the paper plots validation loss on its own corpus, which is not available offline).
 
 * Figure 5 (the paper: "YOCO-U achieves comparable performance with 50% fewer parameters than YOCO"; left
   against parameters, right against activated parameters): held-out loss against total parameters and against
   active matrix parameters per token, one line per family over the size ladder, same steps for all. The
   parameter saving at each YOCO-U rung is ``1 − P_yocou / P_yoco(L)``, with ``P_yoco(L)`` the YOCO parameters
-  that reach the same loss, interpolated linearly in log P along YOCO's ladder (``None`` outside it).
+  that reach the same loss, interpolated linearly in log P along YOCO's ladder (empty outside it), computed by
+  :func:`yocou.summarize.training.summarize_fig5`.
 * Figure 6 (the paper: "consistent improvements when scaling up loop numbers (1, 2, 3, 5)"): training loss
   against tokens per loop count, and held-out loss against T.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from ..readers import ResultFileError, read_metrics, read_ppl, read_summary
-from .common import COLORS, label, save_figure, write_table
+from ..names import COLORS, label
+from ..summarize.training import fig5_derived_run
+from ..tidy import one, read_tidy, select
+from .common import save_figure, stem_of, write_table
 
 
-def heldout(ppl_path: str | Path) -> dict[str, float]:
-    """``{"book", "code", "loss"}``: held-out NLL (nats/token) per split and their mean, from a ppl JSON."""
-    splits = read_ppl(ppl_path)["splits"]
-    missing = [s for s in ("heldout_book", "heldout_code") if s not in splits]
-    if missing:
-        raise ResultFileError(ppl_path, "splits", f"expected heldout_book and heldout_code, missing {missing}")
-    book, code = splits["heldout_book"]["nll"], splits["heldout_code"]["nll"]
-    return {"book": book, "code": code, "loss": (book + code) / 2}
-
-
-def heldout_docs(ppl_paths: list[str]) -> dict[str, list[str]]:
-    """``{split: [document id, ...]}`` evaluated in the ppl JSONs (the held-out splits of the corpus manifest).
-
-    Every run is evaluated on the same documents; where runs differ, the union per split is returned so
-    that a count in a note never understates what was held out.
-    """
-    out: dict[str, list[str]] = {}
-    for p in ppl_paths:
-        for split, s in read_ppl(p)["splits"].items():
-            ids = out.setdefault(split, [])
-            ids += [d["id"] for d in s.get("docs", []) if d["id"] not in ids]
+def _budget(runs: pd.DataFrame, run: str) -> dict[str, Any]:
+    """``steps, tokens, train_flops`` of ``run`` from the tidy ``runs`` table."""
+    out = {}
+    for m in ("steps", "tokens", "train_flops"):
+        r = one(runs, run=run, metric=m)
+        if r is None:
+            raise ValueError(f"tidy runs: no {m!r} row for run {run!r}")
+        out[m] = int(r["value"]) if m != "train_flops" else float(r["value"])
     return out
 
 
-def describe_heldout(docs: dict[str, list[str]] | None) -> str:
-    """``"book (1 document: milton/paradise_lost) and code (3 documents: stdlib/a.py, ...)"`` from the ids."""
-    if not docs:
-        return "book and code"
-    parts = []
-    for split in ("heldout_book", "heldout_code"):
-        ids = docs.get(split, [])
-        shown = ", ".join(ids[:4]) + (", …" if len(ids) > 4 else "")
-        parts.append(f"{split.removeprefix('heldout_')} ({len(ids)} document{'s' if len(ids) != 1 else ''}"
-                     f"{': ' + shown if ids else ''})")
-    return " and ".join(parts)
+def fig5_table(tidy: pd.DataFrame, runs: pd.DataFrame, ref: str = "yoco", new: str = "yocou") -> pd.DataFrame:
+    """Figure 5's data, one row per ladder run (family = its role), from the tidy ``fig5`` and ``runs`` tables."""
+    fl = select(tidy, metric="final_loss", axis="params")
+    ref_runs = list(select(fl, role=ref)["run"])
+    rows = []
+    for r in fl.itertuples():
+        act = one(tidy, run=r.run, metric="final_loss", axis="activated_params")
+        book, code = one(tidy, run=r.run, metric="book.loss"), one(tidy, run=r.run, metric="code.loss")
+        row = {"run": r.run, "params": int(r.axis_value), "active_params": float(act["axis_value"]),
+               **_budget(runs, r.run), "book": float(book["value"]), "code": float(code["value"]), "loss": r.value,
+               "family": r.role, "yoco_params_same_loss": None, "param_saving": None}
+        if r.role == new:
+            d = fig5_derived_run(r.run, ref_runs)
+            for col, m in (("yoco_params_same_loss", "yoco_params_at_loss"), ("param_saving", "param_saving")):
+                x = one(tidy, run=d, metric=m)
+                row[col] = None if x is None else float(x["value"])
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
-def _run_row(run: str, ppl: str, summary: str) -> dict[str, Any]:
-    sm = read_summary(summary, require=("params", "active_params_per_token"))
-    return {"run": run, "params": sm["params"], "active_params": sm["active_params_per_token"],
-            "steps": sm["steps"], "tokens": sm["tokens"], "train_flops": sm["train_flops"], **heldout(ppl)}
+def fig5_render(tidy: str | Path, runs: str | Path, *, out: str | Path, data: str | Path,
+                scale: str = "") -> pd.DataFrame:
+    """Draw Figure 5 and write its data from the tidy ``fig5`` and ``runs`` tables."""
+    t = read_tidy(tidy)
+    df = fig5_table(t, read_tidy(runs))
+    where = str(select(t, metric="final_loss")["detail"].iloc[0])
+    return fig5(df, scale=scale, out=out, data_out=data, where=where, config={"tidy": str(tidy), "runs": str(runs),
+                                                                                "scale": scale})
 
 
-def param_saving(yoco: pd.DataFrame, loss: float) -> float | None:
-    """YOCO parameters reaching ``loss`` on YOCO's ladder (interpolated in log P), or ``None`` outside it."""
-    y = yoco.sort_values("params")
-    lp, ls = np.log(y["params"].to_numpy(float)), y["loss"].to_numpy(float)
-    for i in range(len(ls) - 1):
-        lo, hi = sorted((ls[i], ls[i + 1]))
-        if lo <= loss <= hi and ls[i] != ls[i + 1]:
-            return float(math.exp(lp[i] + (lp[i + 1] - lp[i]) * (ls[i] - loss) / (ls[i] - ls[i + 1])))
-    return None
-
-
-def fig5(families: dict[str, list[dict[str, Any]]], *, scale: str, out: str, data_out: str,
-         config: dict | None = None, docs: dict[str, list[str]] | None = None) -> pd.DataFrame:
-    """Render Figure 5 from ``{"yoco": [run rows], "yocou": [run rows]}`` (rows of :func:`_run_row`)."""
+def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path, where: str,
+         config: dict | None = None) -> pd.DataFrame:
+    """Render Figure 5 from :func:`fig5_table`'s rows; ``where``: the held-out loss's description."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    df = pd.concat([pd.DataFrame(rows).assign(family=f) for f, rows in families.items()], ignore_index=True)
-    yoco = df[df.family == "yoco"]
-    eq = [param_saving(yoco, l) if f == "yocou" else None for f, l in zip(df.family, df.loss)]
-    df["yoco_params_same_loss"] = eq
-    df["param_saving"] = [None if e is None else 1 - p / e for e, p in zip(eq, df.params)]
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for f, g in df.groupby("family", sort=False):
         g = g.sort_values("params")
@@ -111,22 +91,46 @@ def fig5(families: dict[str, list[dict[str, Any]]], *, scale: str, out: str, dat
     axes[0].legend(frameon=False)
     fig.suptitle(f"Figure 5 (ours, {scale} scale, CPU): parameter scaling at equal steps", fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out, config=config)
+    save_figure(fig, stem_of(out), config=config)
     plt.close(fig)
     sav = [s for s in df.param_saving if s is not None and not pd.isna(s)]
-    notes = [f"Held-out loss: mean of the NLL on the held-out {describe_heldout(docs)}, the "
+    notes = [f"Held-out loss: {where}, the "
              "substitute for the paper's validation loss; every run has the same steps and tokens.",
              "param_saving: 1 − P(YOCO-U) / P(YOCO at the same loss), YOCO interpolated in log P along its ladder; "
              "empty where YOCO-U's loss lies outside YOCO's range. The paper: about 0.5 (\"comparable performance "
              "with 50% fewer parameters\").",
              "Ours: " + (", ".join(f"{s:.2f}" for s in sav) if sav else "no YOCO-U rung falls inside YOCO's range")]
-    write_table(df, data_out, title="Figure 5 data: held-out loss against parameters", notes=notes, config=config)
+    write_table(df, stem_of(data_out), title="Figure 5 data: held-out loss against parameters", notes=notes,
+                config=config)
     return df
 
 
-def fig6(rows: dict[int, dict[str, Any]], curves: dict[int, pd.DataFrame], *, scale: str, out: str,
-         data_out: str, smooth: float = 0.3, config: dict | None = None) -> pd.DataFrame:
-    """Render Figure 6 from held-out rows and training curves keyed by loop count T."""
+def fig6_table(tidy: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """Figure 6's data, one row per role in order of T, from the tidy ``fig6`` and ``runs`` tables."""
+    fl = select(tidy, metric="final_loss", axis="T").sort_values("axis_value", kind="stable")
+    rows = []
+    for r in fl.itertuples():
+        sm = one(runs, run=r.run, metric="params"), one(runs, run=r.run, metric="activated_params")
+        book = one(tidy, run=r.run, metric="book.loss", axis="T")
+        code = one(tidy, run=r.run, metric="code.loss", axis="T")
+        rows.append({"T": int(r.axis_value), "run": r.run, "params": None if sm[0] is None else int(sm[0]["value"]),
+                     "active_params": None if sm[1] is None else float(sm[1]["value"]), **_budget(runs, r.run),
+                     "book": float(book["value"]), "code": float(code["value"]), "loss": r.value})
+    return pd.DataFrame(rows)
+
+
+def fig6_render(tidy: str | Path, runs: str | Path, *, out: str | Path, data: str | Path,
+                scale: str = "") -> pd.DataFrame:
+    """Draw Figure 6 and write its data from the tidy ``fig6`` and ``runs`` tables."""
+    t = read_tidy(tidy)
+    return fig6(t, fig6_table(t, read_tidy(runs)), scale=scale, out=out, data_out=data,
+                config={"tidy": str(tidy), "runs": str(runs), "scale": scale})
+
+
+def fig6(tidy: pd.DataFrame, df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
+         config: dict | None = None) -> pd.DataFrame:
+    """Render Figure 6: the smoothed training curves of the tidy ``fig6`` rows (left) and :func:`fig6_table`'s
+    held-out losses against T (right)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,13 +138,12 @@ def fig6(rows: dict[int, dict[str, Any]], curves: dict[int, pd.DataFrame], *, sc
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     cmap = plt.get_cmap("Reds")
-    ts = sorted(rows)
-    for i, t in enumerate(ts):
-        c = curves[t].sort_values("step")
-        y = c["loss"].ewm(alpha=smooth).mean() if smooth < 1 else c["loss"]
-        axes[0].plot(c["tokens"], y, color=cmap(0.35 + 0.65 * i / max(1, len(ts) - 1)), lw=1.6,
-                     label=f"T = {t}" + (" (YOCO)" if t == 1 else ""))
-    df = pd.DataFrame([{"T": t, **rows[t]} for t in ts])
+    ts = list(df["T"])
+    curves = select(tidy, metric="train_loss_smoothed", axis="tokens")
+    for i, r in enumerate(df.itertuples()):
+        c = select(curves, run=r.run).sort_values("axis_value")
+        axes[0].plot(c["axis_value"], c["value"], color=cmap(0.35 + 0.65 * i / max(1, len(ts) - 1)), lw=1.6,
+                     label=f"T = {r.T}" + (" (YOCO)" if r.T == 1 else ""))
     axes[1].plot(df["T"], df["loss"], marker="o", color=COLORS.get("yocou"), label="mean")
     axes[1].plot(df["T"], df["book"], marker=".", ls="--", color="#555555", label="book")
     axes[1].plot(df["T"], df["code"], marker=".", ls=":", color="#555555", label="code")
@@ -157,65 +160,15 @@ def fig6(rows: dict[int, dict[str, Any]], curves: dict[int, pd.DataFrame], *, sc
     fig.suptitle(f"Figure 6 (ours, {scale} scale, CPU): YOCO-U loop scaling, T = {', '.join(map(str, ts))}",
                  fontsize=10)
     fig.tight_layout()
-    save_figure(fig, out, config=config)
+    save_figure(fig, stem_of(out), config=config)
     plt.close(fig)
-    diffs = np.diff(df["loss"].to_numpy(float))
+    diffs = list(select(tidy, metric="final_loss_change").sort_values("axis_value", kind="stable")["value"])
     notes = ["T = 1 is YOCO (YOCO-U with one loop is YOCO exactly; tests/test_model.py). Same steps and tokens for "
              "every T; training FLOPs grow with T.",
              "The paper: consistent improvements when scaling up the loop count (1, 2, 3, 5). Ours: held-out loss "
-             + ("decreases at every step of T" if (diffs < 0).all() else
+             + ("decreases at every step of T" if all(d < 0 for d in diffs) else
                 "does not decrease at every step of T (differences " + ", ".join(f"{d:+.3f}" for d in diffs) + ")")
              + "."]
-    write_table(df, data_out, title="Figure 6 data: held-out loss against loop count", notes=notes, config=config)
+    write_table(df, stem_of(data_out), title="Figure 6 data: held-out loss against loop count", notes=notes,
+                config=config)
     return df
-
-
-def _curve(run_dir: Path) -> pd.DataFrame:
-    p = run_dir / "metrics.jsonl"
-    if not p.is_file():
-        raise FileNotFoundError(f"{p} not found (train the run first)")
-    return pd.DataFrame(read_metrics(p))
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", choices=["fig5", "fig6"])
-    ap.add_argument("--runs", required=True,
-                    help='JSON: fig5 {"yoco": [run, ...], "yocou": [...]}; fig6 {"T": run, ...}')
-    ap.add_argument("--run-root", required=True, help="runs/<scale>/models")
-    ap.add_argument("--ppl-root", required=True, help="results/<scale>/ppl")
-    ap.add_argument("--out", required=True, help="figure stem")
-    ap.add_argument("--data", required=True, help="data table stem")
-    ap.add_argument("--scale-name", required=True)
-    a = ap.parse_args(argv)
-    try:
-        runs = json.loads(a.runs)
-    except json.JSONDecodeError as e:
-        ap.error(f"--runs: not valid JSON ({e}): {a.runs!r}")
-    if a.what == "fig5":
-        if not (isinstance(runs, dict) and set(runs) == {"yoco", "yocou"}
-                and all(isinstance(v, list) and all(isinstance(r, str) for r in v) for v in runs.values())):
-            ap.error(f'--runs for fig5: expected {{"yoco": [run, ...], "yocou": [run, ...]}}, got {a.runs}')
-    elif not (isinstance(runs, dict) and all(str(t).isdigit() and int(t) >= 1 and isinstance(r, str)
-                                              for t, r in runs.items())):
-        ap.error(f'--runs for fig6: expected {{"<T, an integer >= 1>": run, ...}}, got {a.runs}')
-    root, proot = Path(a.run_root), Path(a.ppl_root)
-    cfg = {"runs": runs, "scale": a.scale_name}
-
-    def row(r: str) -> dict[str, Any]:
-        return _run_row(r, str(proot / f"{r}.json"), str(root / r / "summary.json"))
-
-    if a.what == "fig5":
-        fig5({f: [row(r) for r in rs] for f, rs in runs.items()}, scale=a.scale_name, out=a.out, data_out=a.data,
-             config=cfg, docs=heldout_docs([str(proot / f"{r}.json") for rs in runs.values() for r in rs]))
-    else:
-        ts = {int(t): r for t, r in runs.items()}
-        fig6({t: row(r) for t, r in ts.items()}, {t: _curve(root / r) for t, r in ts.items()}, scale=a.scale_name,
-             out=a.out, data_out=a.data, config=cfg)
-    return 0
-
-
-if __name__ == "__main__":
-    from ..entry import run_main
-
-    raise SystemExit(run_main(main))

@@ -1,0 +1,491 @@
+"""Training-side studies: runs, Figure 2, Figures 5 and 6, the held-out perplexity table, Figures 4 and 8 → tidy
+tables (:mod:`yocou.tidy`). Every number the renderers show is made here (smoothing, Figure 2's token saving and
+loss gap, Figure 5's parameter saving, ratios to the Transformer); the renderers only select, format and draw.
+
+Inputs (raw, per run): ``runs/<scale>/models/<run>/{summary.json, run_config.json, metrics.jsonl}``,
+``results/<scale>/ppl/<run>.json`` (:mod:`yocou.ppl`), ``results/<scale>/longppl/<run>.json``
+(:mod:`yocou.longctx.longppl`), ``results/<scale>/angular/<run>.json`` (:mod:`yocou.analysis.angular`).
+
+Tidy rows written (``study`` = the function's study; ``role`` from the config's ``studies:``; ``seed`` = the run's
+training seed, :func:`run_seed`):
+
+=================  ==================================================================================================
+``runs``           per run (role = run): ``params``, ``activated_params`` (active matrix parameters per token, when the
+                   summary has them), ``tokens``, ``train_flops``, ``steps``, ``final_train_loss`` (nats, the last
+                   logged raw training loss; for an ``*_eqflops`` snapshot the last row of its base run's log at or
+                   before the snapshot step, ``detail`` says which)
+``fig2``           per core role: ``train_loss`` (raw) and ``train_loss_smoothed`` (EMA, ``detail``) on axis
+                   ``tokens`` and again on axis ``train_flops``, one row per logged step (extra column ``step``);
+                   derived role ``yocou|yoco``: ``reference_final_loss``, ``reference_tokens``,
+                   ``reference_train_flops``, ``tokens_to_reach`` and ``token_saving`` (omitted when never reached),
+                   ``reached_reference_loss`` (1/0, unit ``flag``), ``loss_gap_at_equal_flops`` (``detail``: where
+                   it was taken)
+``fig5``           per ladder run: ``final_loss`` (held-out loss: mean of the book and code NLL, nats/token) on axis
+                   ``params`` and on axis ``activated_params``, ``book.loss`` and ``code.loss``; derived role
+                   ``yocou|yoco`` per YOCO-U rung (axis ``params`` = the rung's parameters, run = the rung, then the
+                   YOCO ladder, :func:`fig5_derived_run`): ``reached_reference_loss`` (1/0: its loss lies inside
+                   YOCO's range),
+                   ``yoco_params_at_loss`` and ``param_saving`` (omitted when outside)
+``fig6``           per role T1..T5: ``final_loss``, ``book.loss``, ``code.loss`` on axis ``T`` (= the run's loop count
+                   from its run config, :func:`run_loops`), ``train_loss`` and ``train_loss_smoothed`` on axis
+                   ``tokens`` (``step``); derived role ``<b>|<a>`` per consecutive pair in order of T:
+                   ``final_loss_change`` (final_loss at b minus at a, axis ``T`` = b's)
+``heldout_ppl``    per core role and held-out split: ``<split>.ppl`` (ppl), ``<split>.loss`` (nats/token), n = tokens
+                   scored (extra columns ``split``, ``n_docs``, ``seq_len``, ``max_tokens_per_doc``; ``detail``: the
+                   documents); derived role ``<role>|transformer``: ``<split>.ppl_ratio`` (ppl / the Transformer's,
+                   unit ``ratio``); ``<split>`` is the ppl JSON's split without ``heldout_`` (``book``, ``code``)
+``fig4``           per core role and split: ``<split>.cum_ppl`` and ``<split>.span_ppl`` on axis ``seq_len``, n =
+                   documents (extra columns ``split``, ``extrapolated``, ``train_seq_len``, ``span``; ``detail``: the
+                   documents)
+``fig8``           per fig8 role: ``angular_distance`` (token-weighted mean over the splits) and
+                   ``<split>.angular_distance`` on axis ``application`` (1, 2, ...), unit ``angle/pi``, n = tokens,
+                   ``detail`` = the application (kind, stage, loop, layer); extra columns ``split``, ``kind``,
+                   ``stage``, ``loop``, ``layer`` (1-based), ``window``, ``seq_len``, ``device``, ``n_windows``,
+                   ``n_docs``, ``docs``; per (stage, loop): ``stage_mean_angular_distance`` (mean of
+                   ``angular_distance`` over its applications; axis ``stage``, ``axis2`` = ``loop``, n =
+                   applications, extra ``stage_loops``)
+=================  ==================================================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..readers import (ResultFileError, read_angular, read_json, read_longppl, read_metrics, read_ppl,
+                       read_summary)
+from ..studies import figure2_numbers, smoothed
+from ..tidy import NO_SEED, tidy_frame
+
+__all__ = ["STUDIES", "summarize_study", "FIG2_SMOOTHING", "run_seed", "run_loops", "read_curve", "params_at_loss",
+           "fig5_derived_run", "paper_wiki_ppl",
+           "summarize_runs", "summarize_fig2", "summarize_fig5", "summarize_fig6", "summarize_heldout_ppl",
+           "summarize_fig4", "summarize_fig8"]
+
+#: EMA alpha of the training-loss curves of Figures 2 and 6 (display smoothing and Figure 2's numbers).
+FIG2_SMOOTHING = 0.3
+
+Pathish = str | Path
+
+
+# ----------------------------------------------------------------------------------------------- run facts
+def _run_config(run_dir: Path) -> dict | None:
+    p = run_dir / "run_config.json"
+    if not p.is_file():
+        return None
+    rc = read_json(p, what="run config")
+    if not isinstance(rc, dict):
+        raise ResultFileError(p, "top level", f"expected an object, got {type(rc).__name__}")
+    return rc
+
+
+def _get(d: Any, *path: str) -> Any:
+    for k in path:
+        d = d.get(k) if isinstance(d, Mapping) else None
+    return d
+
+
+def run_seed(run_dir: Pathish) -> int:
+    """The training seed of the run in ``run_dir``: ``seed``, ``train.seed`` or ``provenance.seed`` of its
+    ``summary.json``, else ``train.seed`` of its ``run_config.json`` (the first present), else
+    :data:`yocou.tidy.NO_SEED`."""
+    d = Path(run_dir)
+    sm = read_summary(d / "summary.json") if (d / "summary.json").is_file() else {}
+    rc = _run_config(d) or {}
+    for src, path in ((sm, ("seed",)), (sm, ("train", "seed")), (sm, ("provenance", "seed")), (rc, ("train", "seed"))):
+        v = _get(src, *path)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return NO_SEED
+
+
+def run_loops(run_dir: Pathish) -> int:
+    """The loop count T of the run in ``run_dir``: the largest ``n_loops`` over the stages of its model, read from
+    ``run_config.json`` (``model.stages``), else from the provenance of its ``summary.json``.
+
+    Raises:
+        ValueError: neither file records the model's stages.
+    """
+    d = Path(run_dir)
+    sm = read_summary(d / "summary.json") if (d / "summary.json").is_file() else {}
+    for stages in (_get(_run_config(d), "model", "stages"), _get(sm, "provenance", "config", "model", "stages")):
+        if isinstance(stages, list) and stages and all(isinstance(_get(s, "n_loops"), int) for s in stages):
+            return max(int(s["n_loops"]) for s in stages)
+    raise ValueError(f"{d}: neither run_config.json nor summary.json records model.stages[].n_loops "
+                     "(train the run with the pipeline)")
+
+
+def read_curve(run_dir: Pathish) -> pd.DataFrame:
+    """The run's training log as ``step, tokens, train_flops, loss`` (validated by
+    :func:`yocou.readers.read_metrics`; FileNotFoundError when the run has no ``metrics.jsonl``)."""
+    p = Path(run_dir) / "metrics.jsonl"
+    if not p.is_file():
+        raise FileNotFoundError(f"{p} not found (train the run first)")
+    return pd.DataFrame(read_metrics(p))[["step", "tokens", "train_flops", "loss"]]
+
+
+def _dirs(runs: Mapping[str, Pathish] | Iterable[Pathish]) -> dict[str, Path]:
+    """run name → run folder: a mapping as given, or folders (the folder's name is the run)."""
+    if isinstance(runs, Mapping):
+        return {str(k): Path(v) for k, v in runs.items()}
+    return {Path(p).name: Path(p) for p in runs}
+
+
+# ----------------------------------------------------------------------------------------------------- runs
+def summarize_runs(run_dirs: Mapping[str, Pathish] | Iterable[Pathish]) -> pd.DataFrame:
+    """Study ``runs``: per run its budget and final training loss (module docstring).
+
+    ``run_dirs``: run folders (``runs/<scale>/models/<run>``), or run → folder. A folder without
+    ``metrics.jsonl`` whose summary has ``equal_flops.of`` (an ``*_eqflops`` snapshot, :mod:`yocou.studies`)
+    takes its loss from the base run's log next to it; otherwise the run has no ``final_train_loss`` row.
+    """
+    rows: list[dict[str, Any]] = []
+    for run, d in _dirs(run_dirs).items():
+        sm = read_summary(d / "summary.json", require=("params",))
+        seed = run_seed(d)
+        base = dict(study="runs", run=run, role=run, seed=seed)
+        rows += [{**base, "metric": "params", "value": sm["params"], "unit": "params"},
+                 {**base, "metric": "tokens", "value": sm["tokens"], "unit": "tokens"},
+                 {**base, "metric": "train_flops", "value": sm["train_flops"], "unit": "flops"},
+                 {**base, "metric": "steps", "value": sm["steps"], "unit": "steps"}]
+        if "active_params_per_token" in sm:
+            rows.append({**base, "metric": "activated_params", "value": sm["active_params_per_token"],
+                         "unit": "params", "detail": "active matrix parameters per token, loops counted"})
+        of = _get(sm, "equal_flops", "of")
+        if (d / "metrics.jsonl").is_file():
+            c = read_curve(d)
+            last = c.iloc[-1]
+            detail = f"last logged step {int(last['step'])}"
+        elif isinstance(of, str) and (d.parent / of / "metrics.jsonl").is_file():
+            c = read_curve(d.parent / of)
+            c = c[c["step"] <= sm["steps"]]
+            if c.empty:
+                continue
+            last = c.iloc[-1]
+            detail = (f"logged step {int(last['step'])} of {of}, the last at or before this equal-FLOPs snapshot "
+                      f"(step {sm['steps']})")
+        else:
+            continue
+        rows.append({**base, "metric": "final_train_loss", "value": float(last["loss"]), "unit": "nats",
+                     "detail": detail})
+    return tidy_frame(rows, where="tidy runs")
+
+
+# -------------------------------------------------------------------------------------------------- Figure 2
+def _curve_rows(study: str, run: str, role: str, seed: int, c: pd.DataFrame, alpha: float,
+                axes: Iterable[str]) -> list[dict[str, Any]]:
+    c = c.sort_values("step")
+    sm = smoothed(c["loss"], alpha)
+    how = f"EMA alpha {alpha:g}" if alpha < 1 else "no smoothing"
+    rows = []
+    for axis in axes:
+        for (_, r), s in zip(c.iterrows(), sm):
+            base = dict(study=study, run=run, role=role, seed=seed, axis=axis, axis_value=float(r[axis]),
+                        unit="nats", step=int(r["step"]))
+            rows.append({**base, "metric": "train_loss", "value": float(r["loss"])})
+            rows.append({**base, "metric": "train_loss_smoothed", "value": float(s), "detail": how})
+    return rows
+
+
+def summarize_fig2(runs: Mapping[str, Pathish], *, ref: str = "yoco", new: str = "yocou",
+                   alpha: float = FIG2_SMOOTHING) -> pd.DataFrame:
+    """Study ``fig2``: the training curves of ``runs`` (role → run folder, the core roles) and, when both ``ref``
+    (YOCO) and ``new`` (YOCO-U) are among the roles, Figure 2's numbers (:func:`yocou.studies.figure2_numbers`)
+    as rows of the derived role ``<new>|<ref>``."""
+    rows: list[dict[str, Any]] = []
+    curves, seeds, names = {}, {}, {}
+    for role, d in runs.items():
+        d = Path(d)
+        curves[role], seeds[role], names[role] = read_curve(d), run_seed(d), d.name
+        rows += _curve_rows("fig2", d.name, role, seeds[role], curves[role], alpha, ("tokens", "train_flops"))
+    if ref in curves and new in curves:
+        n = figure2_numbers(curves[ref], curves[new], alpha)
+        base = dict(study="fig2", run=f"{names[new]}|{names[ref]}", role=f"{new}|{ref}",
+                    seed=seeds[new] if seeds[new] == seeds[ref] else NO_SEED)
+        how = f"smoothed by an EMA (alpha {alpha:g}) over the logged rows"
+        rows += [{**base, "metric": "reference_final_loss", "value": n["reference_final_loss"], "unit": "nats",
+                  "detail": f"{ref}'s final training loss, {how}"},
+                 {**base, "metric": "reference_tokens", "value": n["reference_tokens"], "unit": "tokens",
+                  "detail": f"{ref}'s last logged row"},
+                 {**base, "metric": "reference_train_flops", "value": n["reference_train_flops"], "unit": "flops",
+                  "detail": f"{ref}'s last logged row"},
+                 {**base, "metric": "reached_reference_loss", "value": float(n["tokens_to_reach"] is not None),
+                  "unit": "flag", "detail": f"whether {new}'s curve ({how}) falls to reference_final_loss"}]
+        if n["tokens_to_reach"] is not None:
+            rows += [{**base, "metric": "tokens_to_reach", "value": n["tokens_to_reach"], "unit": "tokens",
+                      "detail": f"first tokens at which {new} reaches reference_final_loss, linear between rows"},
+                     {**base, "metric": "token_saving", "value": n["token_saving"], "unit": "fraction",
+                      "detail": "1 - tokens_to_reach / reference_tokens"}]
+        rows.append({**base, "metric": "loss_gap_at_equal_flops", "value": n["loss_gap_at_equal_flops"],
+                     "unit": "nats", "detail": f"at the {n['loss_gap_at']} ({n['reference_train_flops']:.3g})"})
+    return tidy_frame(rows, where="tidy fig2")
+
+
+# ------------------------------------------------------------------------------------------ Figures 5 and 6
+def _heldout(ppl_path: Pathish) -> dict[str, Any]:
+    """``{"book", "code", "loss", "docs"}``: held-out NLL (nats/token) per split, their mean, and the document
+    ids per split, from a ppl JSON."""
+    splits = read_ppl(ppl_path)["splits"]
+    missing = [s for s in ("heldout_book", "heldout_code") if s not in splits]
+    if missing:
+        raise ResultFileError(ppl_path, "splits", f"expected heldout_book and heldout_code, missing {missing}")
+    book, code = splits["heldout_book"]["nll"], splits["heldout_code"]["nll"]
+    return {"book": book, "code": code, "loss": (book + code) / 2,
+            "docs": {k: [d["id"] for d in s.get("docs", [])] for k, s in splits.items()}}
+
+
+def _describe_heldout(docs: Mapping[str, list[str]]) -> str:
+    """``"book (1 document: milton/paradise_lost) and code (3 documents: stdlib/a.py, ...)"``."""
+    parts = []
+    for split in ("heldout_book", "heldout_code"):
+        ids = list(docs.get(split, []))
+        shown = ", ".join(ids[:4]) + (", …" if len(ids) > 4 else "")
+        parts.append(f"{split.removeprefix('heldout_')} ({len(ids)} document{'s' if len(ids) != 1 else ''}"
+                     f"{': ' + shown if ids else ''})")
+    return " and ".join(parts)
+
+
+def _union_docs(results: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Per split the union of the document ids over runs (every run is evaluated on the same documents; a
+    count never understates what was held out)."""
+    out: dict[str, list[str]] = {}
+    for r in results:
+        for split, ids in r["docs"].items():
+            have = out.setdefault(split, [])
+            have += [i for i in ids if i not in have]
+    return out
+
+
+def params_at_loss(ladder: pd.DataFrame, loss: float) -> float | None:
+    """Parameters at which the ladder (columns ``params``, ``loss``) reaches ``loss``, interpolated linearly in
+    log P between neighbouring rungs; ``None`` outside its range."""
+    y = ladder.sort_values("params")
+    lp, ls = np.log(y["params"].to_numpy(float)), y["loss"].to_numpy(float)
+    for i in range(len(ls) - 1):
+        lo, hi = sorted((ls[i], ls[i + 1]))
+        if lo <= loss <= hi and ls[i] != ls[i + 1]:
+            return float(math.exp(lp[i] + (lp[i + 1] - lp[i]) * (ls[i] - loss) / (ls[i] - ls[i + 1])))
+    return None
+
+
+def fig5_derived_run(rung: str, ref_runs: Iterable[str]) -> str:
+    """The ``run`` of Figure 5's derived rows of one rung: the rung, then the reference ladder, joined by ``|``."""
+    return "|".join([rung, *ref_runs])
+
+
+def summarize_fig5(families: Mapping[str, list[str]], *, run_root: Pathish, ppl_root: Pathish,
+                   ref: str = "yoco", new: str = "yocou") -> pd.DataFrame:
+    """Study ``fig5``: ``families`` is ``studies.fig5`` (role → its ladder of runs); per run the held-out loss
+    against parameters and activated parameters, and per ``new`` rung the parameter saving against the ``ref``
+    ladder: ``1 − P_new / P_ref(L)``, ``P_ref(L)`` the ``ref`` parameters reaching the same loss
+    (:func:`params_at_loss`)."""
+    run_root, ppl_root = Path(run_root), Path(ppl_root)
+    info: dict[str, dict[str, Any]] = {}
+    for role, runs in families.items():
+        for r in runs:
+            sm = read_summary(run_root / r / "summary.json", require=("params", "active_params_per_token"))
+            info[r] = {"role": role, "params": sm["params"], "active": sm["active_params_per_token"],
+                       "seed": run_seed(run_root / r), **_heldout(ppl_root / f"{r}.json")}
+    where = "held-out " + _describe_heldout(_union_docs(info.values()))
+    rows: list[dict[str, Any]] = []
+    for r, x in info.items():
+        base = dict(study="fig5", run=r, role=x["role"], seed=x["seed"], unit="nats")
+        rows += [{**base, "metric": "final_loss", "axis": "params", "axis_value": x["params"], "value": x["loss"],
+                  "detail": f"mean of the NLL on the {where}"},
+                 {**base, "metric": "final_loss", "axis": "activated_params", "axis_value": x["active"],
+                  "value": x["loss"], "detail": f"mean of the NLL on the {where}"},
+                 {**base, "metric": "book.loss", "value": x["book"]},
+                 {**base, "metric": "code.loss", "value": x["code"]}]
+    ladder = pd.DataFrame([{"params": x["params"], "loss": x["loss"]} for x in info.values() if x["role"] == ref])
+    ref_runs = list(families.get(ref, []))
+    for r in families.get(new, []) if len(ladder) else []:
+        x = info[r]
+        p = params_at_loss(ladder, x["loss"])
+        base = dict(study="fig5", run=fig5_derived_run(r, ref_runs), role=f"{new}|{ref}", seed=x["seed"], axis="params",
+                    axis_value=x["params"])
+        rows.append({**base, "metric": "reached_reference_loss", "value": float(p is not None), "unit": "flag",
+                     "detail": f"whether {r}'s held-out loss lies inside the {ref} ladder's range"})
+        if p is not None:
+            rows += [{**base, "metric": "yoco_params_at_loss", "value": p, "unit": "params",
+                      "detail": f"{ref} parameters at {r}'s loss, linear in log P along its ladder"},
+                     {**base, "metric": "param_saving", "value": 1 - x["params"] / p, "unit": "fraction",
+                      "detail": "1 - params / yoco_params_at_loss"}]
+    return tidy_frame(rows, where="tidy fig5")
+
+
+def summarize_fig6(roles: Mapping[str, str], *, run_root: Pathish, ppl_root: Pathish,
+                   alpha: float = FIG2_SMOOTHING) -> pd.DataFrame:
+    """Study ``fig6``: ``roles`` is ``studies.fig6`` (T1, T2, ... → run); per run the held-out loss on axis ``T``
+    (the run's own loop count, :func:`run_loops`) and its training curve against tokens."""
+    run_root, ppl_root = Path(run_root), Path(ppl_root)
+    rows: list[dict[str, Any]] = []
+    for role, r in roles.items():
+        d = run_root / r
+        t, seed, h = run_loops(d), run_seed(d), _heldout(ppl_root / f"{r}.json")
+        base = dict(study="fig6", run=r, role=role, seed=seed, axis="T", axis_value=t, unit="nats")
+        rows += [{**base, "metric": "final_loss", "value": h["loss"],
+                  "detail": "mean of the held-out book and code NLL"},
+                 {**base, "metric": "book.loss", "value": h["book"]},
+                 {**base, "metric": "code.loss", "value": h["code"]}]
+        rows += _curve_rows("fig6", r, role, seed, read_curve(d), alpha, ("tokens",))
+    final = sorted(((x["axis_value"], x) for x in rows if x["metric"] == "final_loss"), key=lambda tx: tx[0])
+    for (_, a), (t, b) in zip(final, final[1:]):
+        rows.append(dict(study="fig6", run=f"{b['run']}|{a['run']}", role=f"{b['role']}|{a['role']}",
+                         seed=b["seed"] if a["seed"] == b["seed"] else NO_SEED, metric="final_loss_change", axis="T",
+                         axis_value=t, value=b["value"] - a["value"], unit="nats",
+                         detail=f"final_loss at T = {t:g} minus at T = {a['axis_value']:g}"))
+    return tidy_frame(rows, where="tidy fig6")
+
+
+# ----------------------------------------------------------------------------------- held-out perplexity
+def paper_wiki_ppl() -> dict[str, dict[str, float]]:
+    """The paper's Wiki. ppl by printed model label (Table 3, then Table 5 for rows Table 3 does not print):
+    ``{label: {"ppl": value, "ratio": value / Transformer's}}`` (no ``ratio`` when no Transformer row)."""
+    from ..reported import load_table
+
+    vals: dict[str, float] = {}
+    for n in (3, 5):
+        t = load_table(n)
+        for _, r in t[t["column"] == "Wiki. ppl"].iterrows():
+            vals.setdefault(str(r["model"]), float(r["value"]))
+    base = vals.get("Transformer")
+    return {m: {"ppl": v, **({"ratio": v / base} if base else {})} for m, v in vals.items()}
+
+
+def summarize_heldout_ppl(runs: Mapping[str, Pathish], *, ppl_root: Pathish,
+                          baseline: str = "transformer") -> pd.DataFrame:
+    """Study ``heldout_ppl``: ``runs`` is role → run folder (the core roles); per split of each run's ppl JSON
+    its perplexity and NLL, and the perplexity relative to the ``baseline`` role's (when it is among them)."""
+    ppl_root = Path(ppl_root)
+    rows: list[dict[str, Any]] = []
+    res, names, seeds = {}, {}, {}
+    for role, d in runs.items():
+        d = Path(d)
+        names[role], seeds[role] = d.name, run_seed(d)
+        res[role] = read_ppl(ppl_root / f"{d.name}.json")["splits"]
+        for split, s in res[role].items():
+            ids = [x["id"] for x in s.get("docs", [])]
+            base = dict(study="heldout_ppl", run=d.name, role=role, seed=seeds[role], n=s["n_tokens"], split=split,
+                        n_docs=len(ids), seq_len=s["seq_len"], max_tokens_per_doc=s.get("max_tokens_per_doc"),
+                        detail=", ".join(ids[:3]) + (", ..." if len(ids) > 3 else ""))
+            m = split.removeprefix("heldout_")
+            rows += [{**base, "metric": f"{m}.ppl", "value": s["ppl"], "unit": "ppl"},
+                     {**base, "metric": f"{m}.loss", "value": s["nll"], "unit": "nats"}]
+    if baseline in res:
+        for role, splits in res.items():
+            for split, s in splits.items():
+                b = res[baseline].get(split)
+                if b is None:
+                    continue
+                rows.append(dict(study="heldout_ppl", run=f"{names[role]}|{names[baseline]}", role=f"{role}|{baseline}",
+                                 seed=seeds[role], metric=f"{split.removeprefix('heldout_')}.ppl_ratio",
+                                 value=s["ppl"] / b["ppl"], unit="ratio", split=split,
+                                 detail=f"ppl / {baseline}'s ppl"))
+    return tidy_frame(rows, where="tidy heldout_ppl")
+
+
+# -------------------------------------------------------------------------------------------------- Figure 4
+def summarize_fig4(runs: Mapping[str, Pathish], *, longppl_root: Pathish) -> pd.DataFrame:
+    """Study ``fig4``: ``runs`` is role → run folder (core roles); per split of each run's long-context result
+    the cumulative and final-span perplexity against the input length (``span_ppl`` where a full span exists)."""
+    rows: list[dict[str, Any]] = []
+    for role, d in runs.items():
+        d = Path(d)
+        res = read_longppl(Path(longppl_root) / f"{d.name}.json")
+        seed = run_seed(d)
+        for split, s in res["splits"].items():
+            ids = list(dict.fromkeys(x["id"] for x in s["docs"]))
+            for c in s["curves"]:
+                base = dict(study="fig4", run=d.name, role=role, seed=seed, axis="seq_len", axis_value=c["length"],
+                            unit="ppl", n=c.get("n_docs", s["n_docs"]), extrapolated=bool(c["extrapolated"]),
+                            train_seq_len=res["train_seq_len"], span=res["span"], split=split,
+                            detail=", ".join(ids))
+                rows.append({**base, "metric": f"{split}.cum_ppl", "value": c["cum_ppl"]})
+                if c.get("span_ppl") is not None:
+                    rows.append({**base, "metric": f"{split}.span_ppl", "value": c["span_ppl"]})
+    return tidy_frame(rows, where="tidy fig4")
+
+
+# -------------------------------------------------------------------------------------------------- Figure 8
+def summarize_fig8(runs: Mapping[str, Pathish], *, angular_root: Pathish) -> pd.DataFrame:
+    """Study ``fig8``: ``runs`` is role → run folder (the fig8 roles); per layer application of each run the
+    angular distance, per held-out split and for their token-weighted mean (``angular_distance``)."""
+    rows: list[dict[str, Any]] = []
+    for role, d in runs.items():
+        d = Path(d)
+        res = read_angular(Path(angular_root) / f"{d.name}.json")
+        seed = run_seed(d)
+        for split, s in {**res["splits"], "all": res["all"]}.items():
+            docs = s.get("docs", [])
+            for app, dist in zip(res["applications"], s["distance"]):
+                rows.append(dict(
+                    study="fig8", run=d.name, role=role, seed=seed,
+                    metric="angular_distance" if split == "all" else f"{split}.angular_distance",
+                    axis="application", axis_value=app["index"], value=dist, n=s["n_tokens"], unit="angle/pi",
+                    split=split,
+                    detail=f"{app['kind']} stage {app['stage']} loop {app['loop'] + 1} layer {app['layer'] + 1}",
+                    kind=app["kind"], stage=app["stage"], loop=app["loop"] + 1, layer=app["layer"] + 1,
+                    window=app.get("window"), seq_len=res["seq_len"], device=str(res.get("device", "cpu")),
+                    n_windows=s.get("n_windows"), n_docs=s.get("n_docs"),
+                    docs=", ".join(docs[:4]) + (", …" if len(docs) > 4 else "")))
+        # mean distance of each (stage, loop) stretch, on the token-weighted mean of the splits
+        apps = pd.DataFrame([{"stage": a["stage"], "loop": a["loop"] + 1, "kind": a["kind"], "d": x}
+                             for a, x in zip(res["applications"], res["all"]["distance"])])
+        for (stage, loop), g in apps.groupby(["stage", "loop"], sort=False):
+            rows.append(dict(study="fig8", run=d.name, role=role, seed=seed, metric="stage_mean_angular_distance",
+                             axis="stage", axis_value=stage, axis2="loop", axis2_value=loop, value=float(g["d"].mean()),
+                             n=len(g), unit="angle/pi", kind=g["kind"].iloc[0], stage=stage, loop=loop,
+                             stage_loops=int(apps[apps["stage"] == stage]["loop"].max()),
+                             detail=f"mean of angular_distance over the {len(g)} applications of stage {stage}, "
+                                    f"loop {loop}"))
+    return tidy_frame(rows, where="tidy fig8")
+
+
+# ------------------------------------------------------------------------------------------------ dispatcher
+#: The studies of this module, in the order the pipeline writes them.
+STUDIES = ("runs", "fig2", "heldout_ppl", "fig4", "fig5", "fig6", "fig8")
+
+
+def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish, ppl_root: Pathish | None = None,
+                    longppl_root: Pathish | None = None, angular_root: Pathish | None = None) -> pd.DataFrame:
+    """The tidy table of ``study`` (one of :data:`STUDIES`), its roles from ``config``
+    (:func:`yocou.tidy.study_roles`: ``core`` for fig2, heldout_ppl and fig4; ``studies.fig8``, else ``core``, for
+    fig8), its runs under ``run_root`` (``runs/<scale>/models``) and their results under the given roots. For
+    ``runs`` the config lists the runs (``config["runs"]``).
+
+    Raises:
+        ValueError: an unknown study, or a root the study needs is not given.
+    """
+    from ..tidy import study_roles
+
+    def need(root: Pathish | None, name: str) -> Path:
+        if root is None:
+            raise ValueError(f"summarize {study}: {name} is required")
+        return Path(root)
+
+    run_root = Path(run_root)
+
+    def dirs(roles: Mapping[str, Any]) -> dict[str, Path]:
+        return {role: run_root / str(run) for role, run in roles.items()}
+
+    if study == "runs":
+        return summarize_runs({r: run_root / r for r in config["runs"]})
+    if study == "fig2":
+        return summarize_fig2(dirs(study_roles(config, "core")))
+    if study == "heldout_ppl":
+        return summarize_heldout_ppl(dirs(study_roles(config, "core")), ppl_root=need(ppl_root, "ppl_root"))
+    if study == "fig4":
+        return summarize_fig4(dirs(study_roles(config, "core")), longppl_root=need(longppl_root, "longppl_root"))
+    if study == "fig5":
+        return summarize_fig5(study_roles(config, "fig5"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"))
+    if study == "fig6":
+        return summarize_fig6(study_roles(config, "fig6"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"))
+    if study == "fig8":
+        has = "fig8" in (config.get("studies") or {})
+        return summarize_fig8(dirs(study_roles(config, "fig8" if has else "core")),
+                              angular_root=need(angular_root, "angular_root"))
+    raise ValueError(f"summarize: unknown training-side study {study!r}; expected one of {list(STUDIES)}")
