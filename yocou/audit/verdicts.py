@@ -157,7 +157,10 @@ def _by_unit(x: Any, unit: str, default: Any) -> Any:
 def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     """One side's value at ``at`` (absent / number / already-resolved axis value), mean over seeds."""
     r = df[(df["role"] == role) & (df["metric"] == metric)]
-    r = r[(r["axis"] == "") if at is None else (r["axis_value"] == float(at))]
+    if at == "max":  # the largest value over the axis (e.g. Figure 5's best rung)
+        r = r[r["axis_value"] == r.loc[r["value"].idxmax(), "axis_value"]] if not r.empty else r
+    else:
+        r = r[(r["axis"] == "") if at is None else (r["axis_value"] == float(at))]
     r = r[r["axis2"] == ""] if "axis2" in r else r
     if r.empty:
         return None
@@ -285,8 +288,8 @@ def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         x = (w - lo) / n
         return {"ours": x, "se": None if sig else abs(x), "seeds": 1, "spread": f"{sig} beyond 2 se",
                 "shown": f"better on {w}, tied on {t}, worse on {lo} of {n}"}
-    s = _side(df, row["roles"]["a"], row["metric"], None)  # value
-    reached = _side(df, row["roles"]["a"], row["reached"], None) if row.get("reached") else None
+    s = _side(df, row["roles"]["a"], row["metric"], row.get("at"))  # value
+    reached = _side(df, row["roles"]["a"], row["reached"], row.get("at")) if row.get("reached") else None
     if s is None and reached is not None and reached["value"] == 0:
         if row.get("unreached") == "never":
             return {"ours": -math.inf, "se": None, "seeds": reached["seeds"], "shown": "never reaches the reference"}

@@ -11,7 +11,8 @@ training seed, :func:`run_seed`):
 
 =================  ==================================================================================================
 ``runs``           per run (role = run): ``params``, ``activated_params`` (active matrix parameters per token, when the
-                   summary has them), ``tokens``, ``train_flops``, ``steps``, ``final_train_loss`` (nats, the last
+                   summary has them), ``tokens``, ``train_flops``, ``steps``, ``seq_len`` (the training length, from
+                   ``run_config.json``), ``final_train_loss`` (nats, the last
                    logged raw training loss; for an ``*_eqflops`` snapshot the last row of its base run's log at or
                    before the snapshot step, ``detail`` says which)
 ``fig2``           per core role: ``train_loss`` (raw) and ``train_loss_smoothed`` (EMA, ``detail``) on axis
@@ -152,6 +153,9 @@ def summarize_runs(run_dirs: Mapping[str, Pathish] | Iterable[Pathish]) -> pd.Da
                  {**base, "metric": "tokens", "value": sm["tokens"], "unit": "tokens"},
                  {**base, "metric": "train_flops", "value": sm["train_flops"], "unit": "flops"},
                  {**base, "metric": "steps", "value": sm["steps"], "unit": "steps"}]
+        seq_len = _get(_run_config(d) or {}, "train", "seq_len")
+        if isinstance(seq_len, int) and not isinstance(seq_len, bool):  # the training length (the audit's Figure 4 rows)
+            rows.append({**base, "metric": "seq_len", "value": seq_len, "unit": "tokens"})
         if "active_params_per_token" in sm:
             rows.append({**base, "metric": "activated_params", "value": sm["active_params_per_token"],
                          "unit": "params", "detail": "active matrix parameters per token, loops counted"})
