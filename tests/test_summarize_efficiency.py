@@ -102,6 +102,22 @@ def test_derived_exponents_and_ratios(tmp_path: Path) -> None:
     assert p["value"] == pytest.approx(42905 / 85707) and p["run"] == "paper"
 
 
+def test_exponent_spread_is_the_same_fit_on_each_repeat(tmp_path: Path) -> None:
+    """Table 1's stderr: the third repeat of the Transformer grows as N^(p + 0.1), the other two as N^p, so the
+    fitted exponents over repeats are p, p, p + 0.1 and half their range is 0.05."""
+    _profile(tmp_path / "p.json")
+    prof = json.loads((tmp_path / "p.json").read_text())
+    for r in prof["rows"]:
+        if r["variant"] == "transformer":
+            r["repeats"][2]["prefill_s"] *= (r["seq_len"] / 1024) ** 0.1
+    (tmp_path / "p.json").write_text(json.dumps(prof))
+    write_tidy(summarize_efficiency(tmp_path / "p.json", CORE), tmp_path / "efficiency")
+    der = summarize_efficiency_derived(tmp_path / "efficiency.csv", {"lo": 1024, "hi": 8192})
+    e = one(der, role="transformer", metric="exponent.prefill")
+    assert e["stderr"] == pytest.approx(0.05) and "3 repeats" in e["detail"]
+    assert one(der, role="yoco", metric="exponent.prefill")["stderr"] == pytest.approx(0.0, abs=1e-12)
+
+
 def test_fit_range_falls_back_like_table1(tmp_path: Path) -> None:
     """lo above every N: the fit runs from the second-largest N to the largest (two points: exact slope)."""
     _profile(tmp_path / "p.json")

@@ -11,12 +11,14 @@ Studies (the contract's table, ``CONTRACT.md`` of issue 14):
   ``kv_bytes`` (measured), ``kv_bytes_formula`` (SPEC.md section 5), ``peak_mem_bytes`` (bytes) and
   ``loadavg_1m_before``/``loadavg_1m_after`` (unit ``load``). Extra columns: ``loaded`` (a 1-minute load average
   above the machine's CPU count), ``device``, ``device_kind`` (``CPU``/``GPU``), ``device_label``, ``dtype``,
-  ``n_threads``, ``n_cpus``, ``mem_kind``, ``prompt_len``, ``n_decode``, ``kv_equal``.
+  ``n_threads``, ``n_cpus``, ``mem_kind``, ``prompt_len``, ``n_decode``, ``kv_equal``. Each repeat's seconds
+  of :data:`REPEATED` as ``<metric>.repeat`` (``axis2`` = ``repeat``, its index).
 * ``efficiency_derived`` (:func:`summarize_efficiency_derived`): ``prefill_ratio``, ``decode_ratio``,
   ``kv_ratio`` (role ``a|b``, axis ``seq_len``; axis ``""``: the mean over the measured lengths), the paper's
   ``paper.prefill_ratio``/``paper.decode_ratio``/``paper.kv_ratio`` (run ``paper``, Tables 8-10) likewise, and per
   core role ``exponent.prefill``, ``exponent.decode``, ``exponent.kv``, ``exponent.prefill_cpu`` (axis ``""``,
-  ``detail`` the fit range, extra columns ``fit_lo``/``fit_hi``) plus the linear KV fit ``kv_bytes_per_token``
+  ``detail`` the fit range, extra columns ``fit_lo``/``fit_hi``; stderr: half the range of the same fit on each
+  repeat's seconds, when there are two or more) plus the linear KV fit ``kv_bytes_per_token``
   and ``kv_fixed_bytes`` over every N.
 * ``kv`` (:func:`summarize_kv`): ``kv_bytes`` measured and ``kv_bytes_formula`` per core role and N.
 * ``table10`` (:func:`summarize_table10`): ``kv_mib_formula`` at the paper's 1.3B configuration over
@@ -45,6 +47,7 @@ RATIOS = (("yocou", "yoco"), ("rins", "transformer"), ("yoco", "transformer"), (
 RATIO_METRICS = {"prefill_ratio": ("prefill_tokens_per_s", 8), "decode_ratio": ("decode_tokens_per_s", 9),
                  "kv_ratio": ("kv_bytes", 10)}
 # Table 1 exponent metric -> efficiency metric fitted against N
+REPEATED = ("prefill_s", "decode_s", "prefill_cpu_s")  # metrics also written per repeat (``<metric>.repeat``)
 EXPONENTS = {"exponent.prefill": "prefill_s", "exponent.decode": "decode_s", "exponent.kv": "kv_bytes",
              "exponent.prefill_cpu": "prefill_cpu_s"}
 
@@ -132,6 +135,11 @@ def summarize_efficiency(profile: str | Path, roles: Mapping[str, Any]) -> pd.Da
             out.append({"study": "efficiency", "run": run, "role": run_role[run], "seed": NO_SEED, "metric": metric,
                         "axis": "seq_len", "axis_value": float(r["seq_len"]), "value": float(value), "stderr": se,
                         "n": n, "unit": unit, **extra})
+        for k in REPEATED:  # each repeat's seconds: the spread of Table 1's fitted exponents over repeats
+            for i, v in enumerate(rep(k)):
+                out.append({"study": "efficiency", "run": run, "role": run_role[run], "seed": NO_SEED,
+                            "metric": f"{k}.repeat", "axis": "seq_len", "axis_value": float(r["seq_len"]),
+                            "axis2": "repeat", "axis2_value": float(i), "value": float(v), "unit": "s", **extra})
     return tidy_frame(out, where=f"efficiency from {profile}")
 
 
@@ -161,8 +169,9 @@ def summarize_efficiency_derived(efficiency: pd.DataFrame | str | Path, fit: Map
     from ..bench.profile import fit_exponent, fit_linear
     from ..reported import load_table
 
-    eff = _frame(efficiency)
-    eff = eff[eff["axis"] == "seq_len"]
+    eff_all = _frame(efficiency)
+    eff_all = eff_all[eff_all["axis"] == "seq_len"]
+    eff = eff_all[~eff_all["metric"].str.endswith(".repeat")]
     role_run = dict(zip(eff["role"], eff["run"]))
     out: list[dict[str, Any]] = []
 
@@ -201,10 +210,18 @@ def summarize_efficiency_derived(efficiency: pd.DataFrame | str | Path, fit: Map
             if g.empty or len(g) < n_all:  # e.g. CPU seconds not recorded at every N: no fit
                 continue
             n_in = int(((g["axis_value"] >= lo) & (g["axis_value"] <= hi)).sum())
+            # the spread: the same fit on each repeat's seconds (half the range of the fitted exponents)
+            reps = select(eff_all, role=role, metric=f"{src}.repeat")
+            slopes = [fit_exponent(list(x["axis_value"]), list(x["value"]), lo=lo, hi=hi)
+                      for _, x in reps.sort_values("axis_value").groupby("axis2_value")
+                      if len(x) == len(g)] if len(reps) else []
             out.append({"study": "efficiency_derived", "run": run, "role": role, "metric": metric, "axis": "",
                         "value": fit_exponent(list(g["axis_value"]), list(g["value"]), lo=lo, hi=hi),
+                        "stderr": _half_range(slopes) if len(slopes) >= 2 else math.nan,
                         "n": float(n_in), "unit": "exponent", "detail": f"least-squares slope of log {src} against "
-                        f"log N for N in [{lo}, {hi}]", "fit_lo": lo, "fit_hi": hi})
+                        f"log N for N in [{lo}, {hi}]" + (f"; stderr: half the range of the same fit on each of "
+                                                         f"{len(slopes)} repeats" if len(slopes) >= 2 else ""),
+                        "fit_lo": lo, "fit_hi": hi})
         g = select(eff, role=role, metric="kv_bytes").sort_values("axis_value")
         slope, icpt = fit_linear(list(g["axis_value"]), list(g["value"]))
         for metric, v in (("kv_bytes_per_token", slope), ("kv_fixed_bytes", icpt)):
