@@ -2,7 +2,7 @@
 
 Flow: runs (``runs/<scale>/``) and per-run evaluation outputs → a *summarize* step per study (library functions in
 :mod:`yocou.summarize`, which do every fit, interpolation and ratio) → ``results/<scale>/tidy/<study>.{csv,json}``
-→ renderers that only select, format and draw, and the audit (:mod:`yocou.audit.compare`), which reads the same
+→ renderers that only select, format and draw, and the audit (:mod:`yocou.audit.verdicts`), which reads the same
 files.
 
 Columns (:data:`COLUMNS`):
