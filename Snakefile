@@ -43,6 +43,11 @@ from yocou.config import check_variants
 check_variants(config)
 resolve_config(config, source=f"{_SCALE_FILE} (with --config/--configfile overrides)")
 
+from yocou.wfconfig import bf16_warning  # reads /proc/cpuinfo only
+
+if _bf16 := bf16_warning(config):
+    logger.warning(f"Warning: {_bf16}")
+
 RUN = f"runs/{SCALE}"
 RES = f"results/{SCALE}"
 FIG = f"figures/{SCALE}"

@@ -231,3 +231,32 @@ def required_and_defaulted(schema: Mapping, node: Mapping | None = None, prefix:
         yield f"{prefix}{key}", kind
         if "object" in _types(sub) or "properties" in sub:
             yield from required_and_defaulted(schema, sub, f"{prefix}{key}.")
+
+
+def cpu_has_native_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> bool | None:
+    """Whether this machine's CPU multiplies bf16 natively (the ``amx_bf16`` or ``avx512_bf16`` flag of Linux's
+    ``/proc/cpuinfo``); ``None`` when that file cannot be read (another OS). Without it PyTorch emulates bf16 matmuls:
+    measured on an AVX2-only AMD EPYC, 0.6 GFLOP/s in bf16 against 53 GFLOP/s in fp32 (one thread, 1024^3)."""
+    try:
+        text = Path(cpuinfo).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return bool({"amx_bf16", "avx512_bf16"} & set(flags))
+
+
+def bf16_warning(config: Mapping, cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> str | None:
+    """A one-line warning when the config asks for bf16 on the CPU (``launch.gpus`` false) and this CPU has no
+    native bf16 (:func:`cpu_has_native_bf16`), naming the fields and the ``--config`` override that runs them in
+    fp32; else ``None``."""
+    if (config.get("launch") or {}).get("gpus") or cpu_has_native_bf16(cpuinfo) is not False:
+        return None
+    train = (config.get("train") or {}).get("dtype") == "bf16"
+    evals = [k for k, v in (config.get("eval") or {}).items() if isinstance(v, Mapping) and v.get("dtype") == "bf16"]
+    if not (train or evals):
+        return None
+    fields = ["train.dtype"] * train + [f"eval.{k}.dtype" for k in evals]
+    over = (["'train={dtype: fp32}'"] if train else []) + (
+        ["'eval={" + ", ".join(f"{k}: {{dtype: fp32}}" for k in evals) + "}'"] if evals else [])
+    return (f"this CPU has no native bf16 (no amx_bf16 or avx512_bf16 flag in /proc/cpuinfo): {', '.join(fields)} = "
+            f"bf16 would run emulated, about 100x slower than fp32; add --config {' '.join(over)} to run them in fp32")
