@@ -117,12 +117,13 @@ for _t in ("table2", "table3", "table5"):
         log:
             f"logs/{SCALE}/{_t}.log",
         params:
+            script=_t,
             scale=SCALE,
             variants=" ".join(study_runs(_t)),  # the report's captions name them
             snapshots={r: _SNAPSHOTS[r] for r in study_runs(_t) if r in _SNAPSHOTS},
             cfg=_summarize_cfg(_t),
         script:
-            f"../scripts/{_t}.py"
+            "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)
 
 
 rule fig3:

@@ -86,6 +86,7 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
         log:
             f"logs/{SCALE}/{_f}.log",
         params:
+            script=_f,
             scale=SCALE,
         script:
-            f"../scripts/{_f}.py"
+            "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)
