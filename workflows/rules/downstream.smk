@@ -51,29 +51,6 @@ rule downstream:
         "--out {RES}/downstream/{wildcards.variant} > {log} 2>&1"
 
 
-def study_runs(name):
-    """The runs a study compares, in the config's order (`studies.<name>`: a list, or a mapping of roles)."""
-    s = config.get("studies", {}).get(name, CORE)
-    return list(s.values()) if isinstance(s, dict) else list(s)
-
-
-def _summarize_cfg(study):
-    """The config bits a downstream summary reads (yocou.summarize.downstream): the study's roles (the core
-    variants where `studies` does not set it), core_variants, seed and the task pack's source."""
-    roles = config.get("studies", {}).get(study, list(CORE)) if study != "fig3" else list(CORE)
-    return {"scale": SCALE, "seed": config["seed"], "core_variants": list(CORE),
-            "studies": {study: roles}, "eval": {"downstream": {"source": DS["source"]}}}
-
-
-def _runs_tidy(wildcards):
-    """{RES}/tidy/runs.csv (the run budgets of the tables' notes) once its rule summarize_runs exists."""
-    try:
-        rules.summarize_runs
-    except Exception:  # noqa: BLE001 - not defined (yet) in this workflow: the notes go without budgets
-        return []
-    return [f"{RES}/tidy/runs.csv"]
-
-
 # equal-FLOPs snapshot run -> [the run it is a snapshot of, the run whose training FLOPs it matches]
 _SNAPSHOTS = {f"{v}_eqflops": [v, s["equal_flops_to"]] for v, s in config["variants"].items()
               if s.get("equal_flops_to")}
