@@ -26,8 +26,9 @@ rule eval_pack:
     params:
         tasks=shlex.quote(json.dumps(DS["tasks"], sort_keys=True)),
         seed=DS["seed"],
+        out=lambda wildcards, output: os.path.dirname(output[0]),
     shell:
-        "python -m yocou.lmeval.pack --out {RUN}/eval/pack --tasks {params.tasks} --seed {params.seed} "
+        "python -m yocou.lmeval.pack --out {params.out} --tasks {params.tasks} --seed {params.seed} "
         "--heldout-book {input.heldout} > {log} 2>&1"
 
 
@@ -44,11 +45,13 @@ rule downstream:
         f"logs/{SCALE}/downstream_{{variant}}.log",
     params:
         ds=_DS_JSON,
+        pack=lambda wildcards, input: os.path.dirname(input.pack),
+        out=lambda wildcards, output: os.path.dirname(output.tidy),
     threads: workflow.cores
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.lmeval.run --model {input.model} --tokenizer {input.tok} "
-        "--pack {RUN}/eval/pack --downstream {params.ds} --variant {wildcards.variant} "
-        "--out {RES}/downstream/{wildcards.variant} > {log} 2>&1"
+        "--pack {params.pack} --downstream {params.ds} --variant {wildcards.variant} "
+        "--out {params.out} > {log} 2>&1"
 
 
 # equal-FLOPs snapshot run -> [the run it is a snapshot of, the run whose training FLOPs it matches]

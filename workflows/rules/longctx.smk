@@ -58,12 +58,13 @@ rule longppl:
     params:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
+        tokens_dir=lambda wildcards, input: os.path.dirname(input.data[0]),
     threads: workflow.cores
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} --tokens-dir {RUN}/tokens "
-        "--lengths {params.lens} --span {params.p[span]} --book-docs {params.p[book_docs]} "
-        "--code-docs {params.p[code_docs]} --chunk-size {params.p[chunk_size]} --batch {params.p[batch]} "
-        "--dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} "
+        "--tokens-dir {params.tokens_dir} --lengths {params.lens} --span {params.p[span]} "
+        "--book-docs {params.p[book_docs]} --code-docs {params.p[code_docs]} --chunk-size {params.p[chunk_size]} "
+        "--batch {params.p[batch]} --dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
 
 
 rule summarize_table4:
