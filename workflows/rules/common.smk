@@ -2,6 +2,13 @@
 
 import os
 
+# Every rule's software (`conda:`, used only with --use-conda; plain runs ignore it and use the current Python):
+# the conda environment that environment.yml names, made once beside the Snakefile with
+# `conda env create -f environment.yml`; --use-conda then runs each job in it. A name, not the file: Snakemake
+# would copy the file to .snakemake/conda/ and create it there, where its pip lines (`-e .[dev]`,
+# ./packaging/...), relative to the file's folder, no longer name the project (tests/test_lint.py checks the name).
+CONDA_ENV = "yocou"
+
 # A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
 # trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
 def _shell_json(obj):

@@ -27,6 +27,7 @@ rule eval_pack:
         tasks=shlex.quote(json.dumps(DS["tasks"], sort_keys=True)),
         seed=DS["seed"],
         out=lambda wildcards, output: os.path.dirname(output[0]),
+    conda: CONDA_ENV
     shell:
         "python -m yocou.lmeval.pack --out {params.out} --tasks {params.tasks} --seed {params.seed} "
         "--heldout-book {input.heldout} > {log} 2>&1"
@@ -48,6 +49,7 @@ rule downstream:
         pack=lambda wildcards, input: os.path.dirname(input.pack),
         out=lambda wildcards, output: os.path.dirname(output.tidy),
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.lmeval.run --model {input.model} --tokenizer {input.tok} "
         "--pack {params.pack} --downstream {params.ds} --variant {wildcards.variant} "
@@ -77,6 +79,7 @@ for _t in ("table2", "table3", "table5", "fig3"):
         params:
             study=_t,
             cfg=_summarize_cfg(_t),
+        conda: CONDA_ENV
         script:
             "../scripts/summarize_downstream.py"
 
@@ -101,6 +104,7 @@ for _t in ("table2", "table3", "table5"):
             variants=" ".join(study_runs(_t)),  # the report's captions name them
             snapshots={r: _SNAPSHOTS[r] for r in study_runs(_t) if r in _SNAPSHOTS},
             cfg=_summarize_cfg(_t),
+        conda: CONDA_ENV
         script:
             f"../scripts/{_t}.py"
 
@@ -120,5 +124,6 @@ rule fig3:
         variants=" ".join(CORE),
         benchmarks=", ".join(c["label"] for c in _eval_columns("fig3")),  # the report's caption lists them
         cfg=_summarize_cfg("fig3"),
+    conda: CONDA_ENV
     script:
         "../scripts/fig3.py"
