@@ -72,27 +72,6 @@ for _study, _sec in config.get("studies", {}).items():
                              f"expected a key of 'variants' or <variant>_eqflops of a variant with equal_flops_to "
                              f"({sorted(_RUNS_OK)})")
 
-# A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
-# trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
-def _shell_json(obj):
-    import shlex
-
-    return shlex.quote(json.dumps(obj, sort_keys=True, separators=(",", ":")))
-
-
-def config_json(*sections):
-    """``scale`` and the named top-level ``sections`` of the config, as shell-quoted JSON."""
-    return _shell_json({k: config[k] for k in ("scale", *sections) if k in config})
-
-
-def run_config_json(variant):
-    """What one run depends on (seed, model, train, its own variant entry and the one its equal_flops_to
-    names), as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
-    spec = config["variants"][variant]
-    names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
-    return _shell_json({k: config[k] for k in ("scale", "seed", "model", "train")}
-                       | {"variants": {n: config["variants"][n] for n in names}})
-
 
 include: "workflows/rules/common.smk"
 include: "workflows/rules/data.smk"

@@ -47,6 +47,7 @@ rule audit:
         out=lambda w, output: os.path.dirname(output.md),
         results=lambda w, output: os.path.dirname(os.path.dirname(output.md)),
         scale=SCALE,
+    conda: CONDA_ENV
     shell:
         "python -m yocou.audit --scale {params.scale} --results {params.results:q} --baseline {input.baseline:q} "
         "--figures {params.figs} --out {params.out:q} --report-only > {log} 2>&1"

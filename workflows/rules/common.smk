@@ -2,6 +2,35 @@
 
 import os
 
+# Every rule's software (`conda:`, used only with --use-conda; plain runs ignore it and use the current Python):
+# the conda environment that environment.yml names, made once beside the Snakefile with
+# `conda env create -f environment.yml`; --use-conda then runs each job in it. A name, not the file: Snakemake
+# would copy the file to .snakemake/conda/ and create it there, where its pip lines (`-e .[dev]`,
+# ./packaging/...), relative to the file's folder, no longer name the project (tests/test_lint.py checks the name).
+CONDA_ENV = "yocou"
+
+# A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
+# trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
+def _shell_json(obj):
+    import shlex
+
+    return shlex.quote(json.dumps(obj, sort_keys=True, separators=(",", ":")))
+
+
+def config_json(*sections):
+    """``scale`` and the named top-level ``sections`` of the config, as shell-quoted JSON."""
+    return _shell_json({k: config[k] for k in ("scale", *sections) if k in config})
+
+
+def run_config_json(variant):
+    """What one run depends on (seed, model, train, its own variant entry and the one its equal_flops_to
+    names), as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
+    spec = config["variants"][variant]
+    names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
+    return _shell_json({k: config[k] for k in ("scale", "seed", "model", "train")}
+                       | {"variants": {n: config["variants"][n] for n in names}})
+
+
 # `snakemake --report`: each table and figure goes under the part of the paper it belongs to (category, numbered in
 # the paper's order of tables and figures; the numbers are ours, not the paper's sections) and its own name
 # (subcategory), with its caption workflows/report/<item>.rst (what the paper claims, our scale, the substitutes,
@@ -41,7 +70,7 @@ def launcher(wildcards):
 
 
 def gpu_prefix(n=1):
-    """Shell prefix for a rule that uses `n` GPUs on a local multi-GPU machine (launch.gpu_slots > 0): its
+    """Shell prefix for a job that uses `n` GPUs on a local multi-GPU machine (launch.gpu_slots > 0): its
     command runs with CUDA_VISIBLE_DEVICES set to `n` free slots (yocou.cluster gpu-run); else empty."""
     slots = config["launch"]["gpu_slots"]
     return f"python -m yocou.cluster gpu-run --gpus {n} --slots {slots} -- " if slots else ""
@@ -63,10 +92,10 @@ def _apply_cluster_resources():
 
     rs = workflow.resource_settings
     given = {rule: as_resources(res) for rule, res in dict(rs.overwrite_resources).items()}
-    for rule in _cluster.configured_rules(config):
-        res = as_resources(_cluster.rule_resources(config, rule))
-        res.update(given.get(rule, Resources()))
-        given[rule] = res
+    for name in _cluster.configured_rules(config):
+        res = as_resources(_cluster.rule_resources(config, name))
+        res.update(given.get(name, Resources()))
+        given[name] = res
     rs.overwrite_resources = given
     default = Resources.default("bare") if rs.default_resources is None else Resources.from_mapping(
         rs.default_resources)
@@ -88,3 +117,28 @@ def training_cfg(study):
     """The config bits a training-side summary reads: its roles (yocou.tidy.study_roles) and the scale."""
     sec = config.get("studies", {})
     return {"scale": SCALE, "core_variants": list(CORE), "studies": {study: sec[study]} if study in sec else {}}
+
+
+# The downstream studies (workflows/rules/downstream.smk): their runs and config bits.
+def study_runs(name):
+    """The runs a study compares, in the config's order (`studies.<name>`: a list, or a mapping of roles)."""
+    s = config.get("studies", {}).get(name, CORE)
+    return list(s.values()) if isinstance(s, dict) else list(s)
+
+
+def _summarize_cfg(study):
+    """The config bits a downstream summary reads (yocou.summarize.downstream): the study's roles (the core
+    variants where `studies` does not set it), core_variants, seed and the task pack's source."""
+    roles = config.get("studies", {}).get(study, list(CORE)) if study != "fig3" else list(CORE)
+    source = config["eval"]["downstream"]["source"]
+    return {"scale": SCALE, "seed": config["seed"], "core_variants": list(CORE),
+            "studies": {study: roles}, "eval": {"downstream": {"source": source}}}
+
+
+def _runs_tidy(wildcards):
+    """{RES}/tidy/runs.csv (the run budgets of the tables' notes) once its rule summarize_runs exists."""
+    try:
+        rules.summarize_runs
+    except Exception:  # noqa: BLE001 - not defined (yet) in this workflow: the notes go without budgets
+        return []
+    return [f"{RES}/tidy/runs.csv"]

@@ -13,6 +13,7 @@ rule corpus:
         # The data section as JSON on the command line: a change reruns this rule (Snakemake's params trigger)
         cfg=config_json("data"),
         out=lambda w, output: os.path.dirname(output.manifest),
+    conda: CONDA_ENV
     shell:
         "python -m yocou.cli corpus --config {params.cfg} --out {params.out} > {log} 2>&1"
 
@@ -27,6 +28,7 @@ rule tokenizer:
     params:
         cfg=config_json("data"),
         corpus=lambda w, input: os.path.dirname(input.train),
+    conda: CONDA_ENV
     shell:
         "python -m yocou.cli tokenizer --corpus {params.corpus} --config {params.cfg} --out {output} > {log} 2>&1"
 
@@ -42,5 +44,6 @@ rule tokens:
     params:
         corpus=lambda w, input: os.path.dirname(input.docs[0]),
         out=lambda w, output: os.path.dirname(output[0]),
+    conda: CONDA_ENV
     shell:
         "python -m yocou.cli tokenize --corpus {params.corpus} --tokenizer {input.tok} --out {params.out} > {log} 2>&1"

@@ -26,8 +26,10 @@ rule eval_pack:
     params:
         tasks=shlex.quote(json.dumps(DS["tasks"], sort_keys=True)),
         seed=DS["seed"],
+        out=lambda wildcards, output: os.path.dirname(output[0]),
+    conda: CONDA_ENV
     shell:
-        "python -m yocou.lmeval.pack --out {RUN}/eval/pack --tasks {params.tasks} --seed {params.seed} "
+        "python -m yocou.lmeval.pack --out {params.out} --tasks {params.tasks} --seed {params.seed} "
         "--heldout-book {input.heldout} > {log} 2>&1"
 
 
@@ -44,34 +46,14 @@ rule downstream:
         f"logs/{SCALE}/downstream_{{variant}}.log",
     params:
         ds=_DS_JSON,
+        pack=lambda wildcards, input: os.path.dirname(input.pack),
+        out=lambda wildcards, output: os.path.dirname(output.tidy),
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.lmeval.run --model {input.model} --tokenizer {input.tok} "
-        "--pack {RUN}/eval/pack --downstream {params.ds} --variant {wildcards.variant} "
-        "--out {RES}/downstream/{wildcards.variant} > {log} 2>&1"
-
-
-def study_runs(name):
-    """The runs a study compares, in the config's order (`studies.<name>`: a list, or a mapping of roles)."""
-    s = config.get("studies", {}).get(name, CORE)
-    return list(s.values()) if isinstance(s, dict) else list(s)
-
-
-def _summarize_cfg(study):
-    """The config bits a downstream summary reads (yocou.summarize.downstream): the study's roles (the core
-    variants where `studies` does not set it), core_variants, seed and the task pack's source."""
-    roles = config.get("studies", {}).get(study, list(CORE)) if study != "fig3" else list(CORE)
-    return {"scale": SCALE, "seed": config["seed"], "core_variants": list(CORE),
-            "studies": {study: roles}, "eval": {"downstream": {"source": DS["source"]}}}
-
-
-def _runs_tidy(wildcards):
-    """{RES}/tidy/runs.csv (the run budgets of the tables' notes) once its rule summarize_runs exists."""
-    try:
-        rules.summarize_runs
-    except Exception:  # noqa: BLE001 - not defined (yet) in this workflow: the notes go without budgets
-        return []
-    return [f"{RES}/tidy/runs.csv"]
+        "--pack {params.pack} --downstream {params.ds} --variant {wildcards.variant} "
+        "--out {params.out} > {log} 2>&1"
 
 
 # equal-FLOPs snapshot run -> [the run it is a snapshot of, the run whose training FLOPs it matches]
@@ -97,6 +79,7 @@ for _t in ("table2", "table3", "table5", "fig3"):
         params:
             study=_t,
             cfg=_summarize_cfg(_t),
+        conda: CONDA_ENV
         script:
             "../scripts/summarize_downstream.py"
 
@@ -122,6 +105,7 @@ for _t in ("table2", "table3", "table5"):
             variants=" ".join(study_runs(_t)),  # the report's captions name them
             snapshots={r: _SNAPSHOTS[r] for r in study_runs(_t) if r in _SNAPSHOTS},
             cfg=_summarize_cfg(_t),
+        conda: CONDA_ENV
         script:
             "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)
 
@@ -141,5 +125,6 @@ rule fig3:
         variants=" ".join(CORE),
         benchmarks=", ".join(c["label"] for c in _eval_columns("fig3")),  # the report's caption lists them
         cfg=_summarize_cfg("fig3"),
+    conda: CONDA_ENV
     script:
         "../scripts/fig3.py"

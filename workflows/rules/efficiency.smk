@@ -17,6 +17,7 @@ rule profile:
                       if k not in ("fit", "seq_lens")),
         gpu=lambda w: gpu_prefix(1),  # a free local GPU slot when launch.gpu_slots > 0 (common.smk)
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
         "{params.opts} --threads {threads} --out {output} > {log} 2>&1"
@@ -39,6 +40,7 @@ rule summarize_efficiency:
     params:
         core=CORE,
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_efficiency.py"
 
@@ -56,6 +58,7 @@ rule summarize_efficiency_derived:
     params:
         fit=config["eval"]["profile"]["fit"],
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_efficiency_derived.py"
 
@@ -73,6 +76,7 @@ rule summarize_kv:
     params:
         core=CORE,
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_kv.py"
 
@@ -88,6 +92,7 @@ rule summarize_table10:
     params:
         presets={v: config["variants"][v].get("preset", v) for v in CORE},
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_table10.py"
 
@@ -105,6 +110,7 @@ rule fig7:
         f"logs/{SCALE}/fig7.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/fig7.py"
 
@@ -124,6 +130,7 @@ rule tables8_9:
         f"logs/{SCALE}/tables8_9.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/tables8_9.py"
 
@@ -141,6 +148,7 @@ rule table1:
         f"logs/{SCALE}/table1.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/table1.py"
 

@@ -15,6 +15,7 @@ rule ppl:
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
         "--dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
@@ -31,6 +32,7 @@ rule kv_measure:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
         dtype=config["eval"]["kv_measure"]["dtype"],
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
         "--out {output} > {log} 2>&1"

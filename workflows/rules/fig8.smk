@@ -20,6 +20,7 @@ rule angular:
         batch=config["eval"]["angular"]["batch"],
         dtype=config["eval"]["angular"]["dtype"],
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.analysis.angular --model {input.model} --data {params.tokens} "
         "--max-tokens {params.p[max_tokens]} --seq-len {params.p[seq_len]} --batch {params.batch} "
@@ -39,6 +40,7 @@ rule summarize_fig8:
     params:
         cfg=training_cfg("fig8"),
         job={"study": "fig8", "roots": {"run_root": f"{RUN}/models", "angular_root": f"{RES}/angular"}},
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_training.py"
 
@@ -55,5 +57,6 @@ rule fig8:
         f"logs/{SCALE}/fig8.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/fig8.py"

@@ -22,6 +22,7 @@ rule niah_prompts:
         tasks=" ".join(NIAH["tasks"]),
         lens=" ".join(str(n) for n in NIAH["lengths"]),
         seed=config["seed"],
+    conda: CONDA_ENV
     shell:
         "python -m yocou.longctx.niah prompts --tokenizer {input.tok} --book {input.book} --tasks {params.tasks} "
         "--lengths {params.lens} --n-depths {params.p[n_depths]} --n-samples {params.p[n_samples]} "
@@ -40,6 +41,7 @@ rule niah:
     params:
         p=NIAH,
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
         "--prompts {input.prompts} --max-new-tokens {params.p[max_new_tokens]} --chunk-size {params.p[chunk_size]} "
@@ -58,12 +60,14 @@ rule longppl:
     params:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
+        tokens_dir=lambda wildcards, input: os.path.dirname(input.data[0]),
     threads: workflow.cores
+    conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} --tokens-dir {RUN}/tokens "
-        "--lengths {params.lens} --span {params.p[span]} --book-docs {params.p[book_docs]} "
-        "--code-docs {params.p[code_docs]} --chunk-size {params.p[chunk_size]} --batch {params.p[batch]} "
-        "--dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
+        "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} "
+        "--tokens-dir {params.tokens_dir} --lengths {params.lens} --span {params.p[span]} "
+        "--book-docs {params.p[book_docs]} --code-docs {params.p[code_docs]} --chunk-size {params.p[chunk_size]} "
+        "--batch {params.p[batch]} --dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
 
 
 rule summarize_table4:
@@ -81,6 +85,7 @@ rule summarize_table4:
         core=CORE,
         niah=config["eval"]["niah"],
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_table4.py"
 
@@ -100,6 +105,7 @@ rule table4:
     params:
         scale=SCALE,
         seed=config["seed"],
+    conda: CONDA_ENV
     script:
         "../scripts/table4.py"
 
@@ -116,6 +122,7 @@ rule fig4:
         f"logs/{SCALE}/fig4.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/fig4.py"
 
@@ -133,5 +140,6 @@ rule summarize_fig4:
     params:
         cfg=training_cfg("core"),
         job={"study": "fig4", "roots": {"run_root": f"{RUN}/models", "longppl_root": f"{RES}/longppl"}},
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_training.py"

@@ -17,6 +17,7 @@ rule summarize_fig2:
     params:
         cfg=training_cfg("core"),
         job={"study": "fig2", "roots": {"run_root": f"{RUN}/models"}},
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_training.py"
 
@@ -34,6 +35,7 @@ rule summarize_heldout_ppl:
     params:
         cfg=training_cfg("core"),
         job={"study": "heldout_ppl", "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_training.py"
 
@@ -51,6 +53,7 @@ rule fig2:
         f"logs/{SCALE}/fig2.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/fig2.py"
 
@@ -68,6 +71,7 @@ rule heldout_ppl:
         f"logs/{SCALE}/heldout_ppl.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/heldout_ppl.py"
 
@@ -86,5 +90,6 @@ rule table10:
         f"logs/{SCALE}/table10.log",
     params:
         scale=SCALE,
+    conda: CONDA_ENV
     script:
         "../scripts/table10.py"

@@ -21,6 +21,7 @@ rule eqflops_model:
     params:
         run=lambda w, input: os.path.dirname(input.model),
         out=lambda w, output: os.path.dirname(output.model),
+    conda: CONDA_ENV
     shell:
         "python -m yocou.studies eqflops --run {params.run} --out {params.out} > {log} 2>&1"
 
@@ -46,6 +47,7 @@ rule summarize_runs:
     params:
         cfg={"scale": SCALE, "runs": ALL_RUNS},
         job={"study": "runs", "roots": {"run_root": f"{RUN}/models"}},
+    conda: CONDA_ENV
     script:
         "../scripts/summarize_training.py"
 
@@ -69,6 +71,7 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
         params:
             cfg=training_cfg(_f),
             job={"study": _f, "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
+        conda: CONDA_ENV
         script:
             "../scripts/summarize_training.py"
 
@@ -88,5 +91,6 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
         params:
             script=_f,
             scale=SCALE,
+        conda: CONDA_ENV
         script:
             "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)

@@ -17,6 +17,7 @@ rule run_config:
     params:
         # Only what a run depends on, on the command line: editing evaluation settings never retrains.
         cfg=lambda w: run_config_json(w.variant),
+    conda: CONDA_ENV
     shell:
         "python -m yocou.pipeline --config {params.cfg} --variant {wildcards.variant} "
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"
@@ -39,6 +40,7 @@ rule train:
         out=lambda w, output: os.path.dirname(output.model),
     threads: workflow.cores
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
+    conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} {params.launch} train --run-config {input.rc} --data {input.data} "
         "--out {params.out} > {log} 2>&1"
