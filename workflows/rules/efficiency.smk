@@ -90,7 +90,7 @@ rule summarize_table10:
     log:
         f"logs/{SCALE}/summarize_table10.log",
     params:
-        presets={v: config["variants"][v].get("preset", v) for v in CORE},
+        presets={v: config["variants"][v]["preset"] for v in CORE},
         scale=SCALE,
     conda: CONDA_ENV
     script:
