@@ -1,12 +1,10 @@
 """Reproduced verdicts: our measured effects beside the paper's, one per declared comparison (issue 14).
 
-The comparisons are data, ``eval/comparisons.yaml`` (its header documents the fields). :func:`reproduce` expands
-them (:func:`load_comparisons`) and turns each into a :class:`Verdict` with one evaluator (:func:`evaluate`) that
-reads only the tidy tables ``results/<scale>/tidy/<study>.csv`` (:mod:`yocou.tidy`) and the paper's printed numbers
-(:class:`yocou.audit.claims.Sources`); an absent table gives ``inconclusive`` / ``not run at this scale``.
-:func:`decide` keeps every verdict (``same direction and size``, ``same direction``, ``opposite``, ``inconclusive``)
-no stronger than the evidence: ``deterministic``, ``timing`` (stderr: half the range over repeats), ``eval`` (item
-standard errors) or ``training`` (spread only from several seeds).
+:func:`reproduce` expands the rows of ``eval/comparisons.yaml`` (its header documents the fields) and turns each
+into a :class:`Verdict` with one evaluator (:func:`evaluate`) that reads only the tidy tables
+``results/<scale>/tidy/<study>.csv`` (:mod:`yocou.tidy`) and the paper's printed numbers (an absent table: not run).
+:func:`decide` keeps every verdict no stronger than the evidence: ``deterministic``, ``timing`` (stderr: half the
+range over repeats), ``eval`` (item standard errors) or ``training`` (spread only from several seeds).
 """
 
 from __future__ import annotations
@@ -55,9 +53,7 @@ class Verdict:
     files: tuple[str, ...]
 
     def as_row(self) -> dict:
-        d = dict(self.__dict__)
-        d["claims"], d["files"] = " ".join(self.claims), " ".join(self.files)
-        return d
+        return {**self.__dict__, "claims": " ".join(self.claims), "files": " ".join(self.files)}
 
 
 def decide(paper: float, ours: float | None, *, evidence: str, se: float | None = None, size_comparable: bool = True,
@@ -80,16 +76,14 @@ def decide(paper: float, ours: float | None, *, evidence: str, se: float | None 
     seeds = n_seeds or 0
     direction = SAME if (ours > 0) == (paper > 0) and ours != 0 else OPPOSITE
     observed = f"observed: {direction if ours != 0 else 'no difference'}"
-    if floor:
-        return INCONCLUSIVE, "at the floor for both (no signal)"
-    if evidence == "training" and seeds < 2:
-        return INCONCLUSIVE, f"one seed, no spread ({observed})"
-    if se is not None and abs(ours) <= 2 * se:
-        return INCONCLUSIVE, f"within 2 standard errors ({observed})"
-    if ours == 0:
-        return INCONCLUSIVE, "no difference"
-    if scale == "smoke" and evidence != "deterministic":
-        return INCONCLUSIVE, f"smoke scale checks the plumbing, not the paper ({observed})"
+    for undecided, why in ((floor, "at the floor for both (no signal)"),
+                           (evidence == "training" and seeds < 2, f"one seed, no spread ({observed})"),
+                           (se is not None and abs(ours) <= 2 * se, f"within 2 standard errors ({observed})"),
+                           (ours == 0, "no difference"),
+                           (scale == "smoke" and evidence != "deterministic",
+                            f"smoke scale checks the plumbing, not the paper ({observed})")):
+        if undecided:
+            return INCONCLUSIVE, why
     quals = (["one seed"] if evidence in ("eval", "training") and seeds < 2 else []) + (
         ["no repeat spread"] if evidence == "timing" and se is None else [])
     if direction == OPPOSITE:
@@ -116,12 +110,11 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
     filled (``{a}``: the paper's row label of role ``a`` in the row's paper table, else its display label).
 
     Raises:
-        ValueError: a row lacks ``id``/``study``/``effect``/``evidence``, names an unknown effect or evidence
-            kind, or two expanded rows share an id (naming the file and the row).
+        ValueError: a row lacks id/study/effect/evidence, names an unknown effect or evidence kind, or two expanded
+            rows share an id (naming the file and the row).
     """
-    p = Path(path) if path else evaldefs.eval_dir() / "comparisons.yaml"
-    raw = evaldefs._load(str(p))
-    if not isinstance(raw, list):
+    p = Path(path or evaldefs.eval_dir() / "comparisons.yaml")
+    if not isinstance(raw := evaldefs._load(str(p)), list):
         raise ValueError(f"{p}: expected a list of comparison rows")
     out: list[dict] = []
     for i, row in enumerate(raw):
@@ -144,13 +137,12 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
             subs = {s: (names.paper_row(ptab, r[s]) or names.label(r[s])) if s in r else "" for s in ("a", "b")}
             subs |= {"column": r.get("column", ""), "a_role": r.get("a", ""), "b_role": r.get("b", "")}
             out.append(_fill(r, subs) | {"roles": {s: r[s] for s in ("a", "b") if s in r}})
-    ids = [r["id"] for r in out]
-    if len(ids) != len(set(ids)):
+    if len(ids := [r["id"] for r in out]) != len(set(ids)):
         raise ValueError(f"{p}: duplicate ids {sorted({i for i in ids if ids.count(i) > 1})}")
     return out
 
 
-def _by_unit(x: Any, unit: str, default: Any) -> Any:
+def _by_unit(x: Any, unit: str, default: Any) -> Any:  # a per-unit setting ({ppl: ..., fraction: ...}) or one value
     return x.get(unit, default) if isinstance(x, dict) else (default if x is None else x)
 
 
@@ -164,16 +156,10 @@ def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     r = r[r["axis2"] == ""] if "axis2" in r else r
     if r.empty:
         return None
-    seeds = int(r["seed"].nunique())
-    v = r.groupby("seed")["value"].mean()
+    seeds, v = int(r["seed"].nunique()), r.groupby("seed")["value"].mean()
     se = float(v.std(ddof=1) / math.sqrt(seeds)) if seeds > 1 else (
         None if r["stderr"].isna().all() else float(r["stderr"].iloc[0]))
     return {"value": float(v.mean()), "se": se, "seeds": seeds, "n": r["n"].iloc[0], "unit": r["unit"].iloc[0]}
-
-
-def _axis_values(df: pd.DataFrame, roles: list[str], metric: str) -> list[float]:
-    sets = [set(df[(df["role"] == x) & (df["metric"] == metric) & (df["axis"] != "")]["axis_value"]) for x in roles]
-    return sorted(set.intersection(*sets)) if sets else []
 
 
 def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
@@ -183,7 +169,8 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     a, b = row["roles"]["a"], row["roles"]["b"]
     effs, ses, shown, seeds, floor, unit, eff = [], [], [], 1, True, "", "difference"
     for m in row.get("metrics") or [row["metric"]]:
-        ats: list[Any] = [row.get("at")] if row.get("at") not in ("last", "mean") else _axis_values(df, [a, b], m)
+        ats: list[Any] = [row.get("at")] if row.get("at") not in ("last", "mean") else sorted(set.intersection(*(
+            set(df[(df["role"] == x) & (df["metric"] == m) & (df["axis"] != "")]["axis_value"]) for x in (a, b))))
         ats = ats[-1:] if row.get("at") == "last" else ats
         sides = [(_side(df, a, m, x), _side(df, b, m, x)) for x in ats]
         if not ats or any(sa is None or sb is None for sa, sb in sides):
@@ -192,8 +179,8 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         k, eff = _by_unit(row.get("scale"), unit, 1), _by_unit(row["effect"], unit, "difference")
         f, g = _PAIRWISE[eff]
         e = [f(sa["value"] * k, sb["value"] * k) for sa, sb in sides]
-        s = [None if sa["se"] is None or sb["se"] is None else g(sa["value"] * k, sb["value"] * k, sa["se"] * k, sb["se"] * k)
-             for sa, sb in sides]
+        s = [None if sa["se"] is None or sb["se"] is None else
+             g(sa["value"] * k, sb["value"] * k, sa["se"] * k, sb["se"] * k) for sa, sb in sides]
         effs.append(sum(e) / len(e))
         ses.append(None if None in s else math.sqrt(sum(x * x for x in s)) / len(s))
         seeds = min(x["seeds"] for pair in sides for x in pair)
@@ -212,7 +199,7 @@ def _paper_pairwise(row: dict, src: Sources) -> dict:
     n, col = row["paper"]["table"], row["paper"].get("column") or row.get("column")
     ra, rb = (names.paper_row(f"table{n}", row["roles"][s]) for s in ("a", "b"))
     if ra is None or rb is None:
-        raise ValueError(f"{row['id']}: the paper prints no row for {row['roles']} in Table {n} (yocou.names.PAPER_ROWS)")
+        raise ValueError(f"{row['id']}: the paper prints no row for {row['roles']} in Table {n} (names.PAPER_ROWS)")
     cols = [col] if col else [str(x) for x in names.PAPER_LENGTHS][-1 if row.get("at") == "last" else 0:]
     cells = [(src.num(cell_ref(n, ra, c)), src.num(cell_ref(n, rb, c))) for c in cols]
     refs = [cell_ref(n, r, c) for r in (ra, rb) for c in cols]
@@ -224,12 +211,10 @@ def _paper_pairwise(row: dict, src: Sources) -> dict:
 
 
 def _exponent(row: dict, df: pd.DataFrame, src: Sources) -> dict:
-    s = _side(df, row["roles"]["a"], row["metric"], None) or (
-        _side(df, row["roles"]["a"], row["fallback"], None) if "fallback" in row else None)
+    s = _side(df, row["roles"]["a"], row["metric"], None) or _side(df, row["roles"]["a"], row.get("fallback"), None)
     if s is None:
         return {"missing": f"{row['metric']} not measured for {row['roles']['a']}"}
-    k, pv = float(row["k"]), float(row["paper"]["value"])
-    cell = row["paper"].get("cell")
+    k, pv, cell = float(row["k"]), float(row["paper"]["value"]), row["paper"].get("cell")
     return {"ours": s["value"] - k, "se": s["se"], "seeds": None, "paper": pv - k, "raw": (s["value"], pv),
             "paper_shown": f"{pv:g}" + (f" ({src.text(cell)})" if cell else ""), "shown": f"{s['value']:.2f}",
             "refs": [cell] if cell else []}
@@ -263,30 +248,28 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
 
 def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     eff = row["effect"]
-    if eff == "equal":
-        a = df[df["metric"] == row["metric"]].set_index(["role", "axis_value"])["value"]
-        b = df[df["metric"] == row["metric_b"]].set_index(["role", "axis_value"])["value"]
-        j = pd.concat([a, b], axis=1, join="inner")
+    if eff == "equal":  # every (role, axis value) of metric equals metric_b's
+        j = pd.concat([df[df["metric"] == row[k]].set_index(["role", "axis_value"])["value"]
+                       for k in ("metric", "metric_b")], axis=1, join="inner")
         ok, n = int((j.iloc[:, 0] == j.iloc[:, 1]).sum()), len(j)
-        return {"fixed": SAME_SIZE if n and ok == n else OPPOSITE, "shown": f"{ok} of {n} measured = formula",
-                "refs": src.refs(10)}
+        return {"fixed": SAME_SIZE if n and ok == n else OPPOSITE, "shown": f"{ok} of {n} measured = formula"}
     if eff == "wins_ties_losses":
         a, b = row["roles"]["a"], row["roles"]["b"]
-        mets = list(evaldefs.column_metrics(row["metrics"]).values()) if isinstance(row["metrics"], str) else row["metrics"]
-        w = t = lo = sig = 0
+        mets = row["metrics"] if isinstance(row["metrics"], list) else evaldefs.column_metrics(row["metrics"]).values()
+        w = t = lo = sig = seeds = 0
         for m in mets:
             sa, sb = _side(df, a, m, None), _side(df, b, m, None)
             if sa is None or sb is None:
                 continue
             d, se = sa["value"] - sb["value"], math.hypot(sa["se"] or 0, sb["se"] or 0)
             w, t, lo, sig = w + (d > 0), t + (d == 0), lo + (d < 0), sig + (se > 0 and abs(d) > 2 * se)
-        n = w + t + lo
-        if n == 0:
+            seeds = min(sa["seeds"], sb["seeds"], seeds or sa["seeds"])
+        if (n := w + t + lo) == 0:
             return {"missing": f"no metric measured for both {a} and {b}"}
         if w == lo == 0:
             return {"undecided": "at the floor for both (no signal)", "shown": f"tied on {t} of {n}"}
         x = (w - lo) / n
-        return {"ours": x, "se": None if sig else abs(x), "seeds": 1, "spread": f"{sig} beyond 2 se",
+        return {"ours": x, "se": None if sig else abs(x), "seeds": seeds, "spread": f"{sig} beyond 2 se",
                 "shown": f"better on {w}, tied on {t}, worse on {lo} of {n}"}
     s = _side(df, row["roles"]["a"], row["metric"], row.get("at"))  # value
     reached = _side(df, row["roles"]["a"], row["reached"], row.get("at")) if row.get("reached") else None
@@ -300,9 +283,6 @@ def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
             "shown": f"{s['value']:.3f} {row.get('unit', '')}".strip()}
 
 
-_EVALUATORS = {"exponent_minus": _exponent, "monotone": _monotone}
-
-
 def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str) -> Verdict:
     """The verdict of one expanded comparison row, reading the tidy table ``tidy[row['study']]``."""
     p, ev, eff = row["paper"], row["evidence"], row["effect"]
@@ -310,7 +290,8 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
     claims = [r for c in row["claims"] for r in (src.refs(10) if c == "table10:all" else [c])]
     p = {**p, "value": src.num(p["claim"]) / p.get("divide", 1)} if "claim" in p else p
     df = tidy.get(row["study"])
-    fn = _pairwise if isinstance(eff, dict) or eff in _PAIRWISE else _EVALUATORS.get(eff, _special)
+    fn = _pairwise if isinstance(eff, dict) or eff in _PAIRWISE else {"exponent_minus": _exponent,
+                                                                      "monotone": _monotone}.get(eff, _special)
     res = {**(_paper_pairwise(row, src) if "table" in p else {}),
            **({"missing": f"{files[0]} not found"} if df is None else fn(row, df, src))}
     claims += [r for r in res.get("refs", []) if r not in claims]
