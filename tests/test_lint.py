@@ -33,7 +33,7 @@ def test_lint_is_clean(tmp_path: Path, scale: str) -> None:
 
 
 def test_conda_env_is_the_one_environment_yml_names() -> None:
-    """CONDA_ENV (common.smk) is the environment `conda env create -f environment.yml` makes."""
-    m = re.search(r'^CONDA_ENV = "([^"]+)"$', (ROOT / "workflows/rules/common.smk").read_text(), re.M)
-    assert m, "CONDA_ENV is not a plain string in workflows/rules/common.smk"
+    """CONDA_ENV_NAME (common.smk, the env of --use-conda runs) is the environment `conda env create -f environment.yml` makes."""
+    m = re.search(r'^CONDA_ENV_NAME = "([^"]+)"$', (ROOT / "workflows/rules/common.smk").read_text(), re.M)
+    assert m, "CONDA_ENV_NAME is not a plain string in workflows/rules/common.smk"
     assert m.group(1) == yaml.safe_load((ROOT / "environment.yml").read_text())["name"]

@@ -2,12 +2,17 @@
 
 import os
 
-# Every rule's software (`conda:`, used only with --use-conda; plain runs ignore it and use the current Python):
-# the conda environment that environment.yml names, made once beside the Snakefile with
-# `conda env create -f environment.yml`; --use-conda then runs each job in it. A name, not the file: Snakemake
-# would copy the file to .snakemake/conda/ and create it there, where its pip lines (`-e .[dev]`,
+# Every rule's software (`conda:`). With --use-conda: the conda environment that environment.yml names, made once
+# beside the Snakefile with `conda env create -f environment.yml`; each job runs in it. A name, not the file:
+# Snakemake would copy the file to .snakemake/conda/ and create it there, where its pip lines (`-e .[dev]`,
 # ./packaging/...), relative to the file's folder, no longer name the project (tests/test_lint.py checks the name).
-CONDA_ENV = "yocou"
+# Without --use-conda: the file itself, which documents the software and costs nothing (a name would make Snakemake
+# call `conda env export` for every job's metadata, which fails where conda is not installed).
+from snakemake.settings.types import DeploymentMethod as _Deploy
+
+CONDA_ENV_NAME = "yocou"
+CONDA_ENV = (CONDA_ENV_NAME if _Deploy.CONDA in workflow.deployment_settings.deployment_method
+             else os.path.join(workflow.basedir, "environment.yml"))
 
 # A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
 # trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
