@@ -127,7 +127,8 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
         cols = row.get("columns")
         if isinstance(cols, str):
             spec = evaldefs.columns(cols)
-            cols = [{"column": c, "metric": m, "unit": spec[c].get("unit", "fraction")}
+            cols = [{"column": c, "metric": m, "unit": spec[c].get("unit", "fraction"),
+                     **({"unavailable": spec[c]["unavailable"]} if m is None else {})}
                     for c, m in evaldefs.column_metrics(cols).items()]
         for pair, col in itertools.product(row.get("pairs") or [{}], cols or [{}]):
             r = {**{k: v for k, v in row.items() if k not in ("pairs", "columns")}, **pair, **col,
@@ -174,7 +175,7 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         ats = ats[-1:] if row.get("at") == "last" else ats
         sides = [(_side(df, a, m, x), _side(df, b, m, x)) for x in ats]
         if not ats or any(sa is None or sb is None for sa, sb in sides):
-            return {"missing": f"{m} not measured for {a} or {b}"}
+            return {"missing": row.get("unavailable") or f"{m} not measured for {a} or {b}"}
         unit = sides[0][0]["unit"]
         k, eff = _by_unit(row.get("scale"), unit, 1), _by_unit(row["effect"], unit, "difference")
         f, g = _PAIRWISE[eff]

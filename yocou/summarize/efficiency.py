@@ -67,7 +67,8 @@ def device_label(row: Mapping[str, Any], prov: Mapping[str, Any]) -> str:
 
 
 def _half_range(vals: list[float]) -> float:
-    return (max(vals) - min(vals)) / 2 if vals else math.nan
+    """Half the range of ``vals``; NaN for fewer than two (one repeat estimates no spread)."""
+    return (max(vals) - min(vals)) / 2 if len(vals) >= 2 else math.nan
 
 
 def _finite(v: Any) -> bool:
