@@ -346,7 +346,7 @@ def _notes(md: str) -> list[str]:
     return [line[2:] for line in md.splitlines() if line.startswith("- ")]
 
 
-def _runs_tidy(tmp: Path, budgets: dict[str, dict[str, float]]) -> Path:
+def _budget_tidy(tmp: Path, budgets: dict[str, dict[str, float]]) -> Path:
     """A stand-in for ``tidy/runs.csv`` (study ``runs``, written by the training summaries)."""
     units = {"params": "params", "tokens": "tokens", "train_flops": "flops", "steps": "steps"}
     rows = [{"study": "runs", "run": r, "role": r, "seed": 0, "metric": m, "value": v, "unit": units[m]}
@@ -366,7 +366,7 @@ def test_table2_notes_which_columns_our_average_covers(tmp_path: Path) -> None:
                "yocou_moe": {"steps": 30, "tokens": 30 * 2048, "train_flops": 4.5e12, "params": 5.0e6},
                "yocou_moe_eqflops": {"steps": 20, "tokens": 20 * 2048, "train_flops": 3.0e12, "params": 5.0e6}}
     downstream.render_table("table2", tidy, out=tmp_path / "table2.csv", scale="t",
-                            runs=_runs_tidy(tmp_path, budgets),
+                            runs=_budget_tidy(tmp_path, budgets),
                             snapshots={"yocou_moe_eqflops": ("yocou_moe", "yoco_moe")})
     avg_col = next(c for c, s in cols.items() if "average" in s)
     want = cols[avg_col]["average"]
