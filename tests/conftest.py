@@ -35,10 +35,11 @@ def token_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def workflow_copy(tmp: Path) -> Path:
-    """A scratch copy of the workflow: Snakefile, workflows/ and the audit's committed baseline (an input of the
-    audit rule), so that tests never plan or run in the checkout."""
+    """A scratch copy of the workflow: Snakefile, workflows/, environment.yml (every rule's `conda:`; Snakemake
+    reads it for each job's metadata) and the audit's committed baseline (an input of the audit rule), so that
+    tests never plan or run in the checkout."""
     root = Path(__file__).resolve().parents[1]
-    for name in ("Snakefile", "workflows", "results/audit"):
+    for name in ("Snakefile", "workflows", "environment.yml", "results/audit"):
         src = root / name
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp / name)
