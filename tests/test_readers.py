@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from yocou.entry import EXIT_USER_ERROR, run_main
 
 
 def _profile(path: Path, **bad: float) -> Path:
@@ -30,9 +29,15 @@ def _profile(path: Path, **bad: float) -> Path:
 
 
 def _fig7(tmp_path: Path, prof: Path) -> int:
+    """Figure 7 the pipeline's way: the profile summarized into tidy/efficiency (which validates it), then drawn."""
     from yocou.render import fig7
+    from yocou.summarize.efficiency import summarize_efficiency
+    from yocou.tidy import write_tidy
 
-    return fig7.main(["--profile", str(prof), "--out", str(tmp_path / "fig7"), "--data", str(tmp_path / "fig7_data")])
+    tidy = write_tidy(summarize_efficiency(prof, {"yoco": "yoco", "yocou": "yocou"}),
+                      tmp_path / "tidy" / "efficiency")["csv"]
+    fig7.render(tidy, tmp_path / "fig7.png", tmp_path / "fig7_data.csv")
+    return 0
 
 
 def _metrics_rows(n: int = 12, offset: float = 0.0) -> list[dict]:
