@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 
-
 def _profile(path: Path, **bad: float) -> Path:
     """A small valid profile.json; ``bad`` overrides fields of rows[2] (``yocou`` at 1024)."""
     rows = []
