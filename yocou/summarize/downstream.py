@@ -29,8 +29,9 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ..evaldefs import columns, metric_id
-from ..readers import read_csv, read_summary
+from ..readers import read_csv
 from ..tidy import tidy_frame, study_roles
+from . import run_seed
 
 __all__ = ["PPL_METRICS", "ONLINE_MATH_SUBSETS", "LMEVAL_COLUMNS", "task_names", "load_lmeval", "lookup",
            "run_seed", "summarize_table", "summarize_fig3"]
@@ -100,21 +101,6 @@ def lookup(df: pd.DataFrame, run: str, spec: Mapping[str, Any], source: str = "o
             "n": float(n) if pd.notna(n) and n >= 1 else math.nan, "task": str(r["task"])}
 
 
-def run_seed(summary_path: str | Path | None, default: int) -> int:
-    """The training seed of a run: ``seed``, ``train.seed`` or ``provenance.seed`` of its ``summary.json``
-    (the first present), else ``default`` (the config's ``seed``); no file → ``default``."""
-    if summary_path is None or not Path(summary_path).is_file():
-        return int(default)
-    sm = read_summary(summary_path)
-    for path in (("seed",), ("train", "seed"), ("provenance", "seed")):
-        v: Any = sm
-        for k in path:
-            v = v.get(k) if isinstance(v, Mapping) else None
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return int(default)
-
-
 def _summary_paths(summaries: Iterable[str | Path] | Mapping[str, str | Path]) -> dict[str, Path]:
     """run → summary.json: a mapping as given, or paths ``.../<run>/summary.json`` (the folder is the run)."""
     if isinstance(summaries, Mapping):
@@ -138,7 +124,7 @@ def _cell_rows(study: str, roles: Mapping[str, Any], specs: list[tuple[str, dict
         if run not in have:
             raise ValueError(f"{study}: no lm-eval results for run {run!r} (role {role!r}) among the inputs "
                              f"(they have {sorted(have)})")
-        seed = run_seed(summaries.get(run), config.get("seed", 0))
+        seed = run_seed(Path(summaries[run]).parent, config["seed"]) if run in summaries else int(config["seed"])
         measured[role] = {}
         for col, spec in specs:
             if "unavailable" in spec or "average" in spec:

@@ -27,21 +27,13 @@ import numpy as np
 import pandas as pd
 
 from ..names import NIAH_TASKS, paper_row
-from ..readers import read_json, read_niah
+from ..readers import read_niah
 from ..tidy import NO_SEED, role_of, tidy_frame
+from . import run_seed
 
 __all__ = ["summarize_table4", "run_seed", "HAYSTACK"]
 
 HAYSTACK = {"s_niah_1": "noise", "s_niah_2": "book"}
-
-
-def run_seed(run_config: str | Path | None) -> int:
-    """The training seed of a run: ``seed`` or ``train.seed`` of its ``run_config.json``; -1 without one."""
-    if run_config is None:
-        return NO_SEED
-    rc = read_json(run_config, what="run config")
-    seed = rc.get("seed", (rc.get("train") or {}).get("seed")) if isinstance(rc, dict) else None
-    return int(seed) if isinstance(seed, (int, float)) and not isinstance(seed, bool) else NO_SEED
 
 
 def _stats(g: pd.DataFrame) -> list[tuple[str, float, float, str]]:
@@ -81,7 +73,8 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
         for k in ("length", "depth"):
             if k not in recs or recs[k].isna().any():
                 raise ValueError(f"{path}: records without {k!r}; rerun the niah rule")
-        seed = run_seed((run_configs or {}).get(run))
+        rc = (run_configs or {}).get(run)
+        seed = run_seed(Path(rc).parent) if rc else NO_SEED
         train_len = res.get("train_seq_len")
         base = {"study": "table4", "run": run, "role": role, "seed": seed}
 

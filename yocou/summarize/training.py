@@ -57,6 +57,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from . import run_seed
 from ..readers import (ResultFileError, read_angular, read_json, read_longppl, read_metrics, read_ppl,
                        read_summary)
 from ..studies import figure2_numbers, smoothed
@@ -88,20 +89,6 @@ def _get(d: Any, *path: str) -> Any:
     for k in path:
         d = d.get(k) if isinstance(d, Mapping) else None
     return d
-
-
-def run_seed(run_dir: Pathish) -> int:
-    """The training seed of the run in ``run_dir``: ``seed``, ``train.seed`` or ``provenance.seed`` of its
-    ``summary.json``, else ``train.seed`` of its ``run_config.json`` (the first present), else
-    :data:`yocou.tidy.NO_SEED`."""
-    d = Path(run_dir)
-    sm = read_summary(d / "summary.json") if (d / "summary.json").is_file() else {}
-    rc = _run_config(d) or {}
-    for src, path in ((sm, ("seed",)), (sm, ("train", "seed")), (sm, ("provenance", "seed")), (rc, ("train", "seed"))):
-        v = _get(src, *path)
-        if isinstance(v, int) and not isinstance(v, bool):
-            return v
-    return NO_SEED
 
 
 def run_loops(run_dir: Pathish) -> int:
