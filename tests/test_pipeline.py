@@ -16,6 +16,7 @@ import yaml
 from yocou.config import variant_keys
 from yocou.pipeline import resolve_run
 from yocou.scales import SCALE_PATTERN, check_scale_name
+from yocou.wfconfig import crossover_runs, pipeline_runs, resolve_config
 
 from conftest import workflow_copy
 
@@ -37,7 +38,7 @@ def _snakemake(cwd: Path, *args: str, check: bool = True) -> subprocess.Complete
 def test_dry_run_plans_every_core_model(tmp_path: Path, scale: str) -> None:
     wd = _workdir(tmp_path)
     out = _snakemake(wd, "-n", "--cores", "2", "reproduce_all", "--config", f"scale={scale}").stdout
-    cfg = yaml.safe_load((ROOT / f"workflows/config/{scale}.yaml").read_text())
+    cfg = resolve_config(yaml.safe_load((ROOT / f"workflows/config/{scale}.yaml").read_text()), root=ROOT)
     for v in cfg["core_variants"]:
         assert f"runs/{scale}/models/{v}/model.pt" in out
     for target in ("fig2.png", "heldout_ppl.md", "table10.md", "fig5.png", "fig6.png", "fig8.png", "table2.md",
@@ -49,7 +50,10 @@ def test_dry_run_plans_every_core_model(tmp_path: Path, scale: str) -> None:
             runs = run if isinstance(run, list) else [run]
             for r in runs:
                 assert f"runs/{scale}/models/{r}/model.pt" in out, r
-    assert out.count("rule train:") == len(cfg["variants"])
+    # and so is every seed replica and learning-rate run; the crossover runs are not (their own target)
+    assert out.count("rule train:") == len(pipeline_runs(cfg)) == len(cfg["variants"]) - len(crossover_runs(cfg))
+    for r in crossover_runs(cfg):
+        assert f"runs/{scale}/models/{r}/model.pt" not in out, r
 
 
 def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:

@@ -388,7 +388,8 @@ PRESETS = {
 
 # Named sizes. Paper sizes: Table 7 (d_model, n_layers, n_heads) with head_dim 128,
 # 4 KV heads, W = 512, cl100k vocabulary (SPEC.md sections 5-6; Table 10's
-# configuration at 1.3b). "tiny" and "smoke" are this harness's CPU scales [assume].
+# configuration at 1.3b). "tiny" and "smoke" are CPU shapes for the CLI and the tests [assume]; the pipeline's
+# scales define their own shapes in their config's `sizes:`.
 SIZES: dict[str, dict[str, Any]] = {
     # 870m has 18 heads, which 4 KV heads do not divide: 6, the nearest count that does [assume]
     **{f"paper-{k}": dict(vocab_size=100277, d_model=d, n_layers=nl, n_heads=nh, n_kv_heads=4 if nh % 4 == 0 else 6,
@@ -401,45 +402,35 @@ SIZES: dict[str, dict[str, Any]] = {
     "smoke": dict(vocab_size=512, d_model=64, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=32,
                   d_ff=swiglu_hidden(64), window=16),
 }
-# The studies' shapes at the CPU scales (issue 6) [assume]: "-deep" doubles the layers at about the same
-# parameter count (Table 5 "Deep (instead of wide)"); "-s" and "-m" are the lower rungs of the parameter
-# ladder of Figure 5 (the base size is the top rung); "-moe" is Table 6's MoE shape scaled down (routed
-# experts with top-k, one shared expert; 64 experts top-8 become 16 top-2).
-SIZES |= {
-    "tiny-deep": dict(SIZES["tiny"], d_model=192, n_layers=16, n_heads=6, n_kv_heads=3, head_dim=32, d_ff=576),
-    "tiny-s": dict(SIZES["tiny"], d_model=128, n_heads=2, n_kv_heads=1, d_ff=swiglu_hidden(128)),
-    "tiny-m": dict(SIZES["tiny"], d_model=192, n_heads=3, n_kv_heads=1, d_ff=swiglu_hidden(192)),
-    "tiny-moe": dict(SIZES["tiny"], n_experts=16, top_k=2, d_expert=128, d_shared_expert=128),
-    "smoke-deep": dict(SIZES["smoke"], d_model=48, n_layers=8, n_heads=3, n_kv_heads=1, head_dim=16, d_ff=80),
-    "smoke-s": dict(SIZES["smoke"], d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=swiglu_hidden(32)),
-    "smoke-m": dict(SIZES["smoke"], d_model=48, n_heads=3, n_kv_heads=1, head_dim=16, d_ff=swiglu_hidden(48)),
-    "smoke-moe": dict(SIZES["smoke"], n_experts=4, top_k=2, d_expert=32, d_shared_expert=32),
-}
+# The studies' shapes at the CPU scales (Table 5's "deep", Figure 5's ladder, the MoE of Table 2) live in each
+# scale config's `sizes:` (workflows/config/<scale>.yaml, issue 15), not here: a new scale needs no code edit.
 
 # Loop counts of the paper's baselines (SPEC.md section 3): YOCO-U T = 3, RINS r = 3, Loop T_ut = 2.
 DEFAULT_LOOPS = {"yocou": 3, "rins": 3, "upper_loop": 3, "loop": 2}
 _WINDOWED = ("yoco", "yocou", "upper_loop")
 
 
-def preset(name: str, **overrides: Any) -> ModelConfig:
+def preset(name: str, *, sizes: Mapping[str, Mapping[str, Any]] | None = None, **overrides: Any) -> ModelConfig:
     """A variant at a named size: ``"<variant>-<size>"``, e.g. ``yocou-paper-1.3b``, ``yoco-tiny``.
 
     ``variant`` is a key of :data:`PRESETS`; ``size`` a key of :data:`SIZES`
     (``"paper-1.3b"`` alone means YOCO-U at 1.3B, the model of Table 10).
     ``overrides`` replace any size or variant argument (``n_loops``, ``window``,
-    ``shared_kv``, ``vocab_size``, ...).
+    ``shared_kv``, ``vocab_size``, ...). ``sizes``: more named sizes (a scale config's ``sizes:``), looked up
+    before :data:`SIZES`.
 
     Raises:
         ValueError: unknown variant or size, naming the known ones.
     """
-    if name in SIZES:
+    table = {**SIZES, **(sizes or {})}
+    if name in table:
         name = "yocou-" + name
     variant, _, size = name.partition("-")
     if variant not in PRESETS:
         raise ValueError(f"unknown preset {name!r}: variant {variant!r} not in {sorted(PRESETS)}")
-    if size not in SIZES:
-        raise ValueError(f"unknown preset {name!r}: size {size!r} not in {sorted(SIZES)}")
-    kw = dict(SIZES[size])
+    if size not in table:
+        raise ValueError(f"unknown preset {name!r}: size {size!r} not in {sorted(table)}")
+    kw = dict(table[size])
     if variant not in _WINDOWED:
         kw.pop("window")
     if variant in DEFAULT_LOOPS:

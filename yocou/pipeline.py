@@ -26,7 +26,8 @@ def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None =
     """The ModelConfig of ``variant`` under pipeline config ``cfg``.
 
     ``cfg["variants"][variant]`` holds ``preset`` (a key of
-    :data:`yocou.config.PRESETS`), optionally ``size`` (default ``cfg["model"]["size"]``)
+    :data:`yocou.config.PRESETS`), optionally ``size`` (default ``cfg["model"]["size"]``: a key of
+    ``cfg["sizes"]``, the scale's own sizes, or of :data:`yocou.config.SIZES`)
     and any preset argument (``n_loops``, ``window``, ``n_layers``, ``d_model``, ...).
     ``cfg["model"]["overrides"]`` and ``cfg["model"]["assumptions"]`` apply to all
     variants; the variant's own keys win.
@@ -43,7 +44,7 @@ def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None =
     kw: dict[str, Any] = {**cfg["model"].get("overrides", {}), **cfg["model"].get("assumptions", {}), **spec}
     if vocab_size is not None:
         kw["vocab_size"] = vocab_size
-    mc = preset(f"{kind}-{size}", **kw)
+    mc = preset(f"{kind}-{size}", sizes=cfg.get("sizes"), **kw)
     return mc.replace(name=variant)
 
 

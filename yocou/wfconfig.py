@@ -26,7 +26,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-__all__ = ["SCHEMA", "read_scale_file", "resolve_config", "ConfigError", "required_and_defaulted"]
+__all__ = ["SCHEMA", "read_scale_file", "resolve_config", "ConfigError", "required_and_defaulted", "expand_runs",
+           "replicas", "seed_of", "pipeline_runs", "crossover_runs", "lr_runs", "SEED_STUDIES"]
 
 #: The schema, relative to the workflow's root.
 SCHEMA = Path("workflows/schemas/config.schema.yaml")
@@ -197,6 +198,7 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
     if best is not None:
         raise ConfigError(f"{source}: {_one_line(best)}")
     _check_sizes(config, source)
+    expand_runs(config, source)
     from .data.corpus import resolve_corpus_config  # light: no torch
 
     try:
@@ -209,15 +211,136 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
 def _check_sizes(config: Mapping, source: str) -> None:
     from .config import SIZES
 
+    own = config.get("sizes") or {}
+    if clash := sorted(set(own) & set(SIZES)):
+        raise ConfigError(f"{source}: sizes.{clash[0]}: a built-in size of yocou.config.SIZES has that name; "
+                          f"give the scale's size another name")
+    known = sorted(set(SIZES) | set(own))
+
     def check(size: Any, where: str) -> None:
-        if size not in SIZES:
-            raise ConfigError(f"{source}: {where}: unknown size {size!r}; expected one of {sorted(SIZES)} "
-                              f"(yocou.config.SIZES)")
+        if size not in known:
+            raise ConfigError(f"{source}: {where}: unknown size {size!r}; expected a key of the config's sizes: "
+                              f"or of yocou.config.SIZES ({known})")
 
     check(config["model"]["size"], "model.size")
     for name, spec in config["variants"].items():
         if "size" in spec:
             check(spec["size"], f"variants.{name}.size")
+
+
+#: Studies whose runs ``seeds:`` may replicate: ``core`` is ``core_variants``, the others ``studies.<name>``.
+SEED_STUDIES = ("core", "table2", "table3", "table5", "fig5", "fig6", "lr")
+
+
+def _study_runs(config: Mapping, study: str) -> list[str]:
+    if study == "core":
+        return list(config["core_variants"])
+    if study == "lr":
+        return list((config.get("lr_sensitivity") or {}).get("runs", []))
+    sec = (config.get("studies") or {}).get(study) or []
+    vals = sec.values() if isinstance(sec, Mapping) else sec
+    return [r for v in vals for r in ([v] if isinstance(v, str) else v)]
+
+
+def _factor_tag(f: float) -> str:
+    return f"{f:g}".replace(".", "p").replace("-", "m")
+
+
+def _derived(base: Mapping, train: Mapping) -> dict:
+    spec = copy.deepcopy(dict(base))
+    spec.pop("equal_flops_to", None)  # the equal-FLOPs snapshot (Table 2) is taken of the base run only
+    spec["train"] = {**spec.get("train", {}), **train}
+    return spec
+
+
+def expand_runs(config: dict, source: str = "the config") -> dict:
+    """Add the runs that ``seeds:``, ``lr_sensitivity:`` and ``crossover:`` derive from the variants to
+    ``config["variants"]`` (in place; idempotent) and return the config (issue 15).
+
+    * ``lr_sensitivity: {runs, factors}``: ``<run>_lr<f>x`` (``0.5`` → ``lr0p5x``) with ``train.lr`` = the run's
+      learning rate × f (study ``lr``: the base run is factor 1).
+    * ``seeds: {<study>: n}`` (a study of :data:`SEED_STUDIES`): every run the study names gets ``n - 1`` replicas
+      ``<run>_seed<k>``, k = 1 .. n-1, with ``train.seed = seed + k`` (init and data order change; the base run
+      is seed ``seed``). A run in several studies gets the largest n. Derived runs (``<v>_eqflops``) are skipped.
+    * ``crossover: {runs, factor, seeds}``: ``<run>_x<factor>`` trained ``factor`` times the steps (the
+      ``crossover`` target, outside ``reproduce_all``), and its replicas ``<run>_x<factor>_seed<k>``.
+
+    Raises:
+        ConfigError: a derived name is already a variant with another definition, or a run named is no variant.
+    """
+    V = config["variants"]
+    base_seed, base_lr = int(config.get("seed", 0)), float(config["train"]["lr"]) if "lr" in config["train"] else None
+    new: dict[str, dict] = {}
+
+    def need(run: str, where: str) -> Mapping:
+        if run not in V:
+            raise ConfigError(f"{source}: {where}: {run!r} is not a variant ({sorted(V)})")
+        return V[run]
+
+    lr = config.get("lr_sensitivity") or {}
+    for run in lr.get("runs", []):
+        spec = need(run, "lr_sensitivity.runs")
+        rate = float((spec.get("train") or {}).get("lr", base_lr if base_lr is not None else 1e-3))
+        for f in lr.get("factors", []):
+            new[f"{run}_lr{_factor_tag(f)}x"] = _derived(spec, {"lr": rate * float(f)})
+    counts: dict[str, int] = {}
+    for study, n in (config.get("seeds") or {}).items():
+        for run in _study_runs(config, study):
+            if run in V or run in new:
+                counts[run] = max(counts.get(run, 1), int(n))
+    for run, n in counts.items():
+        spec = V.get(run) or new[run]
+        for k in range(1, n):
+            new[f"{run}_seed{k}"] = _derived(spec, {"seed": base_seed + k})
+    cx = config.get("crossover") or {}
+    for run in cx.get("runs", []):
+        spec = need(run, "crossover.runs")
+        steps = int((spec.get("train") or {}).get("steps", config["train"]["steps"])) * int(cx["factor"])
+        name = f"{run}_x{cx['factor']}"
+        new[name] = _derived(spec, {"steps": steps})
+        for k in range(1, int(cx.get("seeds", 1))):
+            new[f"{name}_seed{k}"] = _derived(new[name], {"seed": base_seed + k})
+    for name, spec in new.items():
+        if name in V and V[name] != spec:
+            raise ConfigError(f"{source}: variants.{name}: the name of a run derived by seeds/lr_sensitivity/"
+                              f"crossover; rename the variant")
+        V[name] = spec
+    return config
+
+
+def replicas(config: Mapping, run: str) -> list[str]:
+    """``run`` and its seed replicas ``run_seed1, run_seed2, ...`` present in ``config["variants"]`` (base first)."""
+    V = config.get("variants") or {}
+    out, k = [run], 1
+    while f"{run}_seed{k}" in V:
+        out.append(f"{run}_seed{k}")
+        k += 1
+    return out
+
+
+def seed_of(config: Mapping, run: str) -> int:
+    """The training seed of ``run``: its ``variants.<run>.train.seed``, else the config's ``seed``."""
+    spec = (config.get("variants") or {}).get(run) or {}
+    return int((spec.get("train") or {}).get("seed", config.get("seed", 0)))
+
+
+def crossover_runs(config: Mapping) -> list[str]:
+    """The runs of the ``crossover`` target (``<run>_x<factor>`` and replicas), trained outside ``reproduce_all``."""
+    cx = config.get("crossover") or {}
+    return [r for run in cx.get("runs", []) for r in replicas(config, f"{run}_x{cx['factor']}")]
+
+
+def lr_runs(config: Mapping) -> dict[str, dict[float, str]]:
+    """``{run: {lr factor: run name}}`` of ``lr_sensitivity`` (factor 1: the run itself)."""
+    lr = config.get("lr_sensitivity") or {}
+    return {run: {1.0: run, **{float(f): f"{run}_lr{_factor_tag(f)}x" for f in lr.get("factors", [])}}
+            for run in lr.get("runs", [])}
+
+
+def pipeline_runs(config: Mapping) -> list[str]:
+    """Every variant ``reproduce_all`` trains: all of ``config["variants"]`` but the crossover runs."""
+    skip = set(crossover_runs(config))
+    return [v for v in config["variants"] if v not in skip]
 
 
 def required_and_defaulted(schema: Mapping, node: Mapping | None = None, prefix: str = "") -> Iterator[tuple[str, str]]:

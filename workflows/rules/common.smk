@@ -29,11 +29,14 @@ def config_json(*sections):
 
 def run_config_json(variant):
     """What one run depends on (seed, model, train, its own variant entry and the one its equal_flops_to
-    names), as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
+    names, and the scale's sizes: those name), as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
     spec = config["variants"][variant]
     names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
+    own = config.get("sizes") or {}
+    used = {config["variants"][n].get("size", config["model"]["size"]) for n in names} & set(own)
     return _shell_json({k: config[k] for k in ("scale", "seed", "model", "train")}
-                       | {"variants": {n: config["variants"][n] for n in names}})
+                       | {"variants": {n: config["variants"][n] for n in names}}
+                       | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
 
 
 # `snakemake --report`: each table and figure goes under the part of the paper it belongs to (category, numbered in
@@ -55,6 +58,7 @@ REPORT_GROUPS = {
     "fig7": ("6 Inference efficiency", "Figure 7"),
     "tables8_10": ("6 Inference efficiency", "Tables 8-10 (appendix)"),
     "fig8": ("7 Analysis", "Figure 8"),
+    "crossover": ("7 Analysis", "Crossover (ours: YOCO-U's gap at 8x the tokens)"),
     "audit": ("8 Audit of the reported numbers", "Audit report"),
 }
 

@@ -27,8 +27,11 @@ rule eqflops_model:
 
 
 # Every run of the config: the variants, then the equal-FLOPs snapshot of each variant with equal_flops_to.
-ALL_RUNS = list(config["variants"]) + [f"{v}_eqflops" for v, sp in config["variants"].items()
-                                       if sp.get("equal_flops_to")]
+# The crossover target's runs (yocou.wfconfig.crossover_runs) are not part of reproduce_all.
+from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs as _pipeline_runs
+
+PIPELINE_RUNS = _pipeline_runs(config)
+ALL_RUNS = PIPELINE_RUNS + [f"{v}_eqflops" for v in PIPELINE_RUNS if config["variants"][v].get("equal_flops_to")]
 
 
 rule summarize_runs:
@@ -36,8 +39,8 @@ rule summarize_runs:
     # budgets in the tables' and figures' notes).
     input:
         summaries=[f"{RUN}/models/{r}/summary.json" for r in ALL_RUNS],
-        metrics=[f"{RUN}/models/{v}/metrics.jsonl" for v in config["variants"]],
-        rc=[f"{RUN}/models/{v}/run_config.json" for v in config["variants"]],
+        metrics=[f"{RUN}/models/{v}/metrics.jsonl" for v in PIPELINE_RUNS],
+        rc=[f"{RUN}/models/{v}/run_config.json" for v in PIPELINE_RUNS],
         code=TRAINING_CODE,
     output:
         csv=f"{RES}/tidy/runs.csv",
@@ -94,3 +97,48 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
         conda: CONDA_ENV
         script:
             "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)
+
+
+# The crossover study (issue 15): `snakemake crossover`, outside reproduce_all. YOCO and YOCO-U for
+# crossover.factor x the steps with crossover.seeds seeds (yocou.wfconfig.expand_runs), held-out loss at every
+# train.eval_every steps; the gap YOCO-U - YOCO with its 95% interval across seeds at each checkpoint.
+_CX = config.get("crossover") or {}
+_CX_RUNS = {r: [x for x in _crossover_runs(config) if x == f"{r}_x{_CX['factor']}" or
+                x.startswith(f"{r}_x{_CX['factor']}_seed")] for r in _CX.get("runs", [])}
+
+
+rule summarize_crossover:
+    input:
+        metrics=[f"{RUN}/models/{r}/metrics.jsonl" for rs in _CX_RUNS.values() for r in rs],
+        summaries=[f"{RUN}/models/{r}/summary.json" for rs in _CX_RUNS.values() for r in rs],
+    output:
+        csv=f"{RES}/tidy/crossover.csv",
+        json=f"{RES}/tidy/crossover.json",
+    log:
+        f"logs/{SCALE}/summarize_crossover.log",
+    params:
+        runs=_CX_RUNS,
+        run_root=f"{RUN}/models",
+        scale=SCALE,
+    conda: CONDA_ENV
+    script:
+        "../scripts/crossover.py"
+
+
+rule crossover:
+    input:
+        tidy=rules.summarize_crossover.output.csv,
+        code=[f"{PKG}/render/crossover.py", f"{PKG}/summarize/crossover.py"],
+    output:
+        png=in_report(f"{FIG}/crossover.png", "crossover"),
+        pdf=f"{FIG}/crossover.pdf",
+        data=f"{RES}/crossover.csv",
+        md=f"{RES}/crossover.md",
+        json=f"{RES}/crossover.json",
+    log:
+        f"logs/{SCALE}/crossover.log",
+    params:
+        scale=SCALE,
+    conda: CONDA_ENV
+    script:
+        "../scripts/crossover.py"

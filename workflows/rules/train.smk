@@ -38,7 +38,7 @@ rule train:
     params:
         launch=launcher,
         out=lambda w, output: os.path.dirname(output.model),
-    threads: workflow.cores
+    threads: config["launch"]["threads"] or workflow.cores
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
     conda: CONDA_ENV
     shell:

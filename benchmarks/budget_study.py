@@ -1,0 +1,174 @@
+"""The tiny scale's budget, from measurement (issue 15, item 1). Writes benchmarks/results/budget_study_tiny.json.
+
+On this machine's CPU, in the training dtype, for candidate shapes of YOCO and YOCO-U:
+
+1. **throughput**: training tokens/s of two one-thread jobs side by side (what ``--cores 2`` with
+   ``launch.threads: 1`` runs) against one two-thread job, and eager against ``torch.compile`` (compile time and
+   steady step time), on random token ids (the speed does not depend on the ids);
+2. **loss per CPU-minute**: each candidate trained on the real tiny corpus (``runs/tiny/tokens``, from
+   ``snakemake --cores 1 tokens``) for the same number of tokens, two jobs side by side, then its held-out loss
+   (nats/token, first ``--eval-tokens`` tokens of the held-out book) and the CPU-minutes it took;
+3. **the budget's cost**: the chosen shape's tokens/s per variant of the tiny config, times the config's runs
+   (variants, seed replicas, learning-rate runs), gives the training CPU-minutes of ``reproduce_all``.
+
+The vocabulary of the loss runs is the tokenizer's (the config's data.vocab_size); other vocabularies are timed only.
+Timings on a shared machine are noisy: the 1-minute load average is recorded before and after each part.
+
+    python benchmarks/budget_study.py [--tokens 262144] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CANDIDATES = {  # name -> ModelConfig size fields (vocab from the tokens, or `vocab_size` for timing-only rows)
+    "d96-L6": dict(d_model=96, n_layers=6, n_heads=2, n_kv_heads=1, head_dim=48, d_ff=256, window=64),
+    "d128-L8": dict(d_model=128, n_layers=8, n_heads=2, n_kv_heads=1, head_dim=64, d_ff=352, window=64),
+    "d64-L6": dict(d_model=64, n_layers=6, n_heads=2, n_kv_heads=1, head_dim=32, d_ff=192, window=64),
+}
+
+
+def _load() -> float:
+    return os.getloadavg()[0]
+
+
+def _model(variant: str, shape: dict, vocab: int):
+    from yocou.config import preset
+
+    kw = dict(shape, vocab_size=vocab)
+    if variant == "yocou":
+        kw["n_loops"] = 3
+    return preset(f"{variant}-tiny", **kw)
+
+
+def _throughput(args: tuple) -> dict:
+    """Median step time of a few optimizer steps (after one warmup step) in a fresh process."""
+    variant, shape_name, vocab, seq_len, batch, threads, compile_, dtype = args
+    import torch
+
+    from yocou.train import TrainConfig, _loss, build_model, build_optimizer
+
+    torch.set_num_threads(threads)
+    mc = _model(variant, CANDIDATES[shape_name], vocab)
+    tc = TrainConfig(steps=10, batch_size=batch, seq_len=seq_len, dtype=dtype, compile=compile_)
+    model = build_model(mc, tc, torch.device("cpu"), 1)
+    opt = build_optimizer(model, tc)
+    fwd = torch.compile(model) if compile_ else model
+    x = torch.randint(0, vocab, (batch, seq_len))
+    y = torch.randint(0, vocab, (batch, seq_len))
+    times = []
+    t0 = time.perf_counter()
+    for _ in range(6):
+        t = time.perf_counter()
+        with torch.autocast("cpu", torch.bfloat16, enabled=dtype == "bf16"):
+            loss, _ = _loss(fwd, x, y, 0.0)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        times.append(time.perf_counter() - t)
+    step = sorted(times[1:])[len(times[1:]) // 2]
+    return {"variant": variant, "shape": shape_name, "vocab": vocab, "seq_len": seq_len, "batch": batch,
+            "threads": threads, "compile": compile_, "dtype": dtype, "first_step_s": round(times[0], 3),
+            "step_s": round(step, 4), "tokens_per_s": round(batch * seq_len / step, 1),
+            "params": sum(p.numel() for p in model.parameters()), "setup_s": round(time.perf_counter() - t0, 2)}
+
+
+def _heldout_loss(model, ids, seq_len: int) -> float:
+    from yocou.ppl import token_nll
+
+    model.eval()
+    return float(token_nll(model, ids, seq_len, batch_size=16).mean())
+
+
+def _loss_run(args: tuple) -> dict:
+    """Train one candidate for ``tokens`` tokens on the real corpus (one thread) and measure its held-out loss."""
+    variant, shape_name, tokens_dir, n_tokens, seq_len, batch, lr, eval_tokens, dtype, out = args
+    import numpy as np
+    import torch
+
+    from yocou.data import load_tokenizer
+    from yocou.train import TrainConfig, train
+
+    torch.set_num_threads(1)
+    vocab = load_tokenizer(str(Path(tokens_dir).parent / "tokenizer.json")).vocab_size
+    mc = _model(variant, CANDIDATES[shape_name], vocab)
+    steps = max(1, n_tokens // (batch * seq_len))
+    tc = TrainConfig(steps=steps, batch_size=batch, seq_len=seq_len, lr=lr, warmup_steps=max(1, steps // 10),
+                     dtype=dtype, log_every=max(1, steps // 10), ckpt_every=10 ** 6)
+    c0, w0 = time.process_time(), time.perf_counter()
+    summary = train(mc, tc, Path(tokens_dir) / "train.bin", out, progress=False)
+    cpu_min, wall = (time.process_time() - c0) / 60, time.perf_counter() - w0
+    from yocou.train import load_model
+
+    model = load_model(Path(out) / "model.pt")
+    ids = np.fromfile(Path(tokens_dir) / "heldout_book.bin", dtype=np.uint16)[:eval_tokens]
+    return {"variant": variant, "shape": shape_name, "vocab": vocab, "seq_len": seq_len, "batch": batch, "lr": lr,
+            "tokens": summary["tokens"], "params": summary["params"], "cpu_minutes": round(cpu_min, 2),
+            "wall_s": round(wall, 1), "heldout_loss_book": round(_heldout_loss(model, ids, seq_len), 4),
+            "loss_per_cpu_minute_note": "lower loss at fewer CPU-minutes is better"}
+
+
+def _pairs(jobs: list[tuple], fn) -> list[dict]:
+    """Run ``fn`` over ``jobs`` two at a time (two one-thread processes side by side)."""
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(2) as pool:
+        return pool.map(fn, jobs, chunksize=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens-dir", default=str(ROOT / "runs/tiny/tokens"))
+    ap.add_argument("--tokens", type=int, default=262144, help="training tokens per loss run")
+    ap.add_argument("--eval-tokens", type=int, default=32768)
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/budget_study_tiny.json"))
+    ap.add_argument("--quick", action="store_true", help="throughput only (no loss runs)")
+    a = ap.parse_args(argv)
+    from yocou.io import atomic_write_json, provenance
+
+    res: dict = {"load_before": _load(), "dtype": a.dtype}
+    # 1. throughput: one-thread pairs side by side vs one two-thread job; vocab and sequence candidates
+    jobs = [(v, s, voc, n, b, 1, False, a.dtype) for s in CANDIDATES for v in ("yoco", "yocou")
+            for voc, n, b in ((2048, 256, 16),)]
+    jobs += [(v, "d96-L6", voc, n, b, 1, False, a.dtype) for v in ("yoco", "yocou")
+             for voc, n, b in ((4096, 256, 16), (8192, 256, 16), (2048, 512, 8))]
+    res["throughput_pairs"] = _pairs(jobs, _throughput)
+    res["throughput_two_threads"] = [_throughput((v, "d96-L6", 2048, 256, 16, 2, False, a.dtype))
+                                     for v in ("yoco", "yocou")]
+    res["throughput_compile"] = _pairs([(v, "d96-L6", 2048, 256, 16, 1, True, a.dtype) for v in ("yoco", "yocou")],
+                                       _throughput)
+    res["load_after_throughput"] = _load()
+    if not a.quick:
+        scratch = ROOT / "runs/budget_study"
+        jobs = [(v, s, a.tokens_dir, a.tokens, 256, 16, 1.5e-3, a.eval_tokens, a.dtype, str(scratch / f"{v}-{s}"))
+                for s in ("d96-L6", "d128-L8", "d64-L6") for v in ("yoco", "yocou")]
+        res["loss_runs"] = _pairs(jobs, _loss_run)
+        res["load_after_loss_runs"] = _load()
+    # 3. what one pair of one-thread jobs means for the chosen budget (1.02M tokens per run)
+    pairs = {(r["variant"], r["shape"], r["vocab"], r["seq_len"]): r for r in res["throughput_pairs"]}
+    two = {r["variant"]: r for r in res["throughput_two_threads"]}
+    res["one_vs_two_threads"] = {
+        v: {"two_one_thread_jobs_tokens_per_s": 2 * pairs[(v, "d96-L6", 2048, 256)]["tokens_per_s"],
+            "one_two_thread_job_tokens_per_s": two[v]["tokens_per_s"]} for v in two}
+    res["chosen"] = {"shape": "d96-L6", "vocab": 2048, "seq_len": 256, "batch": 16, "steps": 250,
+                     "tokens_per_run": 250 * 16 * 256,
+                     "minutes_per_run_one_thread": {v: round(250 * 16 * 256 / pairs[(v, "d96-L6", 2048, 256)]
+                                                             ["tokens_per_s"] / 60, 2) for v in ("yoco", "yocou")}}
+    res["load_end"] = _load()
+    atomic_write_json(a.out, {**res, "provenance": provenance({"argv": argv or sys.argv[1:]}, None)})
+    print(json.dumps({k: v for k, v in res.items() if k in ("one_vs_two_threads", "chosen", "loss_runs")}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The crossover study's gap, interval and verdict (yocou.summarize.crossover), against hand computations."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from yocou.summarize.crossover import crossover_verdict, gap_by_tokens, summarize_crossover, t_interval
+
+
+def test_paired_interval_matches_the_formula():
+    a, b = [5.10, 5.20, 5.15], [5.00, 5.05, 5.08]
+    d = np.array(a) - np.array(b)
+    h = stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    m, lo, hi, how = t_interval(a, b, paired=True)
+    assert m == pytest.approx(d.mean()) and lo == pytest.approx(d.mean() - h) and hi == pytest.approx(d.mean() + h)
+    assert "paired" in how
+
+
+def test_welch_interval_matches_scipy():
+    a, b = [1.0, 1.3, 0.9, 1.2], [0.5, 0.7, 0.2]
+    r = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    m, lo, hi, _ = t_interval(a, b)
+    assert (lo, hi) == (pytest.approx(r.low), pytest.approx(r.high)) and m == pytest.approx(np.mean(a) - np.mean(b))
+
+
+def test_one_value_gives_no_interval():
+    m, lo, hi, _ = t_interval([1.0], [0.5])
+    assert m == 0.5 and lo == -math.inf and hi == math.inf
+
+
+def _run(tmp_path, name, seed, losses):
+    d = tmp_path / name
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({"seed": seed, "steps": 30, "tokens": 3000, "train_flops": 1.0}))
+    rows = [{"step": 10 * (i + 1), "tokens": 1000 * (i + 1), "loss": 9.0,
+             "heldout_loss": {"book": v, "code": v - 1}} for i, v in enumerate(losses)]
+    rows.insert(1, {"step": 15, "tokens": 1500, "loss": 8.0})  # a row without an evaluation
+    (d / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return d
+
+
+def test_gap_reverses_when_yocou_ends_below(tmp_path):
+    # YOCO-U starts 0.2 worse and ends 0.1 better, with seed noise of +-0.01 in the gap
+    yoco = [_run(tmp_path, f"yoco_s{s}", s, [6.0, 5.5, 5.0]) for s in range(3)]
+    noise = [0.0, 0.01, -0.01]
+    yocou = [_run(tmp_path, f"yocou_s{s}", s, [6.2 + noise[s], 5.5 + noise[s], 4.9 + noise[s]]) for s in range(3)]
+    df = summarize_crossover({"yoco": yoco, "yocou": yocou})
+    assert set(df["metric"]) == {"heldout_loss.book", "heldout_loss.code"} and len(df) == 2 * 3 * 3 * 2
+    g = gap_by_tokens(df, "heldout_loss.book")
+    assert list(g["tokens"]) == [1000.0, 2000.0, 3000.0]
+    assert g["gap"].tolist() == pytest.approx([0.2, 0.0, -0.1])
+    v = crossover_verdict(g)
+    assert v["status"] == "reversed" and v["at_tokens"] == 3000.0
+
+
+def test_gap_persists_and_undecided(tmp_path):
+    yoco = [_run(tmp_path, f"a{s}", s, [6.0, 5.0]) for s in range(2)]
+    worse = [_run(tmp_path, f"b{s}", s, [6.3 + 0.01 * s, 5.3 - 0.01 * s]) for s in range(2)]
+    g = gap_by_tokens(summarize_crossover({"yoco": yoco, "yocou": worse}), "heldout_loss.book")
+    assert crossover_verdict(g)["status"] == "persists"
+    noisy = [_run(tmp_path, f"c{s}", s, [6.0 + (0.3 if s else -0.3), 5.0 + (0.3 if s else -0.3)]) for s in range(2)]
+    g = gap_by_tokens(summarize_crossover({"yoco": yoco, "yocou": noisy}), "heldout_loss.book")
+    assert crossover_verdict(g)["status"] == "undecided"

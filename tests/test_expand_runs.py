@@ -1,0 +1,81 @@
+"""Seeds, learning-rate runs, crossover runs and the scale's own sizes (yocou.wfconfig.expand_runs, issue 15)."""
+
+import copy
+
+import pytest
+
+from yocou.pipeline import resolve_run
+from yocou.wfconfig import (ConfigError, crossover_runs, expand_runs, lr_runs, pipeline_runs, read_scale_file,
+                            replicas, resolve_config, seed_of)
+
+
+def _cfg(**extra):
+    return {"seed": 7, "train": {"steps": 10, "batch_size": 2, "seq_len": 8, "lr": 1e-3},
+            "core_variants": ["yoco", "yocou"], "model": {"size": "smoke"},
+            "variants": {"yoco": {"preset": "yoco"}, "yocou": {"preset": "yocou", "n_loops": 3},
+                         "t5": {"preset": "yocou", "n_loops": 5, "train": {"lr": 5e-4}},
+                         "moe": {"preset": "yocou", "equal_flops_to": "yoco"}},
+            "studies": {"fig6": {"T1": "yoco", "T3": "yocou", "T5": "t5"}}, **extra}
+
+
+def test_seed_replicas_take_seed_plus_k_and_the_largest_count():
+    c = expand_runs(_cfg(seeds={"core": 3, "fig6": 2}))
+    assert replicas(c, "yoco") == ["yoco", "yoco_seed1", "yoco_seed2"]
+    assert replicas(c, "t5") == ["t5", "t5_seed1"]
+    assert [seed_of(c, r) for r in replicas(c, "yocou")] == [7, 8, 9]
+    # a replica is its base variant with only the seed changed (the base's own train section kept)
+    assert c["variants"]["t5_seed1"] == {"preset": "yocou", "n_loops": 5, "train": {"lr": 5e-4, "seed": 8}}
+    assert "moe_seed1" not in c["variants"]
+
+
+def test_lr_runs_scale_each_runs_own_rate_and_crossover_multiplies_steps():
+    c = expand_runs(_cfg(lr_sensitivity={"runs": ["yoco", "t5"], "factors": [0.5, 2]},
+                         crossover={"runs": ["yocou"], "factor": 8, "seeds": 2}))
+    assert c["variants"]["yoco_lr0p5x"]["train"]["lr"] == pytest.approx(5e-4)
+    assert c["variants"]["t5_lr2x"]["train"]["lr"] == pytest.approx(1e-3)
+    assert lr_runs(c)["yoco"] == {1.0: "yoco", 0.5: "yoco_lr0p5x", 2.0: "yoco_lr2x"}
+    assert c["variants"]["yocou_x8"]["train"] == {"steps": 80}
+    assert c["variants"]["yocou_x8_seed1"]["train"] == {"steps": 80, "seed": 8}
+    assert crossover_runs(c) == ["yocou_x8", "yocou_x8_seed1"]
+    assert not set(crossover_runs(c)) & set(pipeline_runs(c)) and "yoco_lr2x" in pipeline_runs(c)
+
+
+def test_expansion_is_idempotent_and_a_clash_fails_naming_the_variant():
+    c = expand_runs(_cfg(seeds={"core": 2}))
+    before = copy.deepcopy(c)
+    assert expand_runs(c) == before
+    bad = _cfg(seeds={"core": 2})
+    bad["variants"]["yoco_seed1"] = {"preset": "transformer"}
+    with pytest.raises(ConfigError, match=r"variants\.yoco_seed1"):
+        expand_runs(bad)
+    with pytest.raises(ConfigError, match=r"lr_sensitivity\.runs.*'nope'"):
+        expand_runs(_cfg(lr_sensitivity={"runs": ["nope"], "factors": [2]}))
+
+
+def test_replica_resolves_to_the_same_model_with_another_seed():
+    c = expand_runs(_cfg(seeds={"core": 2}))
+    a, b = resolve_run(c, "yocou"), resolve_run(c, "yocou_seed1")
+    assert a["model"] | {"name": "x"} == b["model"] | {"name": "x"}
+    assert (a["train"]["seed"], b["train"]["seed"]) == (7, 8)
+    assert {k: v for k, v in a["train"].items() if k != "seed"} == {k: v for k, v in b["train"].items() if k != "seed"}
+
+
+def test_scale_sizes_are_used_and_may_not_shadow_builtin_ones():
+    c = _cfg(sizes={"mine": {"d_model": 40, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1, "head_dim": 20,
+                             "d_ff": 64, "window": 4}})
+    c["variants"]["yoco"]["size"] = "mine"
+    m = resolve_run(c, "yoco", vocab_size=300)["model"]
+    assert (m["d_model"], m["n_heads"], m["head_dim"], m["vocab_size"]) == (40, 2, 20, 300)
+    cfg = read_scale_file("workflows/config/tiny.yaml")
+    cfg["sizes"]["smoke"] = dict(cfg["sizes"]["base"])
+    with pytest.raises(ConfigError, match=r"sizes\.smoke: a built-in size"):
+        resolve_config(cfg, source="tiny")
+
+
+def test_tiny_config_expands_to_the_planned_runs():
+    cfg = resolve_config(read_scale_file("workflows/config/tiny.yaml"), source="tiny")
+    runs = pipeline_runs(cfg)
+    # 17 variants, 2 replicas of each core run and of Figure 6's T = 2, 5, and 2 learning rates x 4 core runs
+    assert len(runs) == 17 + 4 * 2 + 2 + 8
+    assert all(len(replicas(cfg, r)) == 3 for r in cfg["core_variants"])
+    assert len(crossover_runs(cfg)) == 2 * cfg["crossover"]["seeds"]

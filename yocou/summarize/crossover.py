@@ -1,0 +1,145 @@
+"""The crossover study (issue 15, item 4): does YOCO-U's equal-steps gap to YOCO close or reverse with more tokens?
+
+The ``crossover`` target trains the config's ``crossover.runs`` (YOCO and YOCO-U) for ``crossover.factor`` times
+the tiny budget with ``crossover.seeds`` seeds; each run logs its held-out loss at ``train.eval_every`` steps
+(``heldout_loss`` in ``metrics.jsonl``, nats per token on the first ``train.eval_tokens`` tokens of each held-out
+split). This module turns those rows into a tidy table (:func:`summarize_crossover`) and the gap between the two
+runs at each checkpoint with a 95% interval across seeds (:func:`gap_by_tokens`), and states what happened
+(:func:`crossover_verdict`). No published result answers this at small scale; the verdict is ours.
+
+Intervals: when both sides have the same seeds the gap is paired by seed (the same seed gives both runs the same
+data order): mean of the per-seed differences ± t(0.975, n-1) · sd / sqrt(n). Otherwise Welch's interval.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..readers import ResultFileError, read_jsonl
+from ..tidy import tidy_frame
+from . import run_seed
+
+__all__ = ["summarize_crossover", "gap_by_tokens", "crossover_verdict", "t_interval"]
+
+
+def t_interval(a: Sequence[float], b: Sequence[float] | None = None, *, paired: bool = False,
+               level: float = 0.95) -> tuple[float, float, float, str]:
+    """``(effect, low, high, method)``: the mean of ``a`` (``b`` None), of ``a - b`` (``paired``) or the difference of
+    means with Welch's interval, at confidence ``level`` (Student t). One value per side: the interval is infinite.
+
+    Raises:
+        ValueError: an empty side, or paired sides of different lengths.
+    """
+    from scipy import stats
+
+    a = np.asarray(a, dtype=float)
+    if a.size == 0 or (b is not None and len(b) == 0):
+        raise ValueError("t_interval: each side needs at least one value")
+    q = (1 + level) / 2
+    if b is None or paired:
+        if paired and (b is None or len(b) != a.size):
+            raise ValueError(f"t_interval: paired sides need equal lengths, got {a.size} and {len(b or [])}")
+        d = a - np.asarray(b, dtype=float) if paired else a
+        m = float(d.mean())
+        if d.size < 2:
+            return m, -math.inf, math.inf, "one value"
+        h = float(stats.t.ppf(q, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
+        return m, m - h, m + h, f"t, paired, n={d.size}" if paired else f"t, n={d.size}"
+    b = np.asarray(b, dtype=float)
+    m = float(a.mean() - b.mean())
+    if a.size < 2 or b.size < 2:
+        return m, -math.inf, math.inf, "one value on a side"
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return m, m, m, f"Welch, n={a.size}/{b.size} (no spread)"
+    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
+    h = float(stats.t.ppf(q, df) * se)
+    return m, m - h, m + h, f"t, Welch, n={a.size}/{b.size}"
+
+
+def summarize_crossover(runs: Mapping[str, Sequence[str | Path]]) -> pd.DataFrame:
+    """Tidy rows (study ``crossover``) of the held-out loss at every checkpoint of each run.
+
+    Args:
+        runs: role (``yoco``, ``yocou``) → the run folders of its seeds (each with ``metrics.jsonl`` and
+            ``summary.json``).
+
+    Returns:
+        rows ``metric = heldout_loss.<split>``, ``axis = tokens``, unit ``nats``, ``seed`` the run's seed.
+
+    Raises:
+        ResultFileError: a run's metrics.jsonl has no ``heldout_loss`` row (trained without ``train.eval_every``).
+    """
+    rows: list[dict[str, Any]] = []
+    for role, dirs in runs.items():
+        for d in map(Path, dirs):
+            seed, path = run_seed(d), d / "metrics.jsonl"
+            evals = [r for _, r in read_jsonl(path, what="metrics log") if isinstance(r.get("heldout_loss"), Mapping)]
+            if not evals:
+                raise ResultFileError(path, "heldout_loss", "no row has it; train with train.eval_every > 0")
+            for r in evals:
+                for split, v in r["heldout_loss"].items():
+                    rows.append({"study": "crossover", "run": d.name, "role": role, "seed": seed,
+                                 "metric": f"heldout_loss.{split}", "axis": "tokens", "axis_value": float(r["tokens"]),
+                                 "value": float(v), "unit": "nats"})
+    return tidy_frame(rows)
+
+
+def gap_by_tokens(df: pd.DataFrame, metric: str, a: str = "yocou", b: str = "yoco") -> pd.DataFrame:
+    """The gap ``a - b`` of ``metric`` at each token count both roles reached with every seed: columns
+    ``tokens, gap, low, high, method, n_a, n_b`` (95% interval, paired by seed when both have the same seeds)."""
+    out = []
+    sub = df[df["metric"] == metric]
+    for tok, g in sub.groupby("axis_value"):
+        sa = g[g["role"] == a].set_index("seed")["value"]
+        sb = g[g["role"] == b].set_index("seed")["value"]
+        if sa.empty or sb.empty:
+            continue
+        paired = sorted(sa.index) == sorted(sb.index) and len(sa) > 1
+        if paired:
+            sb = sb.loc[sa.index]
+        m, lo, hi, how = t_interval(sa.to_numpy(), sb.to_numpy(), paired=paired)
+        out.append({"tokens": float(tok), "gap": m, "low": lo, "high": hi, "method": how,
+                    "n_a": len(sa), "n_b": len(sb)})
+    return pd.DataFrame(out, columns=["tokens", "gap", "low", "high", "method", "n_a", "n_b"])
+
+
+def crossover_verdict(gaps: pd.DataFrame) -> dict[str, Any]:
+    """What the gap (:func:`gap_by_tokens`, YOCO-U minus YOCO; positive: YOCO-U worse) did over training.
+
+    ``status``: ``reversed`` (the last interval lies below 0: YOCO-U better), ``persists`` (above 0), ``closed``
+    (the first checkpoint's interval lies above 0, the last one contains 0) or ``undecided``; ``at_tokens``: the
+    first checkpoint from which every later interval lies below 0 (reversed) or contains or lies below 0 (closed).
+
+    Raises:
+        ValueError: no checkpoint.
+    """
+    if gaps.empty:
+        raise ValueError("crossover_verdict: no checkpoint with both runs")
+    g = gaps.sort_values("tokens").reset_index(drop=True)
+    last, first = g.iloc[-1], g.iloc[0]
+    below, above = g["high"] < 0, g["low"] > 0
+    if below.iloc[-1]:
+        status, ok = "reversed", below
+    elif above.iloc[-1]:
+        status, ok = "persists", None
+    elif above.iloc[0]:
+        status, ok = "closed", ~above
+    else:
+        status, ok = "undecided", None
+    at = None
+    if ok is not None:
+        k = len(g)
+        while k > 0 and ok.iloc[k - 1]:
+            k -= 1
+        at = float(g["tokens"].iloc[k])
+    return {"status": status, "at_tokens": at, "first": {"tokens": float(first["tokens"]), "gap": float(first["gap"]),
+            "low": float(first["low"]), "high": float(first["high"])},
+            "last": {"tokens": float(last["tokens"]), "gap": float(last["gap"]), "low": float(last["low"]),
+                     "high": float(last["high"]), "method": str(last["method"])}}
