@@ -73,7 +73,7 @@ def test_perplexity_columns_use_the_relative_decrease_and_floors_are_inconclusiv
     got = _by_id(src, tmp_path)
     wiki = got["v.T3.YOCO_vs_Transformer.Wiki. ppl"]
     assert "(+10.00%)" in wiki.ours and wiki.evidence == "training"        # no item stderr: one seed decides nothing
-    assert wiki.verdict == INCONCLUSIVE and wiki.qualifier.startswith("one seed, no spread")
+    assert wiki.verdict == INCONCLUSIVE and wiki.qualifier.startswith("one seed, no interval")
     assert got["v.T3.YOCO_vs_Transformer.LMB. acc"].qualifier == "at the floor for both (no signal)"
 
 

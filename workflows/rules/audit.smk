@@ -40,6 +40,8 @@ rule audit:
         verdicts=in_report(f"{AUDIT_OUT}/verdicts.csv", "audit"),
         claims=f"{AUDIT_OUT}/claims.csv",
         summary=f"{AUDIT_OUT}/summary.json",
+        seed_spread=f"{AUDIT_OUT}/seed_spread.csv",
+        seed_spread_md=f"{AUDIT_OUT}/seed_spread.md",
     log:
         f"logs/{SCALE}/audit.log",
     params:

@@ -7,14 +7,19 @@ Runs the consistency checks (:mod:`yocou.audit.checks`) on the reported tables, 
 - ``report.md``: counts, every check and verdict, every claim's status, links to the figures;
 - ``report.html``: the same, self-contained (inline CSS, figures as base64 PNG);
 - ``checks.csv``, ``verdicts.csv``, ``claims.csv``: tidy data behind the report; ``summary.json``: the counts,
-  regressions against the baseline and provenance.
+  regressions against the baseline and provenance; ``verdicts_training`` there counts the training-side verdicts
+  (evidence ``training``: decided by the 95% interval across seeds) decided and undecided, and lists each decided
+  one with its effect and interval;
+- ``seed_spread.csv``, ``seed_spread.md``: mean, standard deviation across seeds and number of seeds of every
+  training-side metric a comparison reads, per study, role and axis value (:func:`yocou.audit.verdicts.seed_spread`).
 
 Baseline: a JSON file ``{"checks": {check id: result}}`` (committed as ``results/audit/baseline.json``). A check
 that ``holds`` there and no longer holds (or no longer exists) is a regression; ``yocou audit`` then exits 1.
 A malformed baseline raises ValueError (exit 2 through the CLI).
 
 Claim status (the headline counts): ``failing`` when a consistency check on the claim does not hold or a verdict
-is ``opposite``; else ``holding`` when a check holds or a verdict has the paper's direction; else ``inconclusive``
+is ``opposite`` or ``no difference`` (the effect the paper claims is absent: its 95% interval lies inside the
+margin); else ``holding`` when a check holds or a verdict has the paper's direction; else ``inconclusive``
 when it was looked at but nothing could be decided (cannot be checked from what is published, inconclusive
 verdicts); else ``not audited``. ``checked`` = holding + failing + inconclusive.
 
@@ -41,7 +46,8 @@ from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
 from .claims import Sources, load_claims, load_sources
-from .verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict, reproduce
+from .verdicts import (INCONCLUSIVE, NO_DIFFERENCE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict,
+                       load_comparisons, load_tidy, reproduce, seed_spread)
 
 __all__ = ["audit", "claim_status", "load_baseline", "regressions", "write_report", "write_baseline", "main",
            "add_arguments", "run_from_args"]
@@ -73,8 +79,9 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     checks = run_checks(src)
     verdicts = reproduce(src, rdir, scale)
     claims = claim_status(load_claims(src), checks, verdicts)
+    rows = load_comparisons()
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
-            "results_dir": str(rdir)}
+            "results_dir": str(rdir), "seed_spread": seed_spread(load_tidy(rdir, rows), rows)}
 
 
 def claim_status(claims: pd.DataFrame, checks: Iterable[CheckResult], verdicts: Iterable[Verdict]) -> pd.DataFrame:
@@ -107,7 +114,7 @@ def claim_status(claims: pd.DataFrame, checks: Iterable[CheckResult], verdicts: 
     status = []
     for i in out["id"]:
         c, r = cons[i], rep[i]
-        if FAILS in c or OPPOSITE in r:
+        if FAILS in c or OPPOSITE in r or NO_DIFFERENCE in r:
             status.append("failing")
         elif HOLDS in c or SAME in r or SAME_SIZE in r:
             status.append("holding")
@@ -170,7 +177,9 @@ def write_baseline(path: str | Path, checks: Iterable[CheckResult]) -> None:
 
 
 def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, Any]:
-    """Headline counts: claims by status, checks by result, verdicts by label."""
+    """Headline counts: claims by status, checks by result, verdicts by label; ``verdicts_training``: the
+    training-side verdicts (evidence ``training``) decided and undecided (of which not run), by verdict, and each
+    decided one's id, verdict, effect and 95% interval."""
     claims = res["claims"]
     st = Counter(claims["status"])
     cr = Counter(c.result for c in res["checks"])
@@ -185,12 +194,27 @@ def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, 
         "checks": {"total": len(res["checks"]), **{k: int(cr[k]) for k in RESULTS}},
         "verdicts": {"total": len(res["verdicts"]), **{k: int(vr[k]) for k in VERDICTS},
                      "not run at this scale": sum(v.qualifier == NOT_RUN for v in res["verdicts"])},
+        "verdicts_training": training_counts(res["verdicts"]),
         "regressions": regress or [],
     }
 
 
+def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
+    """Training-side verdicts (evidence ``training``) decided (not inconclusive) and undecided, by verdict."""
+    tr = [v for v in verdicts if v.evidence == "training"]
+    dec = [v for v in tr if v.verdict != INCONCLUSIVE]
+    by = Counter(v.verdict for v in tr)
+    return {"decided": len(dec), "undecided": len(tr) - len(dec),
+            "not_run": sum(v.qualifier == NOT_RUN for v in tr),
+            "by_interval": sum(v.ci_low is not None for v in dec),
+            "by_verdict": {k: int(by[k]) for k in VERDICTS},
+            "decided_list": [{"id": v.id, "verdict": v.verdict, "effect": v.effect, "ci_low": v.ci_low,
+                              "ci_high": v.ci_high, "ci_method": v.ci_method, "margin": v.margin,
+                              "paper": v.paper} for v in dec]}
+
+
 def summary_text(cnt: dict[str, Any]) -> str:
-    c, k, v = cnt["claims"], cnt["checks"], cnt["verdicts"]
+    c, k, v, t = cnt["claims"], cnt["checks"], cnt["verdicts"], cnt["verdicts_training"]
     lines = [
         f"audit ({cnt['scale']}): {c['total']} claims ({c['prose']} prose/caption, {c['table_cells']} cells of "
         f"Tables {', '.join(map(str, c['tables']))})",
@@ -199,7 +223,10 @@ def summary_text(cnt: dict[str, Any]) -> str:
         f"  consistency checks {k['total']}: holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what "
         f"is published {k[UNCHECKABLE]}",
         f"  reproduced verdicts {v['total']}: same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, "
-        f"opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} (not run at this scale {v['not run at this scale']})",
+        f"no difference {v[NO_DIFFERENCE]}, opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} "
+        f"(not run at this scale {v['not run at this scale']})",
+        f"  training-side verdicts {t['decided'] + t['undecided']}: decided {t['decided']} ({t['by_interval']} by the "
+        f"95% interval across seeds), undecided {t['undecided']} (not run at this scale {t['not_run']})",
     ]
     if cnt["regressions"]:
         lines.append(f"  REGRESSIONS against the baseline: {len(cnt['regressions'])}")
@@ -226,7 +253,7 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     checks = pd.DataFrame([c.as_row() for c in res["checks"]])
     verd = pd.DataFrame([v.as_row() for v in res["verdicts"]])
     claims = res["claims"]
-    c, k, v = cnt["claims"], cnt["checks"], cnt["verdicts"]
+    c, k, v, t = cnt["claims"], cnt["checks"], cnt["verdicts"], cnt["verdicts_training"]
     summary = pd.DataFrame([
         {"what": "claims in the registry", "count": c["total"],
          "detail": f"{c['prose']} prose/caption statements + {c['table_cells']} printed cells of Tables "
@@ -240,13 +267,18 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
         {"what": "consistency checks", "count": k["total"],
          "detail": f"holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what is published {k[UNCHECKABLE]}"},
         {"what": f"reproduced verdicts ({res['scale']})", "count": v["total"],
-         "detail": f"same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, opposite {v[OPPOSITE]}, "
-                   f"inconclusive {v[INCONCLUSIVE]} (of which not run at this scale: {v['not run at this scale']})"},
+         "detail": f"same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, no difference "
+                   f"{v[NO_DIFFERENCE]}, opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} (of which not run "
+                   f"at this scale: {v['not run at this scale']})"},
+        {"what": "training-side verdicts decided", "count": t["decided"],
+         "detail": f"{t['by_interval']} by the 95% interval across seeds; undecided {t['undecided']} (of which not "
+                   f"run at this scale: {t['not_run']})"},
         {"what": "regressions against the baseline", "count": len(cnt["regressions"]),
          "detail": ", ".join(r["id"] for r in cnt["regressions"]) or "-"},
     ])
     cols_c = ["id", "result", "observed", "expected", "tolerance", "message"]
     cols_v = ["id", "comparison", "paper", "ours", "spread", "n_seeds", "evidence", "verdict", "qualifier", "message"]
+    cols_t = ["id", "paper", "effect", "ci_low", "ci_high", "ci_method", "margin", "verdict", "qualifier"]
     per_table = (claims[claims["kind"] == "table_cell"].groupby("table")["status"].value_counts().unstack(fill_value=0)
                  .reindex(columns=list(STATUSES), fill_value=0).reset_index())
     per_table.insert(1, "cells", per_table[list(STATUSES)].sum(axis=1))
@@ -256,8 +288,8 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
         ("Summary", f"Scale `{res['scale']}`; results read from `{res['results_dir']}`. Paper: "
                     "shared/paper/000_c190a1253fdf94ee.txt (arXiv 2604.01220). Consistency checks need no training and "
                     "are the same at every scale; verdicts compare our runs at this scale with the paper's numbers "
-                    "and are never stronger than the evidence (one training seed, CPU timings, ~10M-parameter models "
-                    "at tiny).", summary),
+                    "and are never stronger than the evidence (a training-side verdict only from several seeds, by "
+                    "its 95% interval; CPU timings; ~10M-parameter models at tiny).", summary),
     ]
     if cnt["regressions"]:
         out.append(("Regressions against the baseline", "", pd.DataFrame(cnt["regressions"])))
@@ -271,6 +303,17 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     out.append(("Reproduced verdicts: decided", f"{len(decided)} of {len(verd)} verdicts are not inconclusive.",
                 decided[cols_v]))
     out.append(("Reproduced verdicts: inconclusive", "", verd[verd["verdict"] == INCONCLUSIVE][cols_v]))
+    train = verd[verd["evidence"] == "training"] if not verd.empty else verd
+    out.append(("Training-side verdicts: effect and 95% interval across seeds",
+                f"{t['decided']} decided, {t['undecided']} undecided. A Student-t interval (Welch for two sides, the "
+                "delta method for relative effects); same direction or opposite only when it excludes 0, no "
+                "difference only when it lies inside the margin, else inconclusive; one seed: no interval. "
+                "Seed spread of the metrics behind them: `seed_spread.md`.",
+                train[cols_t] if not train.empty else train))
+    spread = res.get("seed_spread")
+    if spread is not None:
+        out.append(("Seed spread of the training-side metrics", "Mean, standard deviation across seeds (ddof 1) and "
+                    "number of seeds, per study, role, metric and axis value (also `seed_spread.csv`).", spread))
     out.append(("Claims: prose and captions", "", prose))
     out.append(("Claims: table cells by table", "Status of the printed cells of each table "
                 "(every cell is a claim; `claims.csv` lists each with its checks and verdicts).", per_table))
@@ -283,7 +326,8 @@ def _img_data(path: Path) -> str:
 
 def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[str | Path] = (),
                  baseline: str | Path | None = None) -> dict[str, Any]:
-    """Write report.md, report.html, checks.csv, verdicts.csv, claims.csv and summary.json into ``out_dir``.
+    """Write report.md, report.html, checks.csv, verdicts.csv, claims.csv, summary.json and (when ``res`` has one)
+    seed_spread.{csv,md} into ``out_dir``.
 
     ``figures``: PNG files shown in the report (inline in the HTML). Returns the counts (see :func:`counts`).
 
@@ -318,8 +362,9 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
         md.write("## Figures\n\n")
         for f in figs:
             md.write(f"![{f.stem}]({os.path.relpath(f, out)})\n\n")
-    md.write(f"<sub>yocou {prov['versions'].get('yocou')} · commit {prov['git_commit'][:10]}"
-             f"{' (dirty)' if prov.get('git_dirty') else ''} · {prov['created_utc']}</sub>\n")
+    footer = (f"<sub>yocou {prov['versions'].get('yocou')} · commit {prov['git_commit'][:10]}"
+              f"{' (dirty)' if prov.get('git_dirty') else ''} · {prov['created_utc']}</sub>\n")
+    md.write(footer)
     atomic_write_text(out / "report.md", md.getvalue())
 
     h = io.StringIO()
@@ -329,7 +374,7 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
             "table{border-collapse:collapse;font-size:12px;margin-bottom:1.5em}"
             "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}"
             "th{background:#f3f3f3}.holds,.holding,.same-direction-and-size{background:#e6f4e6}"
-            ".does-not-hold,.failing,.opposite{background:#fbe3e3}"
+            ".does-not-hold,.failing,.opposite,.no-difference{background:#fbe3e3}"
             ".cannot-be-checked-from-what-is-published,.inconclusive{background:#f5f5dc}"
             "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f7f7f7;padding:1em}"
             "</style></head><body>")
@@ -353,6 +398,13 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
     atomic_write_text(out / "checks.csv", pd.DataFrame([c.as_row() for c in res["checks"]]).to_csv(index=False))
     atomic_write_text(out / "verdicts.csv", pd.DataFrame([v.as_row() for v in res["verdicts"]]).to_csv(index=False))
     atomic_write_text(out / "claims.csv", res["claims"].to_csv(index=False))
+    if (spread := res.get("seed_spread")) is not None:
+        atomic_write_text(out / "seed_spread.csv", spread.to_csv(index=False))
+        atomic_write_text(out / "seed_spread.md", (
+            f"# Seed spread of the training-side metrics ({res['scale']} scale)\n\n"
+            f"Read from `{res['results_dir']}/tidy/`: every metric a training-side comparison of "
+            "eval/comparisons.yaml reads; mean and standard deviation (ddof 1) over seeds, per study, role, metric "
+            "and axis value (yocou.audit.verdicts.seed_spread).\n\n" + _md_table(spread) + "\n" + footer))
     atomic_write_json(out / "summary.json", {**cnt, "figures": [str(f) for f in figs], "provenance": prov})
     return cnt
 

@@ -1,0 +1,187 @@
+"""Issue 15, item 6: training-side verdicts decided by the 95% interval of the effect across seeds
+(yocou.audit.verdicts.t_interval / decide_interval), their counts in the audit summary and the seed-spread table.
+Expected intervals are computed here independently: scipy's Welch t-test and one-sample t-test confidence intervals,
+and the delta method written out by hand."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy import stats
+
+from yocou.audit.claims import load_sources
+from yocou.audit.verdicts import (INCONCLUSIVE, NO_DIFFERENCE, OPPOSITE, SAME, SAME_SIZE, VERDICTS, decide,
+                                  decide_interval, reproduce)
+from yocou.tidy import write_tidy
+
+
+@pytest.fixture(scope="module")
+def src():
+    return load_sources()
+
+
+def _toy(tmp: Path, sides: dict[str, list[float]], *, rows: list[dict], unit: str = "nats",
+         metric: str = "loss") -> Path:
+    """A tidy table ``toy`` (one row per role and seed) and a comparisons file with ``rows``."""
+    write_tidy([dict(study="toy", run=role, role=role, seed=s, metric=metric, value=float(v), unit=unit)
+                for role, vals in sides.items() for s, v in enumerate(vals)], tmp / "tidy" / "toy")
+    base = dict(comparison="toy comparison", study="toy", metric=metric, evidence="training")
+    p = tmp / f"comparisons{len(list(tmp.glob('comparisons*.yaml')))}.yaml"   # a new file: evaldefs caches by path
+    p.write_text(yaml.safe_dump([{**base, **r} for r in rows]), encoding="utf-8")
+    return p
+
+
+def _one(src, tmp: Path, comps: Path, scale: str = "tiny"):
+    (v,) = reproduce(src, tmp, scale, comparisons=comps)
+    return v
+
+
+DIFF = dict(id="toy.diff", a="x", b="y", effect="difference", paper={"value": 1.0, "text": "x above y"})
+
+
+def test_a_known_difference_is_decided_and_its_interval_is_welchs(src, tmp_path):
+    """3 seeds per side, means 10 sd apart: the interval excludes 0 and equals scipy's Welch interval."""
+    rng = np.random.default_rng(1)
+    x, y = 5.0 + 0.1 * rng.standard_normal(3), 4.0 + 0.1 * rng.standard_normal(3)
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]))
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+    assert v.effect == pytest.approx(x.mean() - y.mean())
+    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert v.verdict == SAME_SIZE and "excludes 0" in v.qualifier and v.n_seeds == 3      # ~1 against the paper's 1
+    assert v.ci_method.startswith("t, Welch, 95%") and "seeds 3/3" in v.ci_method
+    assert f"{ci.low:+.3g}" in v.ours and f"{ci.high:+.3g}" in v.spread
+    # the other way round: opposite
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": y, "y": x}, rows=[DIFF]))
+    assert v.verdict == OPPOSITE and v.ci_high < 0
+    # unequal seeds (3 against 4): still Welch's interval
+    y4 = np.append(y, 4.05)
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y4}, rows=[DIFF]))
+    ci = stats.ttest_ind(x, y4, equal_var=False).confidence_interval(0.95)
+    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high)) and "seeds 3/4" in v.ci_method
+
+
+def test_pure_noise_is_inconclusive(src, tmp_path):
+    """Both sides drawn from one distribution (fixed seed): scipy's interval includes 0, so no verdict."""
+    rng = np.random.default_rng(0)
+    x, y = 5.0 + 0.1 * rng.standard_normal(3), 5.0 + 0.1 * rng.standard_normal(3)
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+    assert ci.low < 0 < ci.high and ci.high - ci.low > 2 * 0.02      # the premise: straddles 0 and the margin
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]))
+    assert v.verdict == INCONCLUSIVE and "straddles 0 and the margin ±0.02" in v.qualifier
+    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+
+
+def test_an_interval_inside_the_margin_is_no_difference_and_parity_agrees(src, tmp_path):
+    x, y = np.array([5.000, 5.002, 4.999]), np.array([5.001, 4.998, 5.000])
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+    assert -0.02 < ci.low < 0 < ci.high < 0.02                       # the premise
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]))
+    assert v.verdict == NO_DIFFERENCE and "inside the margin ±0.02" in v.qualifier and v.margin == 0.02
+    # a row's own margin (per unit) narrower than the interval: inconclusive
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[{**DIFF, "margin": {"nats": 0.001}}]))
+    assert v.verdict == INCONCLUSIVE and "±0.001" in v.qualifier
+    # the paper claims parity: inside the margin is the paper-agreeing verdict
+    par = {**DIFF, "paper": {"expect": "parity", "text": "comparable"}}
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[par]))
+    assert v.verdict == SAME_SIZE and "as the paper's parity" in v.qualifier
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x + 1, "y": y}, rows=[par]))
+    assert v.verdict == OPPOSITE and "the paper claims parity" in v.qualifier
+
+
+def test_a_relative_effect_is_propagated_by_the_delta_method(src, tmp_path):
+    """Relative perplexity decrease (b - a) / b: se^2 = (se_a / b)^2 + (a se_b / b^2)^2, Welch-Satterthwaite df."""
+    a, b = np.array([90.0, 91.0, 89.5]), np.array([100.0, 99.0, 101.5, 100.5])
+    row = dict(id="toy.rel", a="x", b="y", effect="relative_decrease", paper={"value": 0.1, "text": "10% lower"})
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": a, "y": b}, rows=[row], unit="ppl", metric="ppl"))
+    ma, mb = a.mean(), b.mean()
+    ca = a.std(ddof=1) / math.sqrt(3) / mb
+    cb = ma * b.std(ddof=1) / math.sqrt(4) / mb ** 2
+    se, dof = math.hypot(ca, cb), (ca ** 2 + cb ** 2) ** 2 / (ca ** 4 / 2 + cb ** 4 / 3)
+    est = (mb - ma) / mb
+    q = stats.t.ppf(0.975, dof)
+    assert v.effect == pytest.approx(est)
+    assert (v.ci_low, v.ci_high) == (pytest.approx(est - q * se), pytest.approx(est + q * se))
+    assert v.verdict == SAME_SIZE and v.margin == 0.02                 # relative effects: the relative margin
+    assert "%" in v.ours and "95% CI" in v.ours
+
+
+def test_a_single_sided_value_uses_the_one_sample_interval(src, tmp_path):
+    """Figure 2's loss gap at equal FLOPs (one derived row per seed): scipy's one-sample t interval."""
+    g = np.array([0.05, 0.07, 0.06, 0.08])
+    write_tidy([dict(study="fig2", run="u|y", role="yocou|yoco", seed=s, metric="loss_gap_at_equal_flops",
+                     value=float(x), unit="nats") for s, x in enumerate(g)], tmp_path / "tidy" / "fig2")
+    v = {v.id: v for v in reproduce(src, tmp_path, "tiny")}["v.fig2.loss_gap_equal_flops"]
+    ci = stats.ttest_1samp(g, 0.0).confidence_interval(0.95)
+    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert v.ci_method.startswith("t, 95%") and v.verdict in (SAME, SAME_SIZE) and v.evidence == "training"
+
+
+def test_one_seed_stays_inconclusive_and_smoke_is_capped(src, tmp_path):
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": [5.0], "y": [4.0]}, rows=[DIFF]))
+    assert v.verdict == INCONCLUSIVE and v.qualifier.startswith("one seed, no interval") and v.ci_low is None
+    x, y = [5.0, 5.1, 4.9], [4.0, 4.1, 3.9]
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]), scale="smoke")
+    assert v.verdict == INCONCLUSIVE and v.qualifier.startswith("smoke scale") and v.ci_low is not None
+    # decide() without an interval for several seeds does not decide a training effect
+    assert decide(1.0, 1.0, evidence="training", n_seeds=3)[0] == INCONCLUSIVE
+    assert decide(1.0, 1.0, evidence="training", n_seeds=3, ci=(0.5, 1.5), margin=0.1)[0] == SAME_SIZE
+    assert decide_interval(1.0, 0.05, (0.01, 0.09), margin=0.1)[0] == SAME           # excludes 0: direction wins
+    assert NO_DIFFERENCE in VERDICTS
+
+
+def test_the_audit_summary_counts_training_verdicts_and_writes_the_seed_spread(src, tmp_path):
+    """Held-out book perplexity, YOCO-U against YOCO with 3 seeds (decided) and YOCO against the Transformer with one
+    (undecided); the summary lists the decided one with its interval; seed_spread.csv has mean, std, n per role."""
+    from yocou.audit.report import audit, write_report
+
+    vals = {"yocou": [90.0, 91.0, 89.0], "yoco": [100.0, 101.0, 99.5], "transformer": [120.0]}
+    write_tidy([dict(study="heldout_ppl", run=f"{r}_seed{s}" if s else r, role=r, seed=7 + s, metric="book.ppl",
+                     value=x, unit="ppl") for r, xs in vals.items() for s, x in enumerate(xs)],
+               tmp_path / "res" / "tidy" / "heldout_ppl")
+    res = audit("tiny", tmp_path / "res")
+    cnt = write_report(res, tmp_path / "audit")
+    summary = json.loads((tmp_path / "audit" / "summary.json").read_text(encoding="utf-8"))
+    t = summary["verdicts_training"]
+    train = [v for v in res["verdicts"] if v.evidence == "training"]
+    assert t == cnt["verdicts_training"] and t["decided"] + t["undecided"] == len(train)
+    assert t["decided"] == t["by_interval"] == 1 and sum(t["by_verdict"].values()) == len(train)
+    (d,) = t["decided_list"]
+    assert d["id"] == "v.heldout_ppl.YOCO-U_vs_YOCO" and d["ci_low"] > 0 and d["effect"] == pytest.approx(
+        (np.mean(vals["yoco"]) - np.mean(vals["yocou"])) / np.mean(vals["yoco"]))
+    other = next(v for v in train if v.id == "v.heldout_ppl.YOCO_vs_Transformer")
+    assert other.verdict == INCONCLUSIVE and other.qualifier.startswith("one seed")
+    spread = pd.read_csv(tmp_path / "audit" / "seed_spread.csv")
+    for r, xs in vals.items():
+        row = spread[(spread["study"] == "heldout_ppl") & (spread["role"] == r)].iloc[0]
+        assert row["mean"] == pytest.approx(np.mean(xs)) and row["n_seeds"] == len(xs)
+        assert (math.isnan(row["std"]) if len(xs) == 1 else row["std"] == pytest.approx(np.std(xs, ddof=1)))
+    md = (tmp_path / "audit" / "seed_spread.md").read_text(encoding="utf-8")
+    assert "| heldout_ppl | yocou | book.ppl |" in md and "commit" in md
+    assert "training-side verdicts" in (tmp_path / "audit" / "report.md").read_text(encoding="utf-8")
+    verd = pd.read_csv(tmp_path / "audit" / "verdicts.csv")
+    assert {"effect", "ci_low", "ci_high", "ci_method", "margin"} <= set(verd.columns)
+
+
+def test_a_monotone_series_interval_across_roles(src, tmp_path):
+    """Figure 6: relative decrease of the final loss from T=1 to T=5, each T its own runs (3 seeds): the delta
+    method of (l1 - l5) / l1 with Welch-Satterthwaite df."""
+    rng = np.random.default_rng(3)
+    vals = {k: 5.0 - 0.1 * k + 0.01 * rng.standard_normal(3) for k in (1, 2, 3, 5)}
+    write_tidy([dict(study="fig6", run=f"T{k}", role=f"T{k}", seed=s, metric="final_loss", axis="T", axis_value=k,
+                     value=float(x), unit="nats") for k, xs in vals.items() for s, x in enumerate(xs)],
+               tmp_path / "tidy" / "fig6")
+    v = {v.id: v for v in reproduce(src, tmp_path, "tiny")}["v.fig6.loops"]
+    a, b = vals[5], vals[1]
+    ma, mb = a.mean(), b.mean()
+    ca, cb = a.std(ddof=1) / math.sqrt(3) / mb, ma * b.std(ddof=1) / math.sqrt(3) / mb ** 2
+    se, dof, est = math.hypot(ca, cb), (ca ** 2 + cb ** 2) ** 2 / (ca ** 4 / 2 + cb ** 4 / 2), (mb - ma) / mb
+    q = stats.t.ppf(0.975, dof)
+    assert v.effect == pytest.approx(est)
+    assert (v.ci_low, v.ci_high) == (pytest.approx(est - q * se), pytest.approx(est + q * se))
+    assert v.verdict == SAME and "excludes 0" in v.qualifier                    # size not comparable across scales
