@@ -84,6 +84,7 @@ include: "workflows/rules/efficiency.smk"
 include: "workflows/rules/studies.smk"
 include: "workflows/rules/fig8.smk"
 include: "workflows/rules/audit.smk"
+include: "workflows/rules/timing.smk"
 
 
 rule reproduce_all:
@@ -114,3 +115,4 @@ rule reproduce_all:
         rules.summarize_fig8.output,
         rules.efficiency.input,
         rules.audit.output,
+        rules.timing.output,

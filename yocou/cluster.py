@@ -51,7 +51,7 @@ RULES = frozenset({
     "angular", "audit", "corpus", "downstream", "efficiency", "eqflops_model", "eval_pack", "fig2", "fig3", "fig4",
     "fig5", "fig6", "fig7", "fig8", "heldout_ppl", "kv_measure", "longppl", "niah", "niah_prompts", "ppl",
     "profile", "reproduce_all", "run_config", "table1", "table10", "table2", "table3", "table4", "table5",
-    "tables8_9", "tokenizer", "tokens", "train",
+    "tables8_9", "timing", "tokenizer", "tokens", "train",
     # summarize steps (raw results -> results/<scale>/tidy/<study>.{csv,json})
     "summarize_efficiency", "summarize_efficiency_derived", "summarize_kv", "summarize_table10", "summarize_table4",
     "summarize_table2", "summarize_table3", "summarize_table5", "summarize_fig3", "summarize_runs", "summarize_fig2",

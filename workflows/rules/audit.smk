@@ -5,7 +5,8 @@
 #
 # The inputs are the render outputs the audit reads. They are gathered by an input function (a lambda), so rules that are
 # included after this file (or do not exist in this checkout) are handled: every rule named in AUDIT_FROM that
-# exists, plus whatever else reproduce_all lists under results/<scale>/ or figures/<scale>/.
+# exists, plus whatever else reproduce_all lists under results/<scale>/ or figures/<scale>/ (not timing's outputs:
+# the rule timing runs after the audit, timing.smk).
 
 AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "table3", "table5", "fig3", "fig7",
               "tables8_9", "table1", "profile", "fig2_summary", "fig5", "fig6", "fig8"]
@@ -25,7 +26,8 @@ rule audit:
         results=lambda w: list(dict.fromkeys(
             [str(f) for name in AUDIT_FROM if rules.has(name) for f in getattr(rules, name).output]
             + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
-               if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")])),
+               if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")
+               and not str(f).startswith(f"{RES}/timing.")])),  # timing comes after the audit (timing.smk)
         tidy=[f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES],
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
         baseline="results/audit/baseline.json",
@@ -44,6 +46,8 @@ rule audit:
         seed_spread_md=f"{AUDIT_OUT}/seed_spread.md",
     log:
         f"logs/{SCALE}/audit.log",
+    benchmark:
+        bench("audit")
     params:
         figs=lambda w, input: " ".join(f for f in input.results if f.endswith(".png")),
         out=lambda w, output: os.path.dirname(output.md),

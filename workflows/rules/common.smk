@@ -39,6 +39,17 @@ def run_config_json(variant):
                        | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
 
 
+# Every job's Snakemake `benchmark:` file (wall and CPU seconds, peak memory), read by the rule `timing`
+# (workflows/rules/timing.smk, yocou.timing) into results/<scale>/timing.*: <rule>.tsv for a rule without wildcards,
+# <rule>/<wildcard value>.tsv for one with. Under logs/ (not committed): timing.csv carries every row of them.
+BENCH = f"logs/{SCALE}/bench"
+
+
+def bench(rule, wildcard=None):
+    """The benchmark file of a job of ``rule`` (one wildcard, or none): where yocou.timing looks for it."""
+    return f"{BENCH}/{rule}.tsv" if wildcard is None else f"{BENCH}/{rule}/{{{wildcard}}}.tsv"
+
+
 # `snakemake --report`: each table and figure goes under the part of the paper it belongs to (category, numbered in
 # the paper's order of tables and figures; the numbers are ours, not the paper's sections) and its own name
 # (subcategory), with its caption workflows/report/<item>.rst (what the paper claims, our scale, the substitutes,

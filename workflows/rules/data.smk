@@ -9,6 +9,8 @@ rule corpus:
         docs=expand(f"{RUN}/corpus/{{split}}.jsonl", split=SPLITS),
     log:
         f"logs/{SCALE}/corpus.log",
+    benchmark:
+        bench("corpus")
     params:
         # The data section as JSON on the command line: a change reruns this rule (Snakemake's params trigger)
         cfg=config_json("data"),
@@ -25,6 +27,8 @@ rule tokenizer:
         f"{RUN}/tokenizer.json",
     log:
         f"logs/{SCALE}/tokenizer.log",
+    benchmark:
+        bench("tokenizer")
     params:
         cfg=config_json("data"),
         corpus=lambda w, input: os.path.dirname(input.train),
@@ -41,6 +45,8 @@ rule tokens:
         expand(f"{RUN}/tokens/{{split}}.bin", split=SPLITS),
     log:
         f"logs/{SCALE}/tokens.log",
+    benchmark:
+        bench("tokens")
     params:
         corpus=lambda w, input: os.path.dirname(input.docs[0]),
         out=lambda w, output: os.path.dirname(output[0]),

@@ -23,6 +23,8 @@ rule eval_pack:
         f"{RUN}/eval/pack/manifest.json",
     log:
         f"logs/{SCALE}/eval_pack.log",
+    benchmark:
+        bench("eval_pack")
     params:
         tasks=shlex.quote(json.dumps(DS["tasks"], sort_keys=True)),
         seed=DS["seed"],
@@ -44,6 +46,8 @@ rule downstream:
         samples=f"{RES}/downstream/{{variant}}/samples.jsonl.gz",
     log:
         f"logs/{SCALE}/downstream_{{variant}}.log",
+    benchmark:
+        bench("downstream", "variant")
     params:
         ds=_DS_JSON,
         pack=lambda wildcards, input: os.path.dirname(input.pack),
@@ -76,6 +80,8 @@ for _t in ("table2", "table3", "table5", "fig3"):
             json=f"{RES}/tidy/{_t}.json",
         log:
             f"logs/{SCALE}/summarize_{_t}.log",
+        benchmark:
+            bench(f"summarize_{_t}")
         params:
             study=_t,
             cfg=_summarize_cfg(_t),
@@ -99,6 +105,8 @@ for _t in ("table2", "table3", "table5"):
             cells=f"{RES}/{_t}_cells.csv",
         log:
             f"logs/{SCALE}/{_t}.log",
+        benchmark:
+            bench(_t)
         params:
             script=_t,
             scale=SCALE,
@@ -120,6 +128,8 @@ rule fig3:
         data=in_report(f"{RES}/fig3_data.csv", "fig3"),
     log:
         f"logs/{SCALE}/fig3.log",
+    benchmark:
+        bench("fig3")
     params:
         scale=SCALE,
         variants=" ".join(CORE),

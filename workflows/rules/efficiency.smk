@@ -11,6 +11,8 @@ rule profile:
         f"{RES}/profile.json",
     log:
         f"logs/{SCALE}/profile.log",
+    benchmark:
+        bench("profile")
     params:
         lens=" ".join(str(n) for n in config["eval"]["profile"]["seq_lens"]),
         opts=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in config["eval"]["profile"].items()
@@ -37,6 +39,8 @@ rule summarize_efficiency:
         json=f"{RES}/tidy/efficiency.json",
     log:
         f"logs/{SCALE}/summarize_efficiency.log",
+    benchmark:
+        bench("summarize_efficiency")
     params:
         core=CORE,
         scale=SCALE,
@@ -55,6 +59,8 @@ rule summarize_efficiency_derived:
         json=f"{RES}/tidy/efficiency_derived.json",
     log:
         f"logs/{SCALE}/summarize_efficiency_derived.log",
+    benchmark:
+        bench("summarize_efficiency_derived")
     params:
         fit=config["eval"]["profile"]["fit"],
         scale=SCALE,
@@ -73,6 +79,8 @@ rule summarize_kv:
         json=f"{RES}/tidy/kv.json",
     log:
         f"logs/{SCALE}/summarize_kv.log",
+    benchmark:
+        bench("summarize_kv")
     params:
         core=CORE,
         scale=SCALE,
@@ -89,6 +97,8 @@ rule summarize_table10:
         json=f"{RES}/tidy/table10.json",
     log:
         f"logs/{SCALE}/summarize_table10.log",
+    benchmark:
+        bench("summarize_table10")
     params:
         presets={v: config["variants"][v]["preset"] for v in CORE},
         scale=SCALE,
@@ -108,6 +118,8 @@ rule fig7:
         data=in_report(f"{RES}/fig7_data.csv", "fig7"),
     log:
         f"logs/{SCALE}/fig7.log",
+    benchmark:
+        bench("fig7")
     params:
         scale=SCALE,
     conda: CONDA_ENV
@@ -128,6 +140,8 @@ rule tables8_9:
         t10=in_report(f"{RES}/table10_ratios.md", "tables8_10"),
     log:
         f"logs/{SCALE}/tables8_9.log",
+    benchmark:
+        bench("tables8_9")
     params:
         scale=SCALE,
     conda: CONDA_ENV
@@ -146,6 +160,8 @@ rule table1:
         md=in_report(f"{RES}/table1.md", "table1"),
     log:
         f"logs/{SCALE}/table1.log",
+    benchmark:
+        bench("table1")
     params:
         scale=SCALE,
     conda: CONDA_ENV

@@ -9,6 +9,8 @@ rule ppl:
         f"{RES}/ppl/{{variant}}.json",
     log:
         f"logs/{SCALE}/ppl_{{variant}}.log",
+    benchmark:
+        bench("ppl", "variant")
     params:
         p=config["eval"]["ppl"],
         tokens=lambda w, input: os.path.dirname(input.data[0]),
@@ -28,6 +30,8 @@ rule kv_measure:
         f"{RES}/kv_measure.json",
     log:
         f"logs/{SCALE}/kv_measure.log",
+    benchmark:
+        bench("kv_measure")
     params:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
         dtype=config["eval"]["kv_measure"]["dtype"],

@@ -14,6 +14,8 @@ rule angular:
         f"{RES}/angular/{{variant}}.json",
     log:
         f"logs/{SCALE}/angular_{{variant}}.log",
+    benchmark:
+        bench("angular", "variant")
     params:
         p=config["eval"]["angular"],
         tokens=lambda w, input: os.path.dirname(input.data[0]),
@@ -37,6 +39,8 @@ rule summarize_fig8:
         json=f"{RES}/tidy/fig8.json",
     log:
         f"logs/{SCALE}/summarize_fig8.log",
+    benchmark:
+        bench("summarize_fig8")
     params:
         cfg=training_cfg("fig8"),
         job={"study": "fig8", "roots": {"run_root": f"{RUN}/models", "angular_root": f"{RES}/angular"}},
@@ -55,6 +59,8 @@ rule fig8:
         data=in_report(f"{RES}/fig8_data.csv", "fig8"),
     log:
         f"logs/{SCALE}/fig8.log",
+    benchmark:
+        bench("fig8")
     params:
         scale=SCALE,
     conda: CONDA_ENV

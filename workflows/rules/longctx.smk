@@ -17,6 +17,8 @@ rule niah_prompts:
         f"{RES}/niah/prompts.jsonl",
     log:
         f"logs/{SCALE}/niah_prompts.log",
+    benchmark:
+        bench("niah_prompts")
     params:
         p=NIAH,
         tasks=" ".join(NIAH["tasks"]),
@@ -38,6 +40,8 @@ rule niah:
         f"{RES}/niah/{{variant}}.json",
     log:
         f"logs/{SCALE}/niah_{{variant}}.log",
+    benchmark:
+        bench("niah", "variant")
     params:
         p=NIAH,
     threads: workflow.cores
@@ -57,6 +61,8 @@ rule longppl:
         npz=f"{RES}/longppl/{{variant}}.npz",
     log:
         f"logs/{SCALE}/longppl_{{variant}}.log",
+    benchmark:
+        bench("longppl", "variant")
     params:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
@@ -81,6 +87,8 @@ rule summarize_table4:
         json=f"{RES}/tidy/table4.json",
     log:
         f"logs/{SCALE}/summarize_table4.log",
+    benchmark:
+        bench("summarize_table4")
     params:
         core=CORE,
         niah=config["eval"]["niah"],
@@ -102,6 +110,8 @@ rule table4:
         pdf=f"{FIG}/niah_heatmap.pdf",
     log:
         f"logs/{SCALE}/table4.log",
+    benchmark:
+        bench("table4")
     params:
         scale=SCALE,
         seed=config["seed"],
@@ -120,6 +130,8 @@ rule fig4:
         data=in_report(f"{RES}/fig4_data.csv", "fig4"),
     log:
         f"logs/{SCALE}/fig4.log",
+    benchmark:
+        bench("fig4")
     params:
         scale=SCALE,
     conda: CONDA_ENV
@@ -137,6 +149,8 @@ rule summarize_fig4:
         json=f"{RES}/tidy/fig4.json",
     log:
         f"logs/{SCALE}/summarize_fig4.log",
+    benchmark:
+        bench("summarize_fig4")
     params:
         cfg=training_cfg("core"),
         job={"study": "fig4", "roots": {"run_root": f"{RUN}/models", "longppl_root": f"{RES}/longppl"}},

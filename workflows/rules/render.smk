@@ -14,6 +14,8 @@ rule summarize_fig2:
         json=f"{RES}/tidy/fig2.json",
     log:
         f"logs/{SCALE}/summarize_fig2.log",
+    benchmark:
+        bench("summarize_fig2")
     params:
         cfg=training_cfg("core"),
         job={"study": "fig2", "roots": {"run_root": f"{RUN}/models"}},
@@ -32,6 +34,8 @@ rule summarize_heldout_ppl:
         json=f"{RES}/tidy/heldout_ppl.json",
     log:
         f"logs/{SCALE}/summarize_heldout_ppl.log",
+    benchmark:
+        bench("summarize_heldout_ppl")
     params:
         cfg=training_cfg("core"),
         job={"study": "heldout_ppl", "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
@@ -51,6 +55,8 @@ rule fig2:
         summary=in_report(f"{RES}/fig2_summary.csv", "fig2"),
     log:
         f"logs/{SCALE}/fig2.log",
+    benchmark:
+        bench("fig2")
     params:
         scale=SCALE,
     conda: CONDA_ENV
@@ -69,6 +75,8 @@ rule heldout_ppl:
         md=in_report(f"{RES}/heldout_ppl.md", "heldout_ppl"),
     log:
         f"logs/{SCALE}/heldout_ppl.log",
+    benchmark:
+        bench("heldout_ppl")
     params:
         scale=SCALE,
     conda: CONDA_ENV
@@ -88,6 +96,8 @@ rule table10:
         measured=in_report(f"{RES}/table10_measured.md", "tables8_10"),
     log:
         f"logs/{SCALE}/table10.log",
+    benchmark:
+        bench("table10")
     params:
         scale=SCALE,
     conda: CONDA_ENV

@@ -18,6 +18,8 @@ rule eqflops_model:
         base=_RUN_NAMES,
     log:
         f"logs/{SCALE}/eqflops_{{base}}.log",
+    benchmark:
+        bench("eqflops_model", "base")
     params:
         run=lambda w, input: os.path.dirname(input.model),
         out=lambda w, output: os.path.dirname(output.model),
@@ -47,6 +49,8 @@ rule summarize_runs:
         json=f"{RES}/tidy/runs.json",
     log:
         f"logs/{SCALE}/summarize_runs.log",
+    benchmark:
+        bench("summarize_runs")
     params:
         cfg={"scale": SCALE, "runs": ALL_RUNS},
         job={"study": "runs", "roots": {"run_root": f"{RUN}/models"}},
@@ -71,6 +75,8 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
             json=f"{RES}/tidy/{_f}.json",
         log:
             f"logs/{SCALE}/summarize_{_f}.log",
+        benchmark:
+            bench(f"summarize_{_f}")
         params:
             cfg=training_cfg(_f),
             job={"study": _f, "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
@@ -91,6 +97,8 @@ for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r i
             data=in_report(f"{RES}/{_f}_data.csv", _f),
         log:
             f"logs/{SCALE}/{_f}.log",
+        benchmark:
+            bench(_f)
         params:
             script=_f,
             scale=SCALE,

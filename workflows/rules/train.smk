@@ -14,6 +14,8 @@ rule run_config:
         variant=_RUN_NAMES,
     log:
         f"logs/{SCALE}/run_config_{{variant}}.log",
+    benchmark:
+        bench("run_config", "variant")
     params:
         # Only what a run depends on, on the command line: editing evaluation settings never retrains.
         cfg=lambda w: run_config_json(w.variant),
@@ -35,6 +37,8 @@ rule train:
         variant=_RUN_NAMES,
     log:
         f"logs/{SCALE}/train_{{variant}}.log",
+    benchmark:
+        bench("train", "variant")
     params:
         launch=launcher,
         out=lambda w, output: os.path.dirname(output.model),
