@@ -109,6 +109,7 @@ rule reproduce_all:
         rules.summarize_runs.output,
         rules.summarize_fig2.output,
         rules.summarize_heldout_ppl.output,
+        rules.ppl_all.input,
         rules.summarize_fig4.output,
         rules.summarize_fig5.output,
         rules.summarize_fig6.output,

@@ -197,14 +197,76 @@ def test_heldout_ppl_rows_and_ratios_to_the_transformer(tmp_path: Path) -> None:
     df = T.summarize_heldout_ppl(runs, ppl_root=tmp_path / "ppl")
     y = select(df, role="yoco")
     assert dict(zip(y["metric"], y["value"])) == pytest.approx({"book.ppl": 30.0, "code.ppl": 25.0,
-                                                               "book.loss": math.log(30), "code.loss": math.log(25)})
-    assert dict(zip(y["metric"], y["n"])) == {"book.ppl": 100, "book.loss": 100, "code.ppl": 60, "code.loss": 60}
-    assert dict(zip(y["metric"], y["unit"])) == {"book.ppl": "ppl", "code.ppl": "ppl", "book.loss": "nats",
-                                                 "code.loss": "nats"}
+                                                               "loss.book": math.log(30), "loss.code": math.log(25)})
+    assert dict(zip(y["metric"], y["n"])) == {"book.ppl": 100, "loss.book": 100, "code.ppl": 60, "loss.code": 60}
+    assert dict(zip(y["metric"], y["unit"])) == {"book.ppl": "ppl", "code.ppl": "ppl", "loss.book": "nats",
+                                                 "loss.code": "nats"}
     assert one(df, role="yoco|transformer", metric="book.ppl_ratio")["value"] == pytest.approx(0.75)
     assert one(df, role="yoco|transformer", metric="code.ppl_ratio")["value"] == pytest.approx(1.25)
     assert one(df, role="transformer|transformer", metric="book.ppl_ratio")["value"] == 1.0
     assert one(df, role="yoco", metric="code.ppl")["n_docs"] == 2
+
+
+def _ppl_new(root: Path, name: str, nll: float, se: float, n_tokens: int = 100, n_bytes: int = 400) -> None:
+    """A ppl JSON with today's fields (nats_per_token, bits_per_byte, n_bytes, stderr_nats) in both splits."""
+    s = {"nll": nll, "nats_per_token": nll, "ppl": math.exp(nll), "n_tokens": n_tokens, "seq_len": 64,
+         "max_tokens": 1000, "max_tokens_per_doc": None, "stderr_nats": se, "n_bytes": n_bytes,
+         "bits_per_byte": nll * n_tokens / math.log(2) / n_bytes, "docs": [{"id": "d", "n_tokens": n_tokens,
+                                                                           "nll": nll}]}
+    p = root / "ppl" / f"{name}.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    code = {**s, "nll": nll + 1, "nats_per_token": nll + 1, "ppl": math.exp(nll + 1),
+            "bits_per_byte": (nll + 1) * n_tokens / math.log(2) / n_bytes}
+    p.write_text(json.dumps({"splits": {"heldout_book": s, "heldout_code": code}}))
+
+
+def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
+    for r, seed, nll in (("transformer", 0, 4.0), ("transformer_seed1", 1, 4.2), ("yocou", 0, 3.0),
+                         ("yocou_seed1", 1, 3.5)):
+        _run(tmp_path, r, seed=seed)
+        _ppl_new(tmp_path, r, nll, se=0.02)
+    bl = {"models": {"unigram": {}, "bigram_kn": {"discount": 0.7, "discount_lower": 0.6}},
+          "splits": {f"heldout_{m}": {"n_tokens": 100, "n_docs": 1, "seq_len": 64, "max_tokens": 1000,
+                                      **{k: {"nats_per_token": v, "ppl": math.exp(v), "n_tokens": 100,
+                                             "n_bytes": 400, "stderr_nats": 0.1,
+                                             "bits_per_byte": v * 100 / math.log(2) / 400}
+                                         for k, v in (("unigram", 6.0), ("bigram_kn", 5.0))}}
+                     for m in ("book", "code")}}
+    (tmp_path / "ppl" / "baselines.json").write_text(json.dumps(bl))
+    cfg = {"core_variants": ["transformer", "yocou"], "studies": {},
+           "replicas": {"transformer": ["transformer", "transformer_seed1"], "yocou": ["yocou", "yocou_seed1"]}}
+    df = T.summarize_study("heldout_ppl", cfg, run_root=tmp_path / "models", ppl_root=tmp_path / "ppl",
+                           baselines=tmp_path / "ppl" / "baselines.json")
+    lb = select(df, role="yocou", metric="loss.book")
+    assert list(lb["run"]) == ["yocou", "yocou_seed1"] and list(lb["seed"]) == [0, 1]
+    assert list(lb["value"]) == [3.0, 3.5] and list(lb["stderr"]) == [0.02, 0.02] and set(lb["unit"]) == {"nats"}
+    assert one(df, run="yocou_seed1", metric="loss.code")["value"] == 4.5
+    # bits/byte: 3.5 nats/token * 100 tokens / ln 2 / 400 bytes; its stderr scaled alike
+    b = one(df, run="yocou_seed1", metric="bpb.book")
+    assert b["value"] == pytest.approx(3.5 * 100 / math.log(2) / 400) and b["unit"] == "bits/byte"
+    assert b["stderr"] == pytest.approx(0.02 * 100 / math.log(2) / 400)
+    # ratios pair replica k with the Transformer's replica k: exp(3.5) / exp(4.2)
+    assert one(df, run="yocou_seed1|transformer_seed1", metric="book.ppl_ratio")["value"] == pytest.approx(
+        math.exp(-0.7))
+    for role, v in (("unigram", 6.0), ("bigram_kn", 5.0)):
+        r = one(df, role=role, metric="loss.code")
+        assert r["value"] == v and r["seed"] == NO_SEED and r["run"] == role and r["stderr"] == 0.1
+        assert one(df, role=role, metric="bpb.book")["value"] == pytest.approx(v * 100 / math.log(2) / 400)
+        assert one(df, role=role, metric="book.ppl")["value"] == pytest.approx(math.exp(v))
+    assert "D = 0.700" in one(df, role="bigram_kn", metric="loss.book")["detail"]
+
+    # the rendered table: per role the mean loss and bits/byte over seeds with their std, then the baselines
+    from yocou.render.heldout_ppl import table
+
+    runs = T.summarize_runs({r: tmp_path / "models" / r for r in ("transformer", "yocou")})
+    t = table(df, runs).set_index("variant")
+    assert t.loc["yocou", "seeds"] == 2
+    assert t.loc["yocou", "heldout_book loss (nats)"] == pytest.approx(3.25)
+    assert t.loc["yocou", "heldout_book loss sd"] == pytest.approx(math.sqrt(0.125))  # std(3.0, 3.5), ddof 1
+    assert t.loc["yocou", "heldout_code bits/byte"] == pytest.approx(4.25 * 100 / math.log(2) / 400)
+    assert t.loc["yocou", "heldout_book ppl"] == pytest.approx(math.exp(3.25))
+    assert t.loc["unigram", "heldout_book loss (nats)"] == 6.0 and t.loc["bigram_kn", "heldout_code loss (nats)"] == 5.0
+    assert list(t.index) == ["transformer", "yocou", "unigram", "bigram_kn"]
 
 
 def test_paper_wiki_ppl_ratio_is_the_printed_values_over_the_transformers() -> None:

@@ -113,22 +113,46 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
     import torch
 
     from .data.tokens import TokenStream
+    from .heldout import BYTES_METHOD, token_byte_lengths
     from .io import atomic_write_json, provenance
     from .ppl import heldout_ppl
     from .train import load_model
 
     torch.manual_seed(0)
     model = load_model(a.model)
-    res: dict[str, Any] = {"model": a.model, "splits": {}}
+    byte_len, method = token_byte_lengths(a.tokenizer) if a.tokenizer else (None, None)
+    res: dict[str, Any] = {"model": a.model, "tokenizer": a.tokenizer, "splits": {}}
+    if method:
+        res["bytes_method"] = f"{method}: {BYTES_METHOD[method]}"
     for split in a.splits:
         stream = TokenStream(Path(a.data) / f"{split}.bin")
+        if byte_len is not None and len(byte_len) < stream.vocab_size:
+            raise ValueError(f"{a.tokenizer}: {len(byte_len)} token ids, but {split}.bin has a vocabulary of "
+                             f"{stream.vocab_size} (not the run's tokenizer)")
         res["splits"][split] = heldout_ppl(model, stream, a.seq_len, max_tokens=a.max_tokens, dtype=a.dtype,
-                                           batch_size=a.batch)
+                                           batch_size=a.batch, byte_len=byte_len, bytes_method=method)
     res["provenance"] = provenance({"seq_len": a.seq_len, "max_tokens": a.max_tokens, "dtype": a.dtype,
-                                    "splits": a.splits, "model": a.model}, None)
+                                    "splits": a.splits, "model": a.model, "tokenizer": a.tokenizer}, None)
     if a.out:
         atomic_write_json(a.out, res)
-    print(json.dumps({s: {"ppl": r["ppl"], "n_tokens": r["n_tokens"]} for s, r in res["splits"].items()}, indent=2))
+    print(json.dumps({s: {k: r.get(k) for k in ("ppl", "nats_per_token", "bits_per_byte", "n_tokens")}
+                      for s, r in res["splits"].items()}, indent=2))
+    return 0
+
+
+def _cmd_baselines(a: argparse.Namespace) -> int:
+    from .baselines import baselines_report
+    from .io import atomic_write_json, provenance
+
+    res = baselines_report(a.train, a.data, splits=a.splits, seq_len=a.seq_len, max_tokens=a.max_tokens,
+                           tokenizer=a.tokenizer)
+    res["provenance"] = provenance({"train": a.train, "data": a.data, "seq_len": a.seq_len,
+                                    "max_tokens": a.max_tokens, "splits": a.splits, "tokenizer": a.tokenizer},
+                                   None)
+    if a.out:
+        atomic_write_json(a.out, res)
+    print(json.dumps({s: {m: {k: r[m][k] for k in ("nats_per_token", "bits_per_byte", "n_tokens")}
+                          for m in ("unigram", "bigram_kn")} for s, r in res["splits"].items()}, indent=2))
     return 0
 
 
@@ -282,11 +306,26 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--data", required=True, help="folder with <split>.bin token streams")
     pp.add_argument("--splits", nargs="+", default=["heldout_book", "heldout_code"])
     pp.add_argument("--seq-len", type=int_at_least(2), required=True)
-    pp.add_argument("--max-tokens", type=int_at_least(2), default=None, help="cut each document to this many tokens")
+    pp.add_argument("--max-tokens", type=int_at_least(2), default=None,
+                    help="cap per split: tokens read from its documents in stored order, the last one cut "
+                         "(default: all)")
+    pp.add_argument("--tokenizer", default=None,
+                    help="the run's tokenizer.json (or name), for bits/byte; without it no n_bytes/bits_per_byte")
     pp.add_argument("--batch", type=int_at_least(1), default=8)
     pp.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     pp.add_argument("--out", default=None)
     pp.set_defaults(func=_cmd_ppl)
+
+    bl = sub.add_parser("baselines", help="unigram and Kneser-Ney bigram held-out loss (the trivial references), "
+                                          "on the tokens and windows `ppl` scores")
+    bl.add_argument("--train", required=True, help="train.bin token stream the baselines are fitted on")
+    bl.add_argument("--data", required=True, help="folder with <split>.bin held-out token streams")
+    bl.add_argument("--splits", nargs="+", default=["heldout_book", "heldout_code"])
+    bl.add_argument("--seq-len", type=int_at_least(2), required=True, help="window length (as for ppl)")
+    bl.add_argument("--max-tokens", type=int_at_least(2), default=None, help="cap per split (as for ppl)")
+    bl.add_argument("--tokenizer", default=None, help="the run's tokenizer.json (or name), for bits/byte")
+    bl.add_argument("--out", default=None)
+    bl.set_defaults(func=_cmd_baselines)
 
     ex = sub.add_parser("export-hf", help="write a trained run as a Hugging Face folder (loads offline with "
                                           "transformers alone)")

@@ -1,20 +1,24 @@
 """Held-out perplexity on whole held-out documents (book and code).
 
+Which tokens are scored (the per-split cap, the windows, bytes and the standard error) is
+:mod:`yocou.heldout`, shared with the trivial baselines (:mod:`yocou.baselines`).
+
 A document of n tokens is cut into consecutive windows of ``seq_len + 1``
 tokens overlapping by one, so every token after the first is predicted exactly
 once, from the tokens before it in its window (context resets at window
-boundaries). Perplexity is ``exp(Σ NLL / Σ tokens)`` over all predicted tokens.
+boundaries). Perplexity is ``exp(Σ NLL / Σ tokens)`` over all predicted tokens; bits/byte is
+``Σ NLL / ln 2 / Σ bytes`` of the predicted tokens.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .heldout import capped_documents, split_score
 from .model import LM
 
 
@@ -64,30 +68,30 @@ def token_nll(model: LM, ids_N: np.ndarray | torch.Tensor, seq_len: int, *, batc
 
 
 def heldout_ppl(model: LM, stream: Any, seq_len: int, *, max_tokens: int | None = None, batch_size: int = 8,
-                dtype: str = "fp32") -> dict[str, Any]:
-    """Perplexity over every document of a held-out token stream.
+                dtype: str = "fp32", byte_len: np.ndarray | None = None,
+                bytes_method: str | None = None) -> dict[str, Any]:
+    """Perplexity, nats/token, bits/byte and the standard error over a held-out token stream.
 
     Args:
         stream: a :class:`yocou.data.tokens.TokenStream` of held-out documents.
-        max_tokens: if set, each document is cut to its first ``max_tokens`` tokens
-            (recorded in the result).
+        max_tokens: cap on the tokens read from the split: documents in their stored order until the cap, the
+            last one cut (:func:`yocou.heldout.capped_documents`); ``None``: every document whole.
+        byte_len: ``[vocab]`` byte length of each token (:func:`yocou.heldout.token_byte_lengths`); without it
+            there is no ``n_bytes`` / ``bits_per_byte``.
+        bytes_method: how ``byte_len`` was made (recorded).
 
     Returns:
-        ``{"ppl", "nll", "n_tokens", "n_docs", "docs": [{"id", "n_tokens", "nll"}]}``.
+        ``{"ppl", "nll", "nats_per_token" (= nll), "n_tokens", "n_windows", "stderr_nats", "n_bytes",
+        "bits_per_byte", "n_docs", "seq_len", "max_tokens", "max_tokens_per_doc" (None: no per-document cap),
+        "dtype", "bytes_method", "docs": [{"id", "n_tokens", "nll", "truncated"}]}``
+        (:func:`yocou.heldout.split_score`).
     """
-    total, count, docs = 0.0, 0, []
-    for i in range(stream.n_docs):
-        ids = stream.document(i)
-        if max_tokens is not None:
-            ids = ids[:max_tokens]
-        if len(ids) < 2:
-            continue
-        nll = token_nll(model, ids, seq_len, batch_size=batch_size, dtype=dtype)
-        total += float(nll.double().sum())
-        count += nll.numel()
-        doc_id = stream.doc_ids[i] if i < len(stream.doc_ids) else str(i)
-        docs.append({"id": doc_id, "n_tokens": int(nll.numel()), "nll": float(nll.double().mean())})
-    if count == 0:
+    docs = list(capped_documents(stream, max_tokens))
+    if not docs:
         raise ValueError(f"no held-out document with at least 2 tokens in {stream}")
-    return {"ppl": math.exp(total / count), "nll": total / count, "n_tokens": count, "n_docs": len(docs),
-            "seq_len": seq_len, "max_tokens_per_doc": max_tokens, "dtype": dtype, "docs": docs}
+    nlls = (token_nll(model, ids, seq_len, batch_size=batch_size, dtype=dtype).double().numpy()
+            for _, ids, _ in docs)
+    res = split_score(docs, nlls, seq_len, byte_len)
+    docs_out = res.pop("docs")
+    return {**res, "n_docs": len(docs_out), "seq_len": seq_len, "max_tokens": max_tokens,
+            "max_tokens_per_doc": None, "dtype": dtype, "bytes_method": bytes_method, "docs": docs_out}

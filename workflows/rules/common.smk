@@ -139,6 +139,28 @@ def training_cfg(study):
     return {"scale": SCALE, "core_variants": list(CORE), "studies": {study: sec[study]} if study in sec else {}}
 
 
+# Seed replicas (issue 15): a run's replicas are the variants `<run>_seed<k>`, k = 1, 2, ... that the config
+# expands into config["variants"]. yocou.wfconfig.replicas where it exists; until then this local equivalent.
+try:
+    from yocou.wfconfig import replicas
+except ImportError:
+    def replicas(config, run):
+        """`run` and its replicas `run_seed1, run_seed2, ...` present in config["variants"] (base first)."""
+        out, k = [run], 1
+        while f"{run}_seed{k}" in config["variants"]:
+            out.append(f"{run}_seed{k}")
+            k += 1
+        return out
+
+# The variants reproduce_all trains (not the crossover runs): yocou.wfconfig.pipeline_runs where it exists.
+try:
+    from yocou.wfconfig import pipeline_runs
+except ImportError:
+    def pipeline_runs(config):
+        """Every variant of the config (no crossover runs exist before yocou.wfconfig has them)."""
+        return list(config["variants"])
+
+
 # The downstream studies (workflows/rules/downstream.smk): their runs and config bits.
 def study_runs(name):
     """The runs a study compares, in the config's order (`studies.<name>`: a list, or a mapping of roles)."""

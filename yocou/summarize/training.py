@@ -31,10 +31,14 @@ training seed, :func:`run_seed`):
                    from its run config, :func:`run_loops`), ``train_loss`` and ``train_loss_smoothed`` on axis
                    ``tokens`` (``step``); derived role ``<b>|<a>`` per consecutive pair in order of T:
                    ``final_loss_change`` (final_loss at b minus at a, axis ``T`` = b's)
-``heldout_ppl``    per core role and held-out split: ``<split>.ppl`` (ppl), ``<split>.loss`` (nats/token), n = tokens
-                   scored (extra columns ``split``, ``n_docs``, ``seq_len``, ``max_tokens_per_doc``; ``detail``: the
-                   documents); derived role ``<role>|transformer``: ``<split>.ppl_ratio`` (ppl / the Transformer's,
-                   unit ``ratio``); ``<split>`` is the ppl JSON's split without ``heldout_`` (``book``, ``code``)
+``heldout_ppl``    per core run (seed replicas included, under their base run's role) and held-out split:
+                   ``<split>.ppl`` (ppl), ``loss.<split>`` (nats/token, stderr = ``stderr_nats``), ``bpb.<split>``
+                   (bits/byte, where the ppl JSON has bytes), n = tokens scored (extra columns ``split``,
+                   ``n_docs``, ``seq_len``, ``max_tokens`` (the per-split cap), ``max_tokens_per_doc``, ``n_bytes``;
+                   ``detail``: the documents); derived role ``<role>|transformer``: ``<split>.ppl_ratio`` (ppl /
+                   the Transformer's of the same replica index, unit ``ratio``); baseline roles ``unigram`` and
+                   ``bigram_kn`` (seed NO_SEED, :mod:`yocou.baselines`): ``<split>.ppl``, ``loss.<split>``,
+                   ``bpb.<split>``; ``<split>`` is the ppl JSON's split without ``heldout_`` (``book``, ``code``)
 ``fig4``           per core role and split: ``<split>.cum_ppl`` and ``<split>.span_ppl`` on axis ``seq_len``, n =
                    documents (extra columns ``split``, ``extrapolated``, ``train_seq_len``, ``span``; ``detail``: the
                    documents)
@@ -347,36 +351,85 @@ def paper_wiki_ppl() -> dict[str, dict[str, float]]:
     return {m: {"ppl": v, **({"ratio": v / base} if base else {})} for m, v in vals.items()}
 
 
-def summarize_heldout_ppl(runs: Mapping[str, Pathish], *, ppl_root: Pathish,
-                          baseline: str = "transformer") -> pd.DataFrame:
-    """Study ``heldout_ppl``: ``runs`` is role → run folder (the core roles); per split of each run's ppl JSON
-    its perplexity and NLL, and the perplexity relative to the ``baseline`` role's (when it is among them)."""
+#: The trivial baselines of ``results/<scale>/ppl/baselines.json`` (:mod:`yocou.baselines`), as tidy roles.
+BASELINE_ROLES = ("unigram", "bigram_kn")
+
+
+def _heldout_rows(base: dict[str, Any], m: str, s: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The rows of one split ``m`` (``book``, ``code``) of one ppl result ``s`` (a run's or a baseline's)."""
+    loss = s.get("nats_per_token", s["nll"])
+    se = s.get("stderr_nats")
+    rows = [{**base, "metric": f"{m}.ppl", "value": s["ppl"], "unit": "ppl"},
+            {**base, "metric": f"loss.{m}", "value": loss, "unit": "nats",
+             "stderr": float("nan") if se is None else se}]
+    if s.get("bits_per_byte") is not None:
+        rows.append({**base, "metric": f"bpb.{m}", "value": s["bits_per_byte"], "unit": "bits/byte",
+                     "stderr": float("nan") if se is None else se / math.log(2) * s["n_tokens"] / s["n_bytes"],
+                     "n_bytes": s["n_bytes"]})
+    return rows
+
+
+def summarize_heldout_ppl(runs: Mapping[str, Pathish | Iterable[Pathish]], *, ppl_root: Pathish,
+                          baseline: str = "transformer", baselines: Pathish | None = None) -> pd.DataFrame:
+    """Study ``heldout_ppl``: ``runs`` is role → run folder, or role → its run folders (the base run and its seed
+    replicas, in that order; the core roles). Per run and split of its ppl JSON: ``<split>.ppl`` (unit ``ppl``),
+    ``loss.<split>`` (nats/token, stderr = the JSON's ``stderr_nats``, unit ``nats``) and, where the JSON has
+    bytes, ``bpb.<split>`` (bits/byte, stderr = stderr_nats / ln 2 · n_tokens / n_bytes, unit ``bits/byte``);
+    n = tokens scored, seed = the run's training seed (:func:`run_seed`). Derived role ``<role>|<baseline>``:
+    ``<split>.ppl_ratio`` (ppl / the ``baseline`` role's run of the same replica index, unit ``ratio``).
+    ``baselines`` (``ppl/baselines.json``, :mod:`yocou.baselines`): the same rows for roles ``unigram`` and
+    ``bigram_kn`` (run = the role, seed = NO_SEED). ``<split>`` is the JSON's split without ``heldout_``.
+    """
     ppl_root = Path(ppl_root)
     rows: list[dict[str, Any]] = []
-    res, names, seeds = {}, {}, {}
-    for role, d in runs.items():
-        d = Path(d)
-        names[role], seeds[role] = d.name, run_seed(d)
-        res[role] = read_ppl(ppl_root / f"{d.name}.json")["splits"]
-        for split, s in res[role].items():
-            ids = [x["id"] for x in s.get("docs", [])]
-            base = dict(study="heldout_ppl", run=d.name, role=role, seed=seeds[role], n=s["n_tokens"], split=split,
-                        n_docs=len(ids), seq_len=s["seq_len"], max_tokens_per_doc=s.get("max_tokens_per_doc"),
-                        detail=", ".join(ids[:3]) + (", ..." if len(ids) > 3 else ""))
-            m = split.removeprefix("heldout_")
-            rows += [{**base, "metric": f"{m}.ppl", "value": s["ppl"], "unit": "ppl"},
-                     {**base, "metric": f"{m}.loss", "value": s["nll"], "unit": "nats"}]
-    if baseline in res:
-        for role, splits in res.items():
+    res: dict[str, list[tuple[str, int, dict]]] = {}  # role -> [(run, seed, splits)] in replica order
+    for role, ds in runs.items():
+        for d in ([ds] if isinstance(ds, (str, Path)) else list(ds)):
+            d = Path(d)
+            seed = run_seed(d)
+            splits = read_ppl(ppl_root / f"{d.name}.json")["splits"]
+            res.setdefault(role, []).append((d.name, seed, splits))
             for split, s in splits.items():
-                b = res[baseline].get(split)
-                if b is None:
+                ids = [x["id"] for x in s.get("docs", [])]
+                base = dict(study="heldout_ppl", run=d.name, role=role, seed=seed, n=s["n_tokens"], split=split,
+                            n_docs=len(ids), seq_len=s["seq_len"], max_tokens_per_doc=s.get("max_tokens_per_doc"),
+                            max_tokens=s.get("max_tokens"),
+                            detail=", ".join(ids[:3]) + (", ..." if len(ids) > 3 else ""))
+                rows += _heldout_rows(base, split.removeprefix("heldout_"), s)
+    if baseline in res:
+        for role, reps in res.items():
+            for k, (run, seed, splits) in enumerate(reps):
+                if k >= len(res[baseline]):
                     continue
-                rows.append(dict(study="heldout_ppl", run=f"{names[role]}|{names[baseline]}", role=f"{role}|{baseline}",
-                                 seed=seeds[role], metric=f"{split.removeprefix('heldout_')}.ppl_ratio",
-                                 value=s["ppl"] / b["ppl"], unit="ratio", split=split,
-                                 detail=f"ppl / {baseline}'s ppl"))
+                brun, _, bsplits = res[baseline][k]
+                for split, s in splits.items():
+                    b = bsplits.get(split)
+                    if b is None:
+                        continue
+                    rows.append(dict(study="heldout_ppl", run=f"{run}|{brun}", role=f"{role}|{baseline}",
+                                     seed=seed, metric=f"{split.removeprefix('heldout_')}.ppl_ratio",
+                                     value=s["ppl"] / b["ppl"], unit="ratio", split=split,
+                                     detail=f"ppl / {baseline}'s ppl ({brun})"))
+    if baselines is not None:
+        bl = read_json(Path(baselines), what="baselines result")
+        for split, sp in (bl.get("splits") or {}).items():
+            for role in BASELINE_ROLES:
+                s = sp.get(role)
+                if not isinstance(s, Mapping):
+                    raise ResultFileError(Path(baselines), f"splits.{split}", f"no {role!r} result")
+                base = dict(study="heldout_ppl", run=role, role=role, seed=NO_SEED, n=s["n_tokens"], split=split,
+                            n_docs=sp.get("n_docs"), seq_len=sp.get("seq_len"), max_tokens=sp.get("max_tokens"),
+                            detail=_baseline_detail(bl, role))
+                rows += _heldout_rows(base, split.removeprefix("heldout_"), {**s, "nll": s["nats_per_token"]})
     return tidy_frame(rows, where="tidy heldout_ppl")
+
+
+def _baseline_detail(bl: Mapping[str, Any], role: str) -> str:
+    d = (bl.get("models") or {}).get(role) or {}
+    if role == "unigram":
+        return "add-one unigram on train.bin"
+    return (f"interpolated Kneser-Ney bigram on train.bin, D = {d.get('discount', float('nan')):.3f} "
+            f"(lower order {d.get('discount_lower', float('nan')):.3f}; Ney's n1/(n1+2 n2))")
 
 
 # -------------------------------------------------------------------------------------------------- Figure 4
@@ -442,11 +495,14 @@ STUDIES = ("runs", "fig2", "heldout_ppl", "fig4", "fig5", "fig6", "fig8")
 
 
 def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish, ppl_root: Pathish | None = None,
-                    longppl_root: Pathish | None = None, angular_root: Pathish | None = None) -> pd.DataFrame:
+                    longppl_root: Pathish | None = None, angular_root: Pathish | None = None,
+                    baselines: Pathish | None = None) -> pd.DataFrame:
     """The tidy table of ``study`` (one of :data:`STUDIES`), its roles from ``config``
     (:func:`yocou.tidy.study_roles`: ``core`` for fig2, heldout_ppl and fig4; ``studies.fig8``, else ``core``, for
     fig8), its runs under ``run_root`` (``runs/<scale>/models``) and their results under the given roots. For
-    ``runs`` the config lists the runs (``config["runs"]``).
+    ``runs`` the config lists the runs (``config["runs"]``). For ``heldout_ppl``, ``config["replicas"]`` (run →
+    ``[run, run_seed1, ...]``, optional) adds each core run's seed replicas under its role, and ``baselines`` (the
+    ``ppl/baselines.json``, optional) the unigram and Kneser-Ney bigram rows.
 
     Raises:
         ValueError: an unknown study, or a root the study needs is not given.
@@ -468,7 +524,10 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
     if study == "fig2":
         return summarize_fig2(dirs(study_roles(config, "core")))
     if study == "heldout_ppl":
-        return summarize_heldout_ppl(dirs(study_roles(config, "core")), ppl_root=need(ppl_root, "ppl_root"))
+        reps = config.get("replicas") or {}
+        roles = {role: [run_root / r for r in reps.get(str(run), [str(run)])]
+                 for role, run in study_roles(config, "core").items()}
+        return summarize_heldout_ppl(roles, ppl_root=need(ppl_root, "ppl_root"), baselines=baselines)
     if study == "fig4":
         return summarize_fig4(dirs(study_roles(config, "core")), longppl_root=need(longppl_root, "longppl_root"))
     if study == "fig5":
