@@ -23,10 +23,20 @@ rule run_config:
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"
 
 
+def _heldout_bins(w):
+    """The held-out token streams a run scores during training (train.eval_every > 0, shared train: or the
+    variant's own train: section; yocou.train.HeldoutEval), else none."""
+    tr = {**config["train"], **(config["variants"][w.variant].get("train") or {})}
+    if int(tr.get("eval_every", 0)) <= 0:
+        return []
+    return [f"{RUN}/tokens/heldout_book.bin", f"{RUN}/tokens/heldout_code.bin"]
+
+
 rule train:
     input:
         rc=f"{RUN}/models/{{variant}}/run_config.json",
         data=f"{RUN}/tokens/train.bin",
+        heldout=_heldout_bins,
     output:
         model=f"{RUN}/models/{{variant}}/model.pt",
         metrics=f"{RUN}/models/{{variant}}/metrics.jsonl",
@@ -38,9 +48,10 @@ rule train:
     params:
         launch=launcher,
         out=lambda w, output: os.path.dirname(output.model),
+        heldout=lambda w, input: f"--heldout {' '.join(input.heldout)}" if input.heldout else "",
     threads: workflow.cores
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} {params.launch} train --run-config {input.rc} --data {input.data} "
-        "--out {params.out} > {log} 2>&1"
+        "--out {params.out} {params.heldout} > {log} 2>&1"
