@@ -23,20 +23,11 @@ rule run_config:
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"
 
 
-def _heldout_bins(w):
-    """The held-out token streams a run scores during training (train.eval_every > 0, shared train: or the
-    variant's own train: section; yocou.train.HeldoutEval), else none."""
-    tr = {**config["train"], **(config["variants"][w.variant].get("train") or {})}
-    if int(tr.get("eval_every", 0)) <= 0:
-        return []
-    return [f"{RUN}/tokens/heldout_book.bin", f"{RUN}/tokens/heldout_code.bin"]
-
-
 rule train:
     input:
         rc=f"{RUN}/models/{{variant}}/run_config.json",
         data=f"{RUN}/tokens/train.bin",
-        heldout=_heldout_bins,
+        heldout=heldout_bins,
     output:
         model=f"{RUN}/models/{{variant}}/model.pt",
         metrics=f"{RUN}/models/{{variant}}/metrics.jsonl",
