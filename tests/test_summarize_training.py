@@ -99,8 +99,12 @@ def _fig2_runs(tmp_path: Path, new_loss: list[float]) -> dict[str, Path]:
 
 def test_fig2_numbers_by_hand(tmp_path: Path) -> None:
     df = T.summarize_fig2(_fig2_runs(tmp_path, [3.5, 2.5, 2.0, 1.5]), alpha=1.0)
-    d = select(df, role="yocou|yoco")
+    d = select(df, role="yocou|yoco", seed=0)
     got = dict(zip(d["metric"], d["value"]))
+    # one seed: the numbers on the seed-mean curves are the same (no held-out rows: from the training loss)
+    m = select(df, role="yocou|yoco", seed=NO_SEED)
+    assert dict(zip(m["metric"].str.removesuffix(".seed_mean_curve"), m["value"])) == pytest.approx(got)
+    assert "training loss" in one(d, metric="loss_gap_at_equal_flops")["detail"]
     # YOCO's final loss 2.0 at 400 tokens and 4000 FLOPs; YOCO-U falls to 2.0 at its third row (300 tokens):
     # saving 1 - 300/400; at 4000 FLOPs YOCO-U is at 200 tokens, loss 2.5: gap 2.0 - 2.5
     assert got == pytest.approx({"reference_final_loss": 2.0, "reference_tokens": 400, "reference_train_flops": 4000,
@@ -109,7 +113,7 @@ def test_fig2_numbers_by_hand(tmp_path: Path) -> None:
     assert set(d["run"]) == {"yocou|yoco"}
     assert "reference's final FLOPs" in one(d, metric="loss_gap_at_equal_flops")["detail"]
     # curves: 4 logged rows x 2 axes x (raw, smoothed) per run
-    assert len(select(df, run="yoco")) == 16
+    assert len(select(df, run="yoco", seed=0)) == 16
     assert _values(df, run="yoco", metric="train_loss", axis="train_flops") == [4.0, 3.0, 2.5, 2.0]
     assert list(select(df, run="yoco", metric="train_loss", axis="tokens")["axis_value"]) == [100, 200, 300, 400]
     assert list(select(df, run="yocou", metric="train_loss", axis="train_flops")["axis_value"]) == [2e3, 4e3, 6e3, 8e3]
@@ -120,7 +124,7 @@ def test_fig2_smoothing_and_a_curve_that_never_reaches(tmp_path: Path) -> None:
     # adjusted EMA, alpha 0.5: y1 = x1, y2 = (x2 + 0.5 x1) / 1.5, y3 = (x3 + 0.5 x2 + 0.25 x1) / 1.75, ...
     y = [4.0, (3.0 + 2.0) / 1.5, (2.5 + 1.5 + 1.0) / 1.75, (2.0 + 1.25 + 0.75 + 0.5) / 1.875]
     assert _values(df, run="yoco", metric="train_loss_smoothed", axis="tokens") == pytest.approx(y)
-    d = select(df, role="yocou|yoco")
+    d = select(df, role="yocou|yoco", seed=0)
     assert one(d, metric="reference_final_loss")["value"] == pytest.approx(y[-1])
     assert one(d, metric="reached_reference_loss")["value"] == 0
     assert one(d, metric="tokens_to_reach") is None and one(d, metric="token_saving") is None
@@ -131,7 +135,7 @@ def test_fig2_smoothing_and_a_curve_that_never_reaches(tmp_path: Path) -> None:
 def test_fig2_without_both_roles_has_curves_only(tmp_path: Path) -> None:
     runs = _fig2_runs(tmp_path, [3.5, 2.5, 2.0, 1.5])
     df = T.summarize_fig2({"yoco": runs["yoco"]})
-    assert set(df["metric"]) == {"train_loss", "train_loss_smoothed"}
+    assert set(df["metric"]) == {"train_loss", "train_loss_smoothed", "train_loss.seed_mean"}
 
 
 # ------------------------------------------------------------------------------------------------- Figure 5
@@ -345,3 +349,75 @@ def test_summarize_study_resolves_roles_from_the_config_and_round_trips(tmp_path
         T.summarize_study("table3", cfg, run_root=tmp_path)
     with pytest.raises(ValueError, match="ppl_root"):
         T.summarize_study("heldout_ppl", cfg, run_root=tmp_path / "models")
+
+
+# ------------------------------------------------------------------------- held-out curves and seeds (issue 15)
+def _heldout_run(root: Path, name: str, seed: int, book: list[float], code: list[float], loops=(1, 1)) -> Path:
+    """A run whose metrics.jsonl logs steps 1..4 (training loss 5 - step) and held-out loss at steps 2 and 4."""
+    d = _run(root, name, seed=seed, loops=list(loops))
+    rows = []
+    for s in (1, 2, 3, 4):
+        r = {"step": s, "tokens": 100 * s, "train_flops": 1000.0 * s, "loss": 5.0 - s}
+        if s % 2 == 0:
+            r["heldout_loss"] = {"book": book[s // 2 - 1], "code": code[s // 2 - 1]}
+        rows.append(json.dumps(r))
+    (d / "metrics.jsonl").write_text("\n".join(rows) + "\n")
+    return d
+
+
+def test_fig2_heldout_curves_two_seeds_means_by_hand(tmp_path: Path) -> None:
+    """Two seeds per core run: per-seed held-out rows at the eval steps only, the seed means (and min/max band)
+    computed by hand, Figure 2's numbers per seed pair and on the mean curves."""
+    _heldout_run(tmp_path, "yoco", 0, [4.0, 3.0], [5.0, 4.0])
+    _heldout_run(tmp_path, "yoco_seed1", 1, [4.2, 3.2], [5.2, 4.2])
+    _heldout_run(tmp_path, "yocou", 0, [3.8, 2.6], [4.8, 3.6])
+    _heldout_run(tmp_path, "yocou_seed1", 1, [4.0, 3.0], [5.0, 4.0])
+    config = {"core_variants": ["yoco", "yocou"], "variants": ["yoco", "yoco_seed1", "yocou", "yocou_seed1"]}
+    df = T.summarize_study("fig2", config, run_root=tmp_path / "models")
+    b = select(df, run="yoco_seed1", metric="heldout_loss.book", axis="tokens")
+    assert list(b["axis_value"]) == [200, 400] and list(b["step"]) == [2, 4] and set(b["seed"]) == {1}
+    assert set(select(df, run="yoco_seed1")["role"]) == {"yoco"}
+    m = select(df, role="yoco", metric="heldout_loss.book.seed_mean", axis="tokens")
+    assert list(m["value"]) == pytest.approx([4.1, 3.1]) and list(m["n"]) == [2, 2]
+    assert list(m["seed_min"]) == [4.0, 3.0] and list(m["seed_max"]) == pytest.approx([4.2, 3.2])
+    assert list(m["stderr"]) == pytest.approx([math.sqrt(0.02) / math.sqrt(2)] * 2)  # std (ddof 1) / sqrt(2)
+    assert set(m["seed"]) == {NO_SEED} and set(m["run"]) == {"yoco"}
+    mm = select(df, role="yoco", metric="heldout_loss.seed_mean", axis="train_flops")
+    assert list(mm["value"]) == pytest.approx([(4.1 + 5.1) / 2, (3.1 + 4.1) / 2])
+    assert list(select(df, role="yocou", metric="train_loss.seed_mean", axis="tokens")["value"]) == [4, 3, 2, 1]
+    # numbers, seed 0 pair: YOCO's final held-out loss (3.0 + 4.0) / 2 = 3.5; YOCO-U: 4.3 at 200, 3.1 at 400 tokens:
+    # reaches 3.5 at 200 + 200 * (4.3 - 3.5) / (4.3 - 3.1) tokens; gap at 4000 FLOPs: 3.5 - 3.1
+    d0 = select(df, role="yocou|yoco", seed=0)
+    t0 = 200 + 200 * 0.8 / 1.2
+    assert one(d0, metric="tokens_to_reach")["value"] == pytest.approx(t0)
+    assert one(d0, metric="loss_gap_at_equal_flops")["value"] == pytest.approx(0.4)
+    assert "held-out" in one(d0, metric="loss_gap_at_equal_flops")["detail"]
+    # seed 1 pair: YOCO 3.7 final; YOCO-U ends at 3.5: gap 0.2
+    assert one(select(df, role="yocou|yoco", seed=1), metric="loss_gap_at_equal_flops")["value"] == pytest.approx(0.2)
+    # mean curves: YOCO (4.6, 3.6), YOCO-U (4.4, 3.3): gap 0.3; reaches 3.6 at 200 + 200 * 0.8 / 1.1
+    mc = select(df, role="yocou|yoco", seed=NO_SEED)
+    assert one(mc, metric="loss_gap_at_equal_flops.seed_mean_curve")["value"] == pytest.approx(0.3)
+    assert one(mc, metric="tokens_to_reach.seed_mean_curve")["value"] == pytest.approx(200 + 200 * 0.8 / 1.1)
+
+
+def test_fig6_two_seeds_means_by_hand(tmp_path: Path) -> None:
+    """Figure 6 with two seeds per T: final held-out loss per seed from the ppl JSON's nats_per_token, the seed
+    means, and the per-seed change between consecutive T."""
+    for name, seed, loops, book, code in (("t1", 0, (1, 1), 3.0, 4.0), ("t1_seed1", 1, (1, 1), 3.2, 4.4),
+                                          ("t2", 0, (2, 1), 2.8, 3.6), ("t2_seed1", 1, (2, 1), 3.0, 4.0)):
+        _heldout_run(tmp_path, name, seed, [book + 1, book], [code + 1, code], loops)
+        p = _ppl(tmp_path, name, (99.0, 1.0), (99.0, 1.0))
+        j = json.loads(p.read_text())
+        j["splits"]["heldout_book"]["nats_per_token"], j["splits"]["heldout_code"]["nats_per_token"] = book, code
+        p.write_text(json.dumps(j))
+    config = {"studies": {"fig6": {"T1": "t1", "T2": "t2"}}, "variants": {"t1": {}, "t1_seed1": {}, "t2": {},
+                                                                         "t2_seed1": {}}}
+    df = T.summarize_study("fig6", config, run_root=tmp_path / "models", ppl_root=tmp_path / "ppl")
+    assert _values(df, run="t1_seed1", metric="final_loss") == [pytest.approx(3.8)]
+    m = select(df, metric="final_loss.seed_mean").sort_values("axis_value")
+    assert list(m["axis_value"]) == [1, 2] and list(m["value"]) == pytest.approx([3.65, 3.35])
+    assert list(m["n"]) == [2, 2] and list(m["run"]) == ["t1", "t2"]
+    ch = select(df, metric="final_loss_change")
+    assert dict(zip(ch["seed"], ch["value"])) == pytest.approx({0: 3.2 - 3.5, 1: 3.5 - 3.8})
+    h = select(df, role="T2", metric="heldout_loss.code.seed_mean", axis="tokens")
+    assert list(h["value"]) == pytest.approx([4.8, 3.8])

@@ -97,14 +97,15 @@ def _load_yaml_or_json(path: str) -> Any:
 
 def _cmd_train(a: argparse.Namespace) -> int:
     from .config import config_from_dict
-    from .train import train, train_config_from_dict
+    from .train import heldout_split_name, train, train_config_from_dict
 
     rc = _load_yaml_or_json(a.run_config)
     for key in ("model", "train"):
         if key not in rc:
             raise ValueError(f"{a.run_config}: missing top-level key {key!r} (expected 'model' and 'train')")
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
-                    run_config=rc, progress=not a.no_progress)
+                    run_config=rc, progress=not a.no_progress,
+                    heldout={heldout_split_name(p): p for p in a.heldout or []})
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
     return 0
 
@@ -271,6 +272,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--run-config", required=True, help="JSON/YAML with 'model' and 'train' sections")
     tr.add_argument("--data", required=True, help="train.bin token stream")
     tr.add_argument("--out", required=True, help="run folder")
+    tr.add_argument("--heldout", nargs="+", metavar="BIN",
+                    help="held-out token streams (heldout_book.bin heldout_code.bin) scored every train.eval_every "
+                         "steps into metrics.jsonl as heldout_loss.<book|code>")
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=_cmd_train)
 

@@ -191,7 +191,7 @@ def _doc_ids(s: dict, path: Pathish, where: str, *, as_strings: bool = False) ->
 def read_metrics(path: Pathish) -> list[dict]:
     """Rows of a run's ``metrics.jsonl``: at least one, each with an integer ``step`` > 0, integer ``tokens``
     and ``train_flops`` >= 0 that never decrease, and a finite ``loss``; steps strictly increase (a duplicated
-    or out-of-order row fails).
+    or out-of-order row fails); a ``heldout_loss``, where present, is a non-empty object of finite numbers.
 
     Raises:
         FileNotFoundError: no such file.
@@ -208,6 +208,12 @@ def read_metrics(path: Pathish) -> list[dict]:
         number(r, "tokens", p, where, integer=True, minimum=0)
         number(r, "train_flops", p, where, minimum=0)
         number(r, "loss", p, where)
+        if "heldout_loss" in r:  # train-time held-out NLL per split (yocou.train.HeldoutEval)
+            h = r["heldout_loss"]
+            if not isinstance(h, dict) or not h:
+                raise ResultFileError(p, where, f"heldout_loss is {h!r}; expected an object split -> nats/token")
+            for split in h:
+                number(h, split, p, f"{where} heldout_loss")
         if prev is not None:
             j, q = prev
             if step <= q["step"]:

@@ -9,7 +9,8 @@ the number of processes, and a resumed run sees the same batches as an
 uninterrupted one.
 
 Outputs in ``out_dir``: ``metrics.jsonl`` (one row per logged step: step, tokens,
-train_flops, loss, lr, tokens_per_s, ...), ``ckpt.pt`` (resume state, written
+train_flops, loss, lr, tokens_per_s, ...; with ``TrainConfig.eval_every`` also ``heldout_loss``, the held-out
+NLL per split at a fixed schedule, :class:`HeldoutEval`), ``ckpt.pt`` (resume state, written
 atomically every ``ckpt_every`` steps), ``model.pt`` (final weights + config +
 provenance) and ``summary.json``; with ``TrainConfig.tensorboard`` also TensorBoard event files
 (``events.out.tfevents.*``) holding the same rows.
@@ -72,6 +73,11 @@ class TrainConfig:
             full tensors, so a run resumes with any number of processes.
         activation_checkpointing: recompute each layer in the backward pass
             instead of storing its activations (less memory, about 1/3 more compute).
+        eval_every: every this many optimizer steps, and at the last, rank 0 computes the held-out loss
+            (:class:`HeldoutEval`: mean NLL in nats/token on the first ``eval_tokens`` tokens of each held-out
+            split, windows of ``seq_len``) into that step's ``metrics.jsonl`` row as ``heldout_loss``; 0: off.
+            Consumes no random numbers and changes no weight.
+        eval_tokens: tokens per held-out split scored at each evaluation.
         tensorboard: also write each ``metrics.jsonl`` row as TensorBoard scalars (``train/loss``,
             ``train/lr``, ``train/grad_norm``, ``train/tokens_per_s`` against the step, with the row's wall
             time) to event files in the run folder, beside ``metrics.jsonl`` (rank 0 only). Needs the optional
@@ -102,12 +108,17 @@ class TrainConfig:
     fsdp: bool = False
     activation_checkpointing: bool = False
     tensorboard: bool = False
+    eval_every: int = 0
+    eval_tokens: int = 16384
 
     def __post_init__(self) -> None:
         _check_types(self)
         for f in ("steps", "batch_size", "seq_len", "grad_accum", "log_every", "ckpt_every"):
             if getattr(self, f) < 1:
                 raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if self.eval_every < 0 or self.eval_tokens < 2:
+            raise ValueError(f"TrainConfig.eval_every must be >= 0 and eval_tokens >= 2, got {self.eval_every}, "
+                             f"{self.eval_tokens}")
         if self.lr <= 0:
             raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
         if not 0 <= self.warmup_steps <= self.steps:
@@ -117,7 +128,8 @@ class TrainConfig:
                              f"({self.grad_accum})")
 
 
-#: The metrics.jsonl keys written as TensorBoard scalars (tag ``train/<key>``); the trainer logs no held-out loss.
+#: The metrics.jsonl keys written as TensorBoard scalars (tag ``train/<key>``); a row's ``heldout_loss`` goes to
+#: ``heldout/<split>``.
 TB_SCALARS = ("loss", "lr", "grad_norm", "tokens_per_s")
 #: TrainConfig fields that change no result: a checkpoint written with other values of them still resumes.
 _NO_RESULT_FIELDS = ("tensorboard",)
@@ -153,6 +165,8 @@ class _TensorBoardLog:
         for key in TB_SCALARS:
             if key in row:
                 self.writer.add_scalar(f"train/{key}", row[key], global_step=row["step"], walltime=row["wall_time"])
+        for split, v in (row.get("heldout_loss") or {}).items():
+            self.writer.add_scalar(f"heldout/{split}", v, global_step=row["step"], walltime=row["wall_time"])
         self.writer.flush()
 
     def close(self) -> None:
@@ -378,21 +392,28 @@ class MetricsLog:
         """Start the clock of ``tokens_per_s`` at optimizer step ``step``."""
         self._t_last, self._tok_last = time.perf_counter(), step * self.tokens_per_step
 
-    def log(self, done: int, loss: float, lr: float, grad_norm: torch.Tensor) -> dict[str, Any] | None:
-        """Append the row of ``done`` optimizer steps if it is due (every ``tc.log_every`` steps and the last).
+    def log(self, done: int, loss: float, lr: float, grad_norm: torch.Tensor,
+            heldout: Mapping[str, float] | None = None, eval_s: float = 0.0) -> dict[str, Any] | None:
+        """Append the row of ``done`` optimizer steps if it is due (every ``tc.log_every`` steps, the last, and
+        any step with a held-out evaluation).
 
         Returns:
             The row (``step``, ``tokens``, ``train_flops``, ``loss``, ``lr``, ``grad_norm``, ``tokens_per_s``
-            since the previous row or :meth:`start`, ``wall_time``), or None when none was written.
+            since the previous row or :meth:`start`, the ``eval_s`` seconds of evaluation excluded, ``wall_time``;
+            with ``heldout`` also ``heldout_loss`` = ``{split: nats/token}`` and ``heldout_eval_s``), or None
+            when none was written.
         """
-        if not self.active or not (done % self.tc.log_every == 0 or done == self.tc.steps):
+        due = done % self.tc.log_every == 0 or done == self.tc.steps or heldout is not None
+        if not self.active or not due:
             return None
         now = time.perf_counter()
         tokens = done * self.tokens_per_step
         row = {"step": done, "tokens": tokens, "train_flops": tokens * self.flops_per_token, "loss": loss,
                "lr": lr, "grad_norm": float(grad_norm),
-               "tokens_per_s": (tokens - self._tok_last) / (now - self._t_last),
+               "tokens_per_s": (tokens - self._tok_last) / max(now - self._t_last - eval_s, 1e-9),
                "wall_time": time.time()}
+        if heldout is not None:
+            row.update(heldout_loss=dict(heldout), heldout_eval_s=eval_s)
         self._t_last, self._tok_last = now, tokens
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(row) + "\n")
@@ -404,6 +425,72 @@ class MetricsLog:
         """Close the TensorBoard writer (``metrics.jsonl`` is closed after each row)."""
         if self.tb is not None:
             self.tb.close()
+
+
+# --- held-out loss at checkpoints --------------------------------------------------------------------------
+
+
+class HeldoutEval:
+    """The held-out loss at a fixed schedule (``tc.eval_every`` steps and the last step).
+
+    Each split (name → ``heldout_<name>.bin`` token stream) contributes its first ``tc.eval_tokens`` tokens (the
+    stream's documents in order, each followed by its EOS, as training reads its own stream), cut into windows
+    of ``tc.seq_len`` with the context reset at each window (:func:`yocou.ppl.token_nll`); the value is the mean
+    NLL in nats/token over the ``eval_tokens - 1`` predicted tokens, in fp32. The model is put in eval mode
+    without gradients and back in train mode after. Only rank 0 evaluates (DDP: the bare module, no collective;
+    the next step's collectives hold the other ranks), except under FSDP, where every rank runs the same
+    forwards (they gather shards) and rank 0 keeps the result. It draws no random numbers, so a resumed run
+    stays exact. The windows differ from ``yocou ppl``, which scores whole documents (context reset at each).
+    """
+
+    def __init__(self, paths: Mapping[str, str | os.PathLike], tc: TrainConfig, model_cfg: ModelConfig) -> None:
+        import numpy as np
+
+        self.tc = tc
+        self.ids: dict[str, Any] = {}
+        for name, p in paths.items():
+            s = _open_stream(p, model_cfg, tc, 1)
+            if len(s) < 2:
+                raise ValueError(f"held-out token stream {p} has {len(s)} tokens; need at least 2")
+            self.ids[name] = np.asarray(s.tokens[:tc.eval_tokens], dtype=np.int64)
+
+    @classmethod
+    def open(cls, paths: Mapping[str, str | os.PathLike] | None, tc: TrainConfig,
+             model_cfg: ModelConfig) -> HeldoutEval | None:
+        """The evaluator of ``tc``, or None when ``tc.eval_every`` is 0.
+
+        Raises:
+            ValueError: ``tc.eval_every > 0`` but no held-out streams are given.
+        """
+        if tc.eval_every == 0:
+            return None
+        if not paths:
+            raise ValueError(f"train.eval_every is {tc.eval_every} but no held-out token files were given "
+                             "(yocou train --heldout heldout_book.bin heldout_code.bin)")
+        return cls(paths, tc, model_cfg)
+
+    def due(self, done: int) -> bool:
+        return done % self.tc.eval_every == 0 or done == self.tc.steps
+
+    def __call__(self, model: torch.nn.Module, rank: int, sharded: bool) -> tuple[dict[str, float] | None, float]:
+        """``({split: mean NLL}, seconds)`` on rank 0 (None on the others)."""
+        from .ppl import token_nll
+
+        if rank != 0 and not sharded:
+            return None, 0.0
+        t0 = time.perf_counter()
+        model.eval()
+        try:
+            out = {name: float(token_nll(model, ids, self.tc.seq_len, batch_size=self.tc.batch_size).double().mean())
+                   for name, ids in self.ids.items()}
+        finally:
+            model.train()
+        return (out if rank == 0 else None), time.perf_counter() - t0
+
+
+def heldout_split_name(path: str | os.PathLike) -> str:
+    """``runs/.../tokens/heldout_book.bin`` → ``book``: the key of a split in ``heldout_loss``."""
+    return Path(path).stem.removeprefix("heldout_")
 
 
 # --- one step ------------------------------------------------------------------------------------------------
@@ -518,7 +605,8 @@ def train_step(parts: StepParts, tc: TrainConfig, aux_weight: float, step: int, 
 
 
 def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike, out_dir: str | os.PathLike, *,
-          run_config: Mapping[str, Any] | None = None, progress: bool = True) -> dict[str, Any]:
+          run_config: Mapping[str, Any] | None = None, progress: bool = True,
+          heldout: Mapping[str, str | os.PathLike] | None = None) -> dict[str, Any]:
     """Train ``model_cfg`` on a token stream; resume from ``out_dir/ckpt.pt`` if present.
 
     Args:
@@ -528,6 +616,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         out_dir: run folder (created).
         run_config: the resolved config to record in provenance (defaults to both configs).
         progress: show a tqdm bar on rank 0.
+        heldout: split name → held-out token stream, scored with ``tc.eval_every`` (:class:`HeldoutEval`).
 
     Returns:
         The summary dict written to ``summary.json``.
@@ -535,7 +624,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     Raises:
         NonFiniteLossError: (a FloatingPointError and ValueError) the loss became NaN or infinite, naming the
             run folder, the step and the learning rate.
-        ValueError: the token stream's vocabulary exceeds ``model_cfg.vocab_size``.
+        ValueError: a token stream's vocabulary exceeds ``model_cfg.vocab_size``; ``tc.eval_every`` without
+            ``heldout``.
     """
     from tqdm.auto import tqdm
 
@@ -544,7 +634,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stream = _open_stream(data_path, model_cfg, tc, world)
+    stream, evaluator = _open_stream(data_path, model_cfg, tc, world), HeldoutEval.open(heldout, tc, model_cfg)
     prov = _run_provenance(model_cfg, tc, run_config, world)
     model = build_model(model_cfg, tc, device, world)
     opt = build_optimizer(model, tc)
@@ -557,7 +647,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
                desc=f"train {model_cfg.name}", unit="step", dynamic_ncols=True)
     log.start(start_step)
     final_step, stopped_by_flops = _run_steps(parts, stream, model_cfg, tc, start_step, rank, device,
-                                              ckpt, log, bar)
+                                              ckpt, log, bar, evaluator)
     bar.close()
     log.close()
     tokens = final_step * tc.batch_size * tc.seq_len
@@ -574,9 +664,10 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
 
 
 def _run_steps(parts: StepParts, stream: Any, model_cfg: ModelConfig, tc: TrainConfig, start_step: int,
-               rank: int, device: torch.device, ckpt: Checkpointer, log: MetricsLog, bar: Any) -> tuple[int, bool]:
-    """Optimizer steps ``start_step, ..., tc.steps - 1``, each followed by its metrics row, weight snapshot
-    and checkpoint when due.
+               rank: int, device: torch.device, ckpt: Checkpointer, log: MetricsLog, bar: Any,
+               evaluator: HeldoutEval | None = None) -> tuple[int, bool]:
+    """Optimizer steps ``start_step, ..., tc.steps - 1``, each followed by its held-out evaluation, metrics
+    row, weight snapshot and checkpoint when due.
 
     Returns:
         ``(steps, stopped_by_flops)``: the number of optimizer steps done and whether ``tc.stop_at_flops``
@@ -590,7 +681,8 @@ def _run_steps(parts: StepParts, stream: Any, model_cfg: ModelConfig, tc: TrainC
         res = train_step(parts, tc, model_cfg.moe_aux_weight, step, x, y)
         done = step + 1
         bar.update(1)
-        if log.log(done, res.loss, res.lr, res.grad_norm) is not None:
+        held, eval_s = evaluator(parts.model, rank, parts.sharded) if evaluator and evaluator.due(done) else (None, 0.0)
+        if log.log(done, res.loss, res.lr, res.grad_norm, held, eval_s) is not None:
             bar.set_postfix(loss=f"{res.loss:.3f}", lr=f"{res.lr:.2e}")
         if done in tc.snapshot_steps:
             ckpt.save_weights(ckpt.out / f"model_step{done}.pt", done)  # collective when sharded

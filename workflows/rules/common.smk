@@ -133,10 +133,31 @@ _apply_cluster_resources()
 TRAINING_CODE = [f"{PKG}/summarize/training.py", f"{PKG}/tidy.py", f"{PKG}/readers.py"]
 
 
+def heldout_bins(w):
+    """The held-out token streams a run scores during training (train.eval_every > 0, shared train: or the
+    variant's own train: section; yocou.train.HeldoutEval), else none."""
+    tr = {**config["train"], **(config["variants"][w.variant].get("train") or {})}
+    if int(tr.get("eval_every", 0)) <= 0:
+        return []
+    return [f"{RUN}/tokens/heldout_book.bin", f"{RUN}/tokens/heldout_code.bin"]
+
+
+def _replicas_of(run):
+    """`run` and its seed replicas `<run>_seed<k>` in config["variants"], base first (a local stand-in for
+    yocou.wfconfig.replicas)."""
+    out, k = [run], 1
+    while f"{run}_seed{k}" in config["variants"]:
+        out.append(f"{run}_seed{k}")
+        k += 1
+    return out
+
+
 def training_cfg(study):
     """The config bits a training-side summary reads: its roles (yocou.tidy.study_roles) and the scale."""
     sec = config.get("studies", {})
-    return {"scale": SCALE, "core_variants": list(CORE), "studies": {study: sec[study]} if study in sec else {}}
+    # variants: the run names, so the summary finds each run's seed replicas <run>_seed<k> (yocou.summarize.training)
+    return {"scale": SCALE, "core_variants": list(CORE), "studies": {study: sec[study]} if study in sec else {},
+            "variants": list(config["variants"])}
 
 
 # Seed replicas (issue 15): a run's replicas are the variants `<run>_seed<k>`, k = 1, 2, ... that the config

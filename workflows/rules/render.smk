@@ -6,8 +6,9 @@
 # read only those.
 rule summarize_fig2:
     input:
-        metrics=expand(f"{RUN}/models/{{variant}}/metrics.jsonl", variant=CORE),
-        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        # the core runs and their seed replicas <run>_seed<k> (same role)
+        metrics=[f"{RUN}/models/{r}/metrics.jsonl" for v in CORE for r in _replicas_of(v)],
+        summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in _replicas_of(v)],
         code=[*TRAINING_CODE, f"{PKG}/studies.py"],
     output:
         csv=f"{RES}/tidy/fig2.csv",

@@ -59,15 +59,15 @@ rule summarize_runs:
         "../scripts/summarize_training.py"
 
 
-for _f, _runs in (("fig5", [r for rs in STUDIES.get("fig5", {}).values() for r in rs]),
-                  ("fig6", list(STUDIES.get("fig6", {}).values()))):
+for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r in rs for x in _replicas_of(r)]),
+                  ("fig6", [x for r in STUDIES.get("fig6", {}).values() for x in _replicas_of(r)])):
 
     rule:
         name: f"summarize_{_f}"
         input:
             ppl=[f"{RES}/ppl/{r}.json" for r in _runs],
             summaries=[f"{RUN}/models/{r}/summary.json" for r in _runs],
-            metrics=[f"{RUN}/models/{r}/metrics.jsonl" for r in _runs if _f == "fig6" and r in _V],
+            metrics=[f"{RUN}/models/{r}/metrics.jsonl" for r in _runs if r in _V],
             rc=[f"{RUN}/models/{r}/run_config.json" for r in _runs if r in _V],
             code=TRAINING_CODE,
         output:

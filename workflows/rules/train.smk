@@ -29,6 +29,7 @@ rule train:
     input:
         rc=f"{RUN}/models/{{variant}}/run_config.json",
         data=f"{RUN}/tokens/train.bin",
+        heldout=heldout_bins,
     output:
         model=f"{RUN}/models/{{variant}}/model.pt",
         metrics=f"{RUN}/models/{{variant}}/metrics.jsonl",
@@ -42,9 +43,10 @@ rule train:
     params:
         launch=launcher,
         out=lambda w, output: os.path.dirname(output.model),
+        heldout=lambda w, input: f"--heldout {' '.join(input.heldout)}" if input.heldout else "",
     threads: config["launch"]["threads"] or workflow.cores
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} {params.launch} train --run-config {input.rc} --data {input.data} "
-        "--out {params.out} > {log} 2>&1"
+        "--out {params.out} {params.heldout} > {log} 2>&1"

@@ -21,10 +21,15 @@ def load_curves(tidy: pd.DataFrame, metric: str = "train_loss_smoothed") -> pd.D
     """``variant, step, tokens, train_flops, loss`` per logged step of each role (``variant`` = the role), from
     the tidy rows of ``metric`` (the two axes side by side), in the tidy file's order of roles."""
     d = tidy[tidy["metric"] == metric]
+    if d["seed"].nunique() > 1 and not metric.endswith(".seed_mean"):  # replicas: the first seed's curves
+        d = d[d["seed"] == d.groupby("role")["seed"].transform("min")]
     by = ["role", "step"]
     tok = d[d["axis"] == "tokens"].set_index(by)
     flops = d[d["axis"] == "train_flops"].set_index(by)["axis_value"]
     out = pd.DataFrame({"tokens": tok["axis_value"], "train_flops": flops.reindex(tok.index), "loss": tok["value"]})
+    for c in ("seed_min", "seed_max", "n"):
+        if c in tok:
+            out[c] = pd.to_numeric(tok[c], errors="coerce")
     out = out.reset_index().rename(columns={"role": "variant"})
     order = list(dict.fromkeys(d["role"]))
     out["variant"] = pd.Categorical(out["variant"], order)
@@ -59,11 +64,13 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, summary: str 
     ``out``: figure stem or ``.png`` path (png + pdf); ``data``, ``summary``: table stems or ``.csv`` paths;
     ``ref``/``new``: the roles whose derived rows (``<new>|<ref>``) fill the summary.
     """
-    df = numeric(read_tidy(tidy), "step")
-    curves = load_curves(df)
-    how = str(select(df, metric="train_loss_smoothed")["detail"].iloc[0])
+    df = numeric(read_tidy(tidy), "step", "seed_min", "seed_max")
+    held = "heldout_loss.seed_mean" in set(df["metric"])
+    curves = load_curves(df, "heldout_loss.seed_mean" if held else "train_loss_smoothed")
+    how = ("held-out loss (book+code mean), mean across seeds, band min-max across seeds" if held else
+           str(select(df, metric="train_loss_smoothed")["detail"].iloc[0]))
     cfg = {"tidy": str(tidy), "scale": scale, "ref": ref, "new": new}
-    save_figure(plot(curves, how, scale), stem_of(out), config=cfg)
+    save_figure(plot(curves, how, scale, held), stem_of(out), config=cfg)
     raw = load_curves(df, "train_loss")
     final = raw.groupby("variant", sort=False).tail(1)
     write_table(final.reset_index(drop=True), stem_of(data), title="Figure 2 data: final logged training loss",
@@ -73,9 +80,10 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, summary: str 
         write_summary(df, ref, new, how, stem_of(summary), scale, cfg)
 
 
-def plot(df: pd.DataFrame, how: str, scale: str):
-    """The figure: smoothed loss against training FLOPs (left) and tokens (right); y spans every curve.
-    ``df``: :func:`load_curves` of the smoothed rows; ``how``: their smoothing, for the title."""
+def plot(df: pd.DataFrame, how: str, scale: str, held: bool = False):
+    """The figure: loss against training FLOPs (left) and tokens (right); y spans every curve. ``df``:
+    :func:`load_curves` of the rows drawn; ``how``: what they are, for the title; ``held``: the held-out seed
+    means, drawn with their min-max band across seeds and the number of seeds in the legend."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -83,17 +91,21 @@ def plot(df: pd.DataFrame, how: str, scale: str):
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for v, g in df.groupby("variant", sort=False):
         g = g.sort_values("step")
-        kw = dict(label=label(v), color=COLORS.get(v), lw=1.8)
-        axes[0].plot(g["train_flops"], g["loss"], **kw)
-        axes[1].plot(g["tokens"], g["loss"], **kw)
+        n = int(g["n"].max()) if held and "n" in g else 1
+        kw = dict(label=label(v) + (f" (mean of {n} seed{'s' if n != 1 else ''})" if held else ""),
+                  color=COLORS.get(v), lw=1.8)
+        for ax, x in zip(axes, ("train_flops", "tokens")):
+            ax.plot(g[x], g["loss"], **kw)
+            if held and n > 1:
+                ax.fill_between(g[x], g["seed_min"], g["seed_max"], color=COLORS.get(v), alpha=0.2, lw=0)
     axes[0].set_xlabel("Training FLOPs (analytic)")
     axes[1].set_xlabel("Training tokens")
     for ax in axes:
-        ax.set_ylabel("Training loss (full range)")
+        ax.set_ylabel("held-out loss (nats/token), book+code mean" if held else "Training loss (full range)")
         log_axis(ax)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(frameon=False)
-    fig.suptitle(f"Figure 2 (ours, {scale} scale, CPU): loss vs training FLOPs and tokens, {how}", fontsize=10)
+    fig.suptitle(f"Figure 2 (ours, {scale} scale, CPU): loss vs training FLOPs and tokens\n{how}", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -104,6 +116,9 @@ def write_summary(df: pd.DataFrame, ref: str, new: str, how: str, out: str | Pat
     d = select(df, role=f"{new}|{ref}")
     if d.empty:
         raise ValueError(f"tidy fig2: no rows of the role {new}|{ref} (are {ref!r} and {new!r} core roles?)")
+    sfx = ".seed_mean_curve"
+    if d["metric"].str.endswith(sfx).any():  # the numbers on the curves averaged over seeds
+        d = d[d["metric"].str.endswith(sfx)].assign(metric=lambda x: x["metric"].str.removesuffix(sfx))
     n = {m: float(v) for m, v in zip(d["metric"], d["value"])}
     gap_at = str(select(d, metric="loss_gap_at_equal_flops")["detail"].iloc[0])
     reached = "tokens_to_reach" in n
@@ -117,7 +132,7 @@ def write_summary(df: pd.DataFrame, ref: str, new: str, how: str, out: str | Pat
     numbers = {**n, "tokens_to_reach": n.get("tokens_to_reach"), "token_saving": n.get("token_saving"),
                "loss_gap_at": gap_at}
     write_table(pd.DataFrame(rows), out, title=f"Figure 2 numbers: {label(new)} against {label(ref)}",
-                notes=[f"Training loss smoothed ({how}) over the logged rows; {scale} scale, CPU. Computed by "
+                notes=[f"Curves: {how}; {scale} scale, CPU. Computed by "
                        "yocou.summarize.training.summarize_fig2 (tidy/fig2.csv, role "
                        f"{new}|{ref}).",
                        "The paper: \"approximately 62% fewer tokens to reach comparable performance\" (1 − 80/210, "

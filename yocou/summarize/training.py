@@ -67,7 +67,7 @@ from ..readers import (ResultFileError, read_angular, read_json, read_longppl, r
 from ..studies import figure2_numbers, smoothed
 from ..tidy import NO_SEED, tidy_frame
 
-__all__ = ["STUDIES", "summarize_study", "FIG2_SMOOTHING", "run_seed", "run_loops", "read_curve", "params_at_loss",
+__all__ = ["STUDIES", "replicas", "read_heldout_curve", "seed_mean_rows", "SEED_MEAN", "summarize_study", "FIG2_SMOOTHING", "run_seed", "run_loops", "read_curve", "params_at_loss",
            "fig5_derived_run", "paper_wiki_ppl",
            "summarize_runs", "summarize_fig2", "summarize_fig5", "summarize_fig6", "summarize_heldout_ppl",
            "summarize_fig4", "summarize_fig8"]
@@ -125,6 +125,67 @@ def _dirs(runs: Mapping[str, Pathish] | Iterable[Pathish]) -> dict[str, Path]:
     if isinstance(runs, Mapping):
         return {str(k): Path(v) for k, v in runs.items()}
     return {Path(p).name: Path(p) for p in runs}
+
+
+def replicas(config: Mapping[str, Any], run: str) -> list[str]:
+    """``run`` and its seed replicas ``run_seed1, run_seed2, ...`` present in ``config["variants"]`` (a mapping or
+    a list of names), base first. [local stand-in for ``yocou.wfconfig.replicas``, same contract]"""
+    V = config.get("variants") or {}
+    out, k = [run], 1
+    while f"{run}_seed{k}" in V:
+        out.append(f"{run}_seed{k}")
+        k += 1
+    return out
+
+
+def _reps(run: str, reps: Mapping[str, list[str]] | None) -> list[str]:
+    """The replicas of ``run`` from ``reps`` (run → [run, run_seed1, ...]); ``[run]`` when none are given."""
+    return list((reps or {}).get(run) or [run])
+
+
+def read_heldout_curve(run_dir: Pathish) -> pd.DataFrame:
+    """The run's train-time held-out evaluations (``metrics.jsonl`` rows with ``heldout_loss``, :class:`yocou.train.
+    HeldoutEval`) as ``step, tokens, train_flops, book, code, loss`` (``loss``: the mean of the splits); empty when
+    the run logged none."""
+    rows = [r for r in read_metrics(Path(run_dir) / "metrics.jsonl") if "heldout_loss" in r]
+    out = [{"step": r["step"], "tokens": r["tokens"], "train_flops": r["train_flops"],
+            "book": r["heldout_loss"].get("book", math.nan), "code": r["heldout_loss"].get("code", math.nan)}
+           for r in rows]
+    df = pd.DataFrame(out, columns=["step", "tokens", "train_flops", "book", "code"])
+    df["loss"] = (df["book"] + df["code"]) / 2
+    return df
+
+
+#: Metrics that get a mean across seeds: ``<metric>.seed_mean`` (:func:`seed_mean_rows`).
+SEED_MEAN = "seed_mean"
+
+
+def seed_mean_rows(rows: Iterable[Mapping[str, Any]], metrics: Iterable[str], run_of: Mapping[str, str],
+                   study: str) -> list[dict[str, Any]]:
+    """Per role, metric (one of ``metrics``) and axis value, the mean over seeds of the per-seed rows as metric
+    ``<metric>.seed_mean``: ``seed`` = NO_SEED, ``n`` = seeds, ``stderr`` = std (ddof 1) / sqrt(n) (NaN for one
+    seed), extra columns ``seed_std``, ``seed_min``, ``seed_max`` (the band the figures draw) and ``seeds``;
+    ``run`` = the base run (``run_of``: replica → base)."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    want = set(metrics)
+    for r in rows:
+        if r["metric"] in want:
+            av = r.get("axis_value", math.nan)
+            key = (r["role"], r["metric"], r.get("axis", ""), None if pd.isna(av) else float(av))
+            groups.setdefault(key, []).append(r)
+    out = []
+    for (role, metric, axis, av), g in groups.items():
+        v = np.array([float(r["value"]) for r in g])
+        n = len(v)
+        std = float(v.std(ddof=1)) if n > 1 else math.nan
+        extra = {k: g[0][k] for k in ("step",) if k in g[0]}
+        out.append(dict(study=study, run=run_of.get(g[0]["run"], g[0]["run"]), role=role, seed=NO_SEED,
+                        metric=f"{metric}.{SEED_MEAN}", axis=axis, axis_value=math.nan if av is None else av, value=float(v.mean()),
+                        stderr=std / math.sqrt(n) if n > 1 else math.nan, n=n, unit=g[0]["unit"], seed_std=std,
+                        seed_min=float(v.min()), seed_max=float(v.max()),
+                        seeds=",".join(str(r["seed"]) for r in g), **extra,
+                        detail=f"mean over {n} seed{'s' if n != 1 else ''}; band min-max across seeds"))
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------- runs
@@ -186,38 +247,94 @@ def _curve_rows(study: str, run: str, role: str, seed: int, c: pd.DataFrame, alp
     return rows
 
 
+HELDOUT_CURVE_METRICS = ("heldout_loss", "heldout_loss.book", "heldout_loss.code")
+
+
+def _heldout_rows(study: str, run: str, role: str, seed: int, c: pd.DataFrame, axes: Iterable[str]) -> list[dict]:
+    """Per train-time evaluation of ``c`` (:func:`read_heldout_curve`): ``heldout_loss.book``, ``.code`` and their
+    mean ``heldout_loss`` (nats/token) on each axis (extra column ``step``)."""
+    rows = []
+    for axis in axes:
+        for r in c.itertuples():
+            base = dict(study=study, run=run, role=role, seed=seed, axis=axis, axis_value=float(getattr(r, axis)),
+                        unit="nats", step=int(r.step))
+            rows += [{**base, "metric": "heldout_loss", "value": float(r.loss),
+                      "detail": "train-time held-out NLL, mean of book and code"},
+                     {**base, "metric": "heldout_loss.book", "value": float(r.book)},
+                     {**base, "metric": "heldout_loss.code", "value": float(r.code)}]
+    return rows
+
+
+def _fig2_number_rows(base: dict, n: Mapping[str, Any], ref: str, new: str, how: str, suffix: str = "") -> list[dict]:
+    """Figure 2's numbers (:func:`yocou.studies.figure2_numbers`) as tidy rows, metric names + ``suffix``."""
+    rows = [{**base, "metric": "reference_final_loss" + suffix, "value": n["reference_final_loss"], "unit": "nats",
+             "detail": f"{ref}'s final loss, {how}"},
+            {**base, "metric": "reference_tokens" + suffix, "value": n["reference_tokens"], "unit": "tokens",
+             "detail": f"{ref}'s last row"},
+            {**base, "metric": "reference_train_flops" + suffix, "value": n["reference_train_flops"], "unit": "flops",
+             "detail": f"{ref}'s last row"},
+            {**base, "metric": "reached_reference_loss" + suffix, "value": float(n["tokens_to_reach"] is not None),
+             "unit": "flag", "detail": f"whether {new}'s curve ({how}) falls to reference_final_loss"}]
+    if n["tokens_to_reach"] is not None:
+        rows += [{**base, "metric": "tokens_to_reach" + suffix, "value": n["tokens_to_reach"], "unit": "tokens",
+                  "detail": f"first tokens at which {new} reaches reference_final_loss, linear between rows"},
+                 {**base, "metric": "token_saving" + suffix, "value": n["token_saving"], "unit": "fraction",
+                  "detail": "1 - tokens_to_reach / reference_tokens"}]
+    rows.append({**base, "metric": "loss_gap_at_equal_flops" + suffix, "value": n["loss_gap_at_equal_flops"],
+                 "unit": "nats", "detail": f"at the {n['loss_gap_at']} ({n['reference_train_flops']:.3g}), {how}"})
+    return rows
+
+
 def summarize_fig2(runs: Mapping[str, Pathish], *, ref: str = "yoco", new: str = "yocou",
-                   alpha: float = FIG2_SMOOTHING) -> pd.DataFrame:
-    """Study ``fig2``: the training curves of ``runs`` (role → run folder, the core roles) and, when both ``ref``
-    (YOCO) and ``new`` (YOCO-U) are among the roles, Figure 2's numbers (:func:`yocou.studies.figure2_numbers`)
-    as rows of the derived role ``<new>|<ref>``."""
+                   alpha: float = FIG2_SMOOTHING, replicas: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
+    """Study ``fig2``: per role (``runs``: role → base run folder; ``replicas``: run → [run, run_seed1, ...], its
+    seed replicas beside it) and seed the training curves (``train_loss``, ``train_loss_smoothed``) and the
+    train-time held-out curves (``heldout_loss``, ``heldout_loss.book``, ``heldout_loss.code``, every
+    ``train.eval_every`` steps) on axes ``tokens`` and ``train_flops``, with their means across seeds
+    (:func:`seed_mean_rows`). Figure 2's numbers (:func:`yocou.studies.figure2_numbers`, role ``<new>|<ref>``) come
+    from the held-out curves (mean of book and code, unsmoothed) when every run logged them, else from the
+    smoothed training loss (``detail`` says which): per seed pair (the k-th replica of each, seed = new's seed)
+    under today's metric names, and on the curves averaged over seeds as ``<metric>.seed_mean_curve``
+    (seed NO_SEED)."""
     rows: list[dict[str, Any]] = []
-    curves, seeds, names = {}, {}, {}
+    curves: dict[str, list[tuple[str, int, pd.DataFrame, pd.DataFrame]]] = {}
+    run_of: dict[str, str] = {}
     for role, d in runs.items():
         d = Path(d)
-        curves[role], seeds[role], names[role] = read_curve(d), run_seed(d), d.name
-        rows += _curve_rows("fig2", d.name, role, seeds[role], curves[role], alpha, ("tokens", "train_flops"))
+        for name in _reps(d.name, replicas):
+            rd, run_of[name] = d.parent / name, d.name
+            c, h, seed = read_curve(rd), read_heldout_curve(rd), run_seed(rd)
+            curves.setdefault(role, []).append((name, seed, c, h))
+            rows += _curve_rows("fig2", name, role, seed, c, alpha, ("tokens", "train_flops"))
+            rows += _heldout_rows("fig2", name, role, seed, h, ("tokens", "train_flops"))
+    rows += seed_mean_rows(rows, ("train_loss", *HELDOUT_CURVE_METRICS), run_of, "fig2")
     if ref in curves and new in curves:
-        n = figure2_numbers(curves[ref], curves[new], alpha)
-        base = dict(study="fig2", run=f"{names[new]}|{names[ref]}", role=f"{new}|{ref}",
-                    seed=seeds[new] if seeds[new] == seeds[ref] else NO_SEED)
-        how = f"smoothed by an EMA (alpha {alpha:g}) over the logged rows"
-        rows += [{**base, "metric": "reference_final_loss", "value": n["reference_final_loss"], "unit": "nats",
-                  "detail": f"{ref}'s final training loss, {how}"},
-                 {**base, "metric": "reference_tokens", "value": n["reference_tokens"], "unit": "tokens",
-                  "detail": f"{ref}'s last logged row"},
-                 {**base, "metric": "reference_train_flops", "value": n["reference_train_flops"], "unit": "flops",
-                  "detail": f"{ref}'s last logged row"},
-                 {**base, "metric": "reached_reference_loss", "value": float(n["tokens_to_reach"] is not None),
-                  "unit": "flag", "detail": f"whether {new}'s curve ({how}) falls to reference_final_loss"}]
-        if n["tokens_to_reach"] is not None:
-            rows += [{**base, "metric": "tokens_to_reach", "value": n["tokens_to_reach"], "unit": "tokens",
-                      "detail": f"first tokens at which {new} reaches reference_final_loss, linear between rows"},
-                     {**base, "metric": "token_saving", "value": n["token_saving"], "unit": "fraction",
-                      "detail": "1 - tokens_to_reach / reference_tokens"}]
-        rows.append({**base, "metric": "loss_gap_at_equal_flops", "value": n["loss_gap_at_equal_flops"],
-                     "unit": "nats", "detail": f"at the {n['loss_gap_at']} ({n['reference_train_flops']:.3g})"})
+        rows += _fig2_numbers(curves[ref], curves[new], ref, new, alpha)
     return tidy_frame(rows, where="tidy fig2")
+
+
+def _fig2_numbers(ref_c: list, new_c: list, ref: str, new: str, alpha: float) -> list[dict[str, Any]]:
+    """Figure 2's numbers per seed pair and on the seed-mean curves (:func:`summarize_fig2`)."""
+    heldout = all(not h.empty for _, _, _, h in ref_c + new_c)
+    pick, a = (lambda x: x[3], 1.0) if heldout else (lambda x: x[2], alpha)
+    how = ("on the train-time held-out loss (mean of book and code), unsmoothed" if heldout else
+           f"on the training loss smoothed by an EMA (alpha {alpha:g}) over the logged rows (no held-out curve)")
+    rows = []
+    for r, n in zip(ref_c, new_c):
+        base = dict(study="fig2", run=f"{n[0]}|{r[0]}", role=f"{new}|{ref}", seed=n[1] if n[1] == r[1] else NO_SEED)
+        rows += _fig2_number_rows(base, figure2_numbers(pick(r), pick(n), a), ref, new, how)
+
+    def mean_curve(cs: list) -> pd.DataFrame:
+        k = min(len(pick(c)) for c in cs)  # the shared schedule (replicas log the same steps)
+        frames = [pick(c).sort_values("step").iloc[:k].reset_index(drop=True) for c in cs]
+        out = frames[0][["step", "tokens", "train_flops"]].copy()
+        out["loss"] = np.mean([f["loss"].to_numpy(float) for f in frames], axis=0)
+        return out
+
+    base = dict(study="fig2", run=f"{new_c[0][0]}|{ref_c[0][0]}", role=f"{new}|{ref}", seed=NO_SEED,
+                n=min(len(ref_c), len(new_c)))
+    nm = figure2_numbers(mean_curve(ref_c), mean_curve(new_c), a)
+    return rows + _fig2_number_rows(base, nm, ref, new, f"{how}, curves averaged over seeds", ".seed_mean_curve")
 
 
 # ------------------------------------------------------------------------------------------ Figures 5 and 6
@@ -228,7 +345,7 @@ def _heldout(ppl_path: Pathish) -> dict[str, Any]:
     missing = [s for s in ("heldout_book", "heldout_code") if s not in splits]
     if missing:
         raise ResultFileError(ppl_path, "splits", f"expected heldout_book and heldout_code, missing {missing}")
-    book, code = splits["heldout_book"]["nll"], splits["heldout_code"]["nll"]
+    book, code = (float(splits[k].get("nats_per_token", splits[k]["nll"])) for k in ("heldout_book", "heldout_code"))
     return {"book": book, "code": code, "loss": (book + code) / 2,
             "docs": {k: [d["id"] for d in s.get("docs", [])] for k, s in splits.items()}}
 
@@ -273,18 +390,22 @@ def fig5_derived_run(rung: str, ref_runs: Iterable[str]) -> str:
 
 
 def summarize_fig5(families: Mapping[str, list[str]], *, run_root: Pathish, ppl_root: Pathish,
-                   ref: str = "yoco", new: str = "yocou") -> pd.DataFrame:
-    """Study ``fig5``: ``families`` is ``studies.fig5`` (role → its ladder of runs); per run the held-out loss
-    against parameters and activated parameters, and per ``new`` rung the parameter saving against the ``ref``
-    ladder: ``1 − P_new / P_ref(L)``, ``P_ref(L)`` the ``ref`` parameters reaching the same loss
-    (:func:`params_at_loss`)."""
+                   ref: str = "yoco", new: str = "yocou", replicas: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
+    """Study ``fig5``: ``families`` is ``studies.fig5`` (role → its ladder of runs; ``replicas``: run → its seed
+    replicas); per run and seed the held-out loss (the ppl JSON's full-split ``nats_per_token``, mean of book and
+    code) against parameters and activated parameters, its mean across seeds (:func:`seed_mean_rows`), and per
+    ``new`` rung and seed k the parameter saving against the ``ref`` ladder of the k-th replicas:
+    ``1 − P_new / P_ref(L)``, ``P_ref(L)`` the ``ref`` parameters reaching the same loss (:func:`params_at_loss`)."""
     run_root, ppl_root = Path(run_root), Path(ppl_root)
     info: dict[str, dict[str, Any]] = {}
+    run_of: dict[str, str] = {}
     for role, runs in families.items():
-        for r in runs:
-            sm = read_summary(run_root / r / "summary.json", require=("params", "active_params_per_token"))
-            info[r] = {"role": role, "params": sm["params"], "active": sm["active_params_per_token"],
-                       "seed": run_seed(run_root / r), **_heldout(ppl_root / f"{r}.json")}
+        for base in runs:
+            for k, r in enumerate(_reps(base, replicas)):
+                sm = read_summary(run_root / r / "summary.json", require=("params", "active_params_per_token"))
+                run_of[r] = base
+                info[r] = {"role": role, "params": sm["params"], "active": sm["active_params_per_token"], "k": k,
+                           "seed": run_seed(run_root / r), **_heldout(ppl_root / f"{r}.json")}
     where = "held-out " + _describe_heldout(_union_docs(info.values()))
     rows: list[dict[str, Any]] = []
     for r, x in info.items():
@@ -295,10 +416,13 @@ def summarize_fig5(families: Mapping[str, list[str]], *, run_root: Pathish, ppl_
                   "value": x["loss"], "detail": f"mean of the NLL on the {where}"},
                  {**base, "metric": "book.loss", "value": x["book"]},
                  {**base, "metric": "code.loss", "value": x["code"]}]
-    ladder = pd.DataFrame([{"params": x["params"], "loss": x["loss"]} for x in info.values() if x["role"] == ref])
-    ref_runs = list(families.get(ref, []))
-    for r in families.get(new, []) if len(ladder) else []:
-        x = info[r]
+    rows += seed_mean_rows(rows, ("final_loss", "book.loss", "code.loss"), run_of, "fig5")
+    for r, x in info.items():
+        ladder = pd.DataFrame([{"params": y["params"], "loss": y["loss"]} for y in info.values()
+                               if y["role"] == ref and y["k"] == x["k"]])
+        if x["role"] != new or not len(ladder):
+            continue
+        ref_runs = [y for y, z in info.items() if z["role"] == ref and z["k"] == x["k"]]
         p = params_at_loss(ladder, x["loss"])
         base = dict(study="fig5", run=fig5_derived_run(r, ref_runs), role=f"{new}|{ref}", seed=x["seed"], axis="params",
                     axis_value=x["params"])
@@ -313,27 +437,36 @@ def summarize_fig5(families: Mapping[str, list[str]], *, run_root: Pathish, ppl_
 
 
 def summarize_fig6(roles: Mapping[str, str], *, run_root: Pathish, ppl_root: Pathish,
-                   alpha: float = FIG2_SMOOTHING) -> pd.DataFrame:
-    """Study ``fig6``: ``roles`` is ``studies.fig6`` (T1, T2, ... → run); per run the held-out loss on axis ``T``
-    (the run's own loop count, :func:`run_loops`) and its training curve against tokens."""
+                   alpha: float = FIG2_SMOOTHING, replicas: Mapping[str, list[str]] | None = None) -> pd.DataFrame:
+    """Study ``fig6``: ``roles`` is ``studies.fig6`` (T1, T2, ... → run; ``replicas``: run → its seed replicas);
+    per run and seed the held-out loss (the ppl JSON's full-split ``nats_per_token``) on axis ``T`` (the run's own
+    loop count, :func:`run_loops`), its training curve and its train-time held-out curve against tokens, the
+    means across seeds (:func:`seed_mean_rows`) and ``final_loss_change`` per consecutive T per seed k."""
     run_root, ppl_root = Path(run_root), Path(ppl_root)
     rows: list[dict[str, Any]] = []
-    for role, r in roles.items():
-        d = run_root / r
-        t, seed, h = run_loops(d), run_seed(d), _heldout(ppl_root / f"{r}.json")
-        base = dict(study="fig6", run=r, role=role, seed=seed, axis="T", axis_value=t, unit="nats")
-        rows += [{**base, "metric": "final_loss", "value": h["loss"],
-                  "detail": "mean of the held-out book and code NLL"},
-                 {**base, "metric": "book.loss", "value": h["book"]},
-                 {**base, "metric": "code.loss", "value": h["code"]}]
-        rows += _curve_rows("fig6", r, role, seed, read_curve(d), alpha, ("tokens",))
+    run_of: dict[str, str] = {}
+    for role, base_run in roles.items():
+        for k, r in enumerate(_reps(base_run, replicas)):
+            d, run_of[r] = run_root / r, base_run
+            t, seed, h = run_loops(d), run_seed(d), _heldout(ppl_root / f"{r}.json")
+            base = dict(study="fig6", run=r, role=role, seed=seed, axis="T", axis_value=t, unit="nats", k=k)
+            rows += [{**base, "metric": "final_loss", "value": h["loss"],
+                      "detail": "mean of the held-out book and code NLL (ppl JSON, whole splits)"},
+                     {**base, "metric": "book.loss", "value": h["book"]},
+                     {**base, "metric": "code.loss", "value": h["code"]}]
+            rows += _curve_rows("fig6", r, role, seed, read_curve(d), alpha, ("tokens",))
+            rows += _heldout_rows("fig6", r, role, seed, read_heldout_curve(d), ("tokens",))
+    rows += seed_mean_rows(rows, ("final_loss", "book.loss", "code.loss", "train_loss", *HELDOUT_CURVE_METRICS),
+                           run_of, "fig6")
     final = sorted(((x["axis_value"], x) for x in rows if x["metric"] == "final_loss"), key=lambda tx: tx[0])
-    for (_, a), (t, b) in zip(final, final[1:]):
-        rows.append(dict(study="fig6", run=f"{b['run']}|{a['run']}", role=f"{b['role']}|{a['role']}",
-                         seed=b["seed"] if a["seed"] == b["seed"] else NO_SEED, metric="final_loss_change", axis="T",
-                         axis_value=t, value=b["value"] - a["value"], unit="nats",
-                         detail=f"final_loss at T = {t:g} minus at T = {a['axis_value']:g}"))
-    return tidy_frame(rows, where="tidy fig6")
+    for k in sorted({x["k"] for _, x in final}):
+        fk = [(t, x) for t, x in final if x["k"] == k]
+        for (_, a), (t, b) in zip(fk, fk[1:]):
+            rows.append(dict(study="fig6", run=f"{b['run']}|{a['run']}", role=f"{b['role']}|{a['role']}",
+                             seed=b["seed"] if a["seed"] == b["seed"] else NO_SEED, metric="final_loss_change",
+                             axis="T", axis_value=t, value=b["value"] - a["value"], unit="nats",
+                             detail=f"final_loss at T = {t:g} minus at T = {a['axis_value']:g}"))
+    return tidy_frame([{k: v for k, v in r.items() if k != "k"} for r in rows], where="tidy fig6")
 
 
 # ----------------------------------------------------------------------------------- held-out perplexity
@@ -521,8 +654,12 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
 
     if study == "runs":
         return summarize_runs({r: run_root / r for r in config["runs"]})
+    def reps(roles: Mapping[str, Any]) -> dict[str, list[str]]:
+        runs = [r for v in roles.values() for r in ([v] if isinstance(v, str) else v)]
+        return {r: replicas(config, r) for r in runs}
+
     if study == "fig2":
-        return summarize_fig2(dirs(study_roles(config, "core")))
+        return summarize_fig2(dirs(study_roles(config, "core")), replicas=reps(study_roles(config, "core")))
     if study == "heldout_ppl":
         reps = config.get("replicas") or {}
         roles = {role: [run_root / r for r in reps.get(str(run), [str(run)])]
@@ -531,9 +668,11 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
     if study == "fig4":
         return summarize_fig4(dirs(study_roles(config, "core")), longppl_root=need(longppl_root, "longppl_root"))
     if study == "fig5":
-        return summarize_fig5(study_roles(config, "fig5"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"))
+        return summarize_fig5(study_roles(config, "fig5"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"),
+                              replicas=reps(study_roles(config, "fig5")))
     if study == "fig6":
-        return summarize_fig6(study_roles(config, "fig6"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"))
+        return summarize_fig6(study_roles(config, "fig6"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"),
+                              replicas=reps(study_roles(config, "fig6")))
     if study == "fig8":
         has = "fig8" in (config.get("studies") or {})
         return summarize_fig8(dirs(study_roles(config, "fig8" if has else "core")),
