@@ -229,3 +229,43 @@ def test_training_runs_with_needles(token_dir: Path, tok, seq_len: int, tmp_path
     ck = torch.load(tmp_path / "run" / "model.pt", weights_only=False)
     assert ck["train_config"]["needle_mix"] == {"fraction": 0.25, "min_distance": 0, "max_distance": None,
                                                 "prefix": True}
+
+
+@pytest.mark.parametrize("fraction", [0.15, None])
+def test_table4_says_when_the_models_were_trained_with_needles(tmp_path: Path, monkeypatch, fraction) -> None:
+    """summarize -> render: with needle_mix on, the tidy rows carry the fraction and Table 4's title and notes say
+    the protocol differs from the paper's; off, nothing claims a substitute."""
+    import json
+
+    from yocou.longctx.niah import summarise
+    from yocou.render import table4
+    from yocou.summarize.niah import summarize_table4
+    from yocou.tidy import one, write_tidy
+
+    core = {v: v for v in ("transformer", "yoco", "rins", "yocou")}
+    recs = [{"task": t, "length": 64, "depth": d, "sample": i, "correct": i % 2, "logp_value": -1.0,
+             "logp_distractor": -3.0} for t in ("s_niah_1", "s_niah_2") for d in (0.0, 100.0) for i in range(2)]
+    niah, rcs = {}, {}
+    for v in core:
+        niah[v] = tmp_path / f"{v}.json"
+        niah[v].write_text(json.dumps({"train_seq_len": 64, "book": "paradise_lost", "records": recs,
+                                       "cells": summarise(recs)}))
+        rcs[v] = tmp_path / v / "run_config.json"
+        rcs[v].parent.mkdir()
+        mix = None if fraction is None else {"fraction": fraction, "min_distance": 0, "max_distance": None,
+                                             "prefix": True}
+        rcs[v].write_text(json.dumps({"variant": v, "model": C.preset(f"{v}-smoke").to_dict(),
+                                      "train": {"seed": 1, "needle_mix": mix}}))
+    df = summarize_table4(niah, core, rcs)
+    assert one(df, role="yocou", metric="train_needle_mix.fraction")["value"] == (fraction or 0.0)
+    write_tidy(df, tmp_path / "tidy/table4")
+    monkeypatch.setattr(table4, "save_figure", lambda fig, *a, **k: None)
+    table4.render(tmp_path / "tidy/table4.csv", tmp_path / "table4.csv", tmp_path / "h.png", scale="t", seed=0)
+    md = (tmp_path / "table4.md").read_text()
+    cells = (tmp_path / "table4_cells.md").read_text()
+    if fraction:
+        assert "PROTOCOL DIFFERS FROM THE PAPER'S: every model trained with a synthetic needle mix at fraction 0.15" in md
+        assert "substitute protocol: trained with a synthetic needle mix at fraction 0.15" in md
+        assert "PROTOCOL DIFFERS" in cells
+    else:
+        assert "needle mix" not in md and "PROTOCOL DIFFERS" not in md
