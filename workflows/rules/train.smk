@@ -10,7 +10,8 @@ _RUN_NAMES = "|".join(re.escape(v) for v in sorted(config["variants"], key=len, 
 def _needle_template(variant):
     """With train.needle_mix on for this run: the eval/protocols.yaml niah template its needles use
     (yocou.data.needles), so that editing the template retrains exactly the runs that mix needles in; else ""."""
-    mix = {**config["train"], **config["variants"][variant].get("train", {})}.get("needle_mix")
+    own = config["variants"][variant]
+    mix = {**config["train"], **(own["train"] if "train" in own else {})}.get("needle_mix")
     if not mix or not mix.get("fraction"):
         return ""
     p = _protocol("niah")
