@@ -104,7 +104,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
         if key not in rc:
             raise ValueError(f"{a.run_config}: missing top-level key {key!r} (expected 'model' and 'train')")
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
-                    run_config=rc, progress=not a.no_progress,
+                    run_config=rc, progress=not a.no_progress, tokenizer=a.tokenizer,
                     heldout={heldout_split_name(p): p for p in a.heldout or []})
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
     return 0
@@ -275,6 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--heldout", nargs="+", metavar="BIN",
                     help="held-out token streams (heldout_book.bin heldout_code.bin) scored every train.eval_every "
                          "steps into metrics.jsonl as heldout_loss.<book|code>")
+    tr.add_argument("--tokenizer", default=None,
+                    help="the run's tokenizer.json (needed when train.needle_mix.fraction > 0)")
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=_cmd_train)
 

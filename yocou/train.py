@@ -41,6 +41,7 @@ import torch.nn.functional as F
 
 from . import accounting, parallel
 from .config import ModelConfig, _check_types, config_from_dict, construct
+from .data.needles import NeedleMix, needle_mix_from_dict
 from .entry import InputTypeError
 from .io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from .model import LM
@@ -83,6 +84,11 @@ class TrainConfig:
             time) to event files in the run folder, beside ``metrics.jsonl`` (rank 0 only). Needs the optional
             ``tensorboard`` package (``pip install -e ".[tensorboard]"``), imported only when this is on.
             Changes no result: a run resumes across a change of it.
+        needle_mix: a labelled substitute for Table 4 at small scale (:class:`yocou.data.needles.NeedleMix`):
+            that fraction of the training sequences carry a synthetic key-value needle in the eval's format and,
+            at the end, its question and value, so small models learn retrieval; null (the default) or fraction 0:
+            off, every batch as without it. Needs the run's tokenizer (``train(..., tokenizer=)``,
+            ``yocou train --tokenizer``).
     """
 
     seed: int = 0
@@ -110,6 +116,7 @@ class TrainConfig:
     tensorboard: bool = False
     eval_every: int = 0
     eval_tokens: int = 16384
+    needle_mix: NeedleMix | None = None
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -190,6 +197,8 @@ def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
     d = dict(d)
     if isinstance(d.get("snapshot_steps"), list):  # JSON / YAML give lists
         d["snapshot_steps"] = tuple(d["snapshot_steps"])
+    if d.get("needle_mix") is not None:
+        d["needle_mix"] = needle_mix_from_dict(d["needle_mix"])
     return construct(TrainConfig, d)
 
 
@@ -236,12 +245,15 @@ def _loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, aux_weight: 
 # --- setup ---------------------------------------------------------------------------------------------------
 
 
-def _open_stream(data_path: str | os.PathLike, model_cfg: ModelConfig, tc: TrainConfig, world: int) -> Any:
-    """The :class:`yocou.data.tokens.TokenStream` at ``data_path``, checked against the model and the ranks.
+def _open_stream(data_path: str | os.PathLike, model_cfg: ModelConfig, tc: TrainConfig, world: int,
+                 tokenizer: str | os.PathLike | None = None) -> Any:
+    """The :class:`yocou.data.tokens.TokenStream` at ``data_path``, checked against the model and the ranks;
+    with ``tc.needle_mix`` on, wrapped in a :class:`yocou.data.needles.NeedleMixStream` (``tokenizer``: the run's).
 
     Raises:
         ValueError: the stream's vocabulary exceeds ``model_cfg.vocab_size``, or the global batch does not
-            divide evenly over ``world`` ranks × ``tc.grad_accum`` micro-steps.
+            divide evenly over ``world`` ranks × ``tc.grad_accum`` micro-steps; ``tc.needle_mix`` is on without a
+            ``tokenizer``, or its template does not fit ``tc.seq_len``.
     """
     from .data.tokens import TokenStream
 
@@ -252,6 +264,15 @@ def _open_stream(data_path: str | os.PathLike, model_cfg: ModelConfig, tc: Train
     if tc.batch_size % (world * tc.grad_accum):
         raise ValueError(f"TrainConfig.batch_size ({tc.batch_size}) must divide evenly over {world} ranks × "
                          f"grad_accum {tc.grad_accum}")
+    if tc.needle_mix is not None and tc.needle_mix.active:
+        from .data import load_tokenizer
+        from .data.needles import NeedleMixer, NeedleMixStream
+
+        if tokenizer is None:
+            raise ValueError(f"train.needle_mix.fraction is {tc.needle_mix.fraction}: the needles need the run's "
+                             f"tokenizer (yocou train --tokenizer tokenizer.json)")
+        mixer = NeedleMixer(tc.needle_mix, load_tokenizer(tokenizer), tc.seq_len, model_cfg.vocab_size)
+        return NeedleMixStream(stream, mixer)
     return stream
 
 
@@ -606,7 +627,8 @@ def train_step(parts: StepParts, tc: TrainConfig, aux_weight: float, step: int, 
 
 def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike, out_dir: str | os.PathLike, *,
           run_config: Mapping[str, Any] | None = None, progress: bool = True,
-          heldout: Mapping[str, str | os.PathLike] | None = None) -> dict[str, Any]:
+          heldout: Mapping[str, str | os.PathLike] | None = None,
+          tokenizer: str | os.PathLike | None = None) -> dict[str, Any]:
     """Train ``model_cfg`` on a token stream; resume from ``out_dir/ckpt.pt`` if present.
 
     Args:
@@ -617,6 +639,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         run_config: the resolved config to record in provenance (defaults to both configs).
         progress: show a tqdm bar on rank 0.
         heldout: split name → held-out token stream, scored with ``tc.eval_every`` (:class:`HeldoutEval`).
+        tokenizer: the run's tokenizer (``tokenizer.json``); needed only with ``tc.needle_mix`` on.
 
     Returns:
         The summary dict written to ``summary.json``.
@@ -634,7 +657,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    stream, evaluator = _open_stream(data_path, model_cfg, tc, world), HeldoutEval.open(heldout, tc, model_cfg)
+    stream = _open_stream(data_path, model_cfg, tc, world, tokenizer)
+    evaluator = HeldoutEval.open(heldout, tc, model_cfg)
     prov = _run_provenance(model_cfg, tc, run_config, world)
     model = build_model(model_cfg, tc, device, world)
     opt = build_optimizer(model, tc)

@@ -101,6 +101,26 @@ def heatmap(cells: pd.DataFrame, title: str):
     return fig
 
 
+def needle_mix_note(t4: pd.DataFrame) -> tuple[str, str]:
+    """(note, title tag) saying that the models were trained with a synthetic needle mix (the tidy rows
+    ``train_needle_mix.fraction``, :mod:`yocou.data.needles`), a protocol that differs from the paper's; ``("", "")``
+    when no model was."""
+    rows = t4[(t4["metric"] == "train_needle_mix.fraction") & (t4["run"] != "paper")]
+    on = rows[rows["value"] > 0]
+    if on.empty:
+        return "", ""
+    fracs = sorted(set(float(v) for v in on["value"]))
+    f = "/".join(f"{v:g}" for v in fracs)
+    off = sorted(set(rows["role"]) - set(on["role"]))
+    who = "every model" if not off else ", ".join(label(r) for r in dict.fromkeys(on["role"]))
+    detail = str(on["detail"].iloc[0]) if "detail" in on and isinstance(on["detail"].iloc[0], str) else ""
+    note = (f"PROTOCOL DIFFERS FROM THE PAPER'S: {who} trained with a synthetic needle mix at fraction {f} "
+            f"(train.needle_mix, yocou.data.needles: a labelled substitute so that small models learn retrieval; the "
+            f"paper's models see no synthetic needles in training)" + (f": {detail}" if detail else "")
+            + (f". Without the mix: {', '.join(label(r) for r in off)}." if off else "."))
+    return note, f"; substitute protocol: trained with a synthetic needle mix at fraction {f}"
+
+
 def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str = "", seed: int | None = None) -> None:
     """Table 4 (``out``: ``.csv/.md/.json`` and ``<out>_cells``) and the heatmap ``fig`` (``.png/.pdf``) from
     the tidy ``table4`` table; ``seed``: the prompts' seed (the config's ``seed``) for the notes."""
@@ -116,6 +136,7 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
     train_len = int(tl.iloc[0]) if len(tl) else None
     books = t4[t4["metric"].str.startswith("s_niah_2.") & (t4["run"] == cells["variant"].iloc[0])]["haystack"]
     n_task = int(df.iloc[0][next(f"{t} n" for t in NIAH_TASKS.values() if f"{t} n" in df)])
+    protocol_note, title_tag = needle_mix_note(t4)
     summary = "; ".join(
         f"{r['model']}: " + ", ".join(f"{t} acc {r[f'{t} acc']:.2f} (paper {r[f'{t} acc (paper)']:.2f}), "
                                       f"log p(value) {r[f'{t} logp value']:.1f} nats, gain {r[f'{t} gain']:+.2f}"
@@ -137,8 +158,12 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         "distractor number that is not in the prompt (> 0: the model uses the needle).",
         f"Measured: {summary}.",
     ]
-    write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU)", notes=notes, config=cfg)
-    write_table(cells, str(out) + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({scale})",
-                notes=notes[:4], config=cfg)
-    figure = heatmap(cells, f"S-NIAH by length and depth ({scale} scale, CPU; {n_cell[0]} samples per cell)")
+    if protocol_note:
+        notes.insert(0, protocol_note)
+    write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})", notes=notes,
+                config=cfg)
+    write_table(cells, str(out) + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({scale}{title_tag})",
+                notes=notes[:5 if protocol_note else 4], config=cfg)
+    figure = heatmap(cells, f"S-NIAH by length and depth ({scale} scale, CPU; {n_cell[0]} samples per cell"
+                            f"{title_tag})")
     save_figure(figure, fig, config=cfg)

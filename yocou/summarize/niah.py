@@ -10,6 +10,9 @@ Rows per core role and task ``t`` (``s_niah_1``, ``s_niah_2``), from the per-pro
   (axis ``""``);
 * ``all_tasks.acc``: the accuracy over every prompt of every task (axis ``""``);
 * ``train_seq_len`` (tokens): the model's training length, where the result records it;
+* ``train_needle_mix.fraction`` (fraction): the share of the model's training sequences that carried a synthetic
+  needle (``train.needle_mix`` of ``run_config.json``, :mod:`yocou.data.needles`; 0 when off, the paper's protocol),
+  where the run config is given; ``detail`` names the substitute protocol;
 * ``paper.all_tasks.acc`` (run ``paper``): the mean of the paper's Table 4 accuracies of the role's
   printed row (:data:`yocou.names.PAPER_ROWS`), beside ours.
 
@@ -34,6 +37,20 @@ from . import run_seed
 __all__ = ["summarize_table4", "run_seed", "HAYSTACK"]
 
 HAYSTACK = {"s_niah_1": "noise", "s_niah_2": "book"}
+
+
+def _read_json(path: str | Path) -> dict[str, Any]:
+    """A run_config.json as a dict; ValueError naming the file otherwise (Table 4 must not label a run's training
+    protocol from a file it cannot read)."""
+    import json
+
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{path}: cannot read the run config ({type(e).__name__}); rerun the run_config rule") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path}: the run config is not a JSON object; rerun the run_config rule")
+    return d
 
 
 def _stats(g: pd.DataFrame) -> list[tuple[str, float, float, str]]:
@@ -99,6 +116,17 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
         out.append({**base, "metric": "all_tasks.acc", "axis": "", "value": p,
                     "stderr": math.sqrt(p * (1 - p) / len(recs)), "n": float(len(recs)), "unit": "fraction",
                     "haystack": "", "extrapolated": False})
+        if rc:
+            mix = (_read_json(rc).get("train") or {}).get("needle_mix") or {}
+            f = float(mix.get("fraction") or 0.0)
+            out.append({**base, "metric": "train_needle_mix.fraction", "axis": "", "value": f, "unit": "fraction",
+                        "haystack": "", "extrapolated": False,
+                        "detail": (f"{f:g} of the training sequences carry a synthetic key-value needle in the "
+                                   f"eval's format and, at the end, its question and value (keys disjoint from the "
+                                   f"eval's); needle-to-answer distance {mix.get('min_distance', 0)} to "
+                                   f"{mix.get('max_distance') or 'the most that fit in the training length, in'} "
+                                   f"tokens") if f > 0 else
+                                  "no synthetic needles in training (the paper's protocol)"})
         if train_len:
             out.append({**base, "metric": "train_seq_len", "axis": "", "value": float(train_len), "unit": "tokens",
                         "haystack": "", "extrapolated": False})
