@@ -142,16 +142,6 @@ def heldout_bins(w):
     return [f"{RUN}/tokens/heldout_book.bin", f"{RUN}/tokens/heldout_code.bin"]
 
 
-def _replicas_of(run):
-    """`run` and its seed replicas `<run>_seed<k>` in config["variants"], base first (a local stand-in for
-    yocou.wfconfig.replicas)."""
-    out, k = [run], 1
-    while f"{run}_seed{k}" in config["variants"]:
-        out.append(f"{run}_seed{k}")
-        k += 1
-    return out
-
-
 def training_cfg(study):
     """The config bits a training-side summary reads: its roles (yocou.tidy.study_roles) and the scale."""
     sec = config.get("studies", {})
@@ -160,26 +150,23 @@ def training_cfg(study):
             "variants": list(config["variants"])}
 
 
-# Seed replicas (issue 15): a run's replicas are the variants `<run>_seed<k>`, k = 1, 2, ... that the config
-# expands into config["variants"]. yocou.wfconfig.replicas where it exists; until then this local equivalent.
-try:
-    from yocou.wfconfig import replicas
-except ImportError:
-    def replicas(config, run):
-        """`run` and its replicas `run_seed1, run_seed2, ...` present in config["variants"] (base first)."""
-        out, k = [run], 1
-        while f"{run}_seed{k}" in config["variants"]:
-            out.append(f"{run}_seed{k}")
-            k += 1
-        return out
+def needle_template(variant):
+    """With train.needle_mix on for this run: the eval/protocols.yaml niah template its needles use
+    (yocou.data.needles), so that editing the template retrains exactly the runs that mix needles in; else ""."""
+    own = config["variants"][variant]
+    mix = {**config["train"], **(own["train"] if "train" in own else {})}.get("needle_mix")
+    if not mix or not mix.get("fraction"):
+        return ""
+    p = _protocol("niah")
+    return {k: p[k] for k in ("prefix", "needle", "needle_book", "question", "answer", "value_digits")}
 
-# The variants reproduce_all trains (not the crossover runs): yocou.wfconfig.pipeline_runs where it exists.
-try:
-    from yocou.wfconfig import pipeline_runs
-except ImportError:
-    def pipeline_runs(config):
-        """Every variant of the config (no crossover runs exist before yocou.wfconfig has them)."""
-        return list(config["variants"])
+
+from yocou.evaldefs import protocol as _protocol  # noqa: E402 - PyYAML only
+
+
+# Seed replicas and the runs reproduce_all trains (issue 15): the config expands the replicas `<run>_seed<k>`, the
+# learning-rate runs and the crossover runs into config["variants"] (yocou.wfconfig.expand_runs).
+from yocou.wfconfig import pipeline_runs, replicas  # noqa: E402 - light (PyYAML, jsonschema)
 
 
 # The downstream studies (workflows/rules/downstream.smk): their runs and config bits.

@@ -38,6 +38,8 @@ rule baselines:
         f"{RES}/ppl/baselines.json",
     log:
         f"logs/{SCALE}/ppl_baselines.log",
+    benchmark:
+        bench("baselines")
     params:
         seq_len=config["eval"]["ppl"]["seq_len"],
         tokens=lambda w, input: os.path.dirname(input.data[0]),

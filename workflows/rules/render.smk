@@ -7,8 +7,8 @@
 rule summarize_fig2:
     input:
         # the core runs and their seed replicas <run>_seed<k> (same role)
-        metrics=[f"{RUN}/models/{r}/metrics.jsonl" for v in CORE for r in _replicas_of(v)],
-        summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in _replicas_of(v)],
+        metrics=[f"{RUN}/models/{r}/metrics.jsonl" for v in CORE for r in replicas(config, v)],
+        summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in replicas(config, v)],
         code=[*TRAINING_CODE, f"{PKG}/studies.py"],
     output:
         csv=f"{RES}/tidy/fig2.csv",

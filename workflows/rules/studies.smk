@@ -59,8 +59,8 @@ rule summarize_runs:
         "../scripts/summarize_training.py"
 
 
-for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r in rs for x in _replicas_of(r)]),
-                  ("fig6", [x for r in STUDIES.get("fig6", {}).values() for x in _replicas_of(r)])):
+for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r in rs for x in replicas(config, r)]),
+                  ("fig6", [x for r in STUDIES.get("fig6", {}).values() for x in replicas(config, r)])):
 
     rule:
         name: f"summarize_{_f}"
@@ -126,7 +126,7 @@ rule summarize_crossover:
         f"logs/{SCALE}/summarize_crossover.log",
     params:
         runs=_CX_RUNS,
-        run_root=f"{RUN}/models",
+        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.metrics[0])) if input.metrics else "",
         scale=SCALE,
     conda: CONDA_ENV
     script:

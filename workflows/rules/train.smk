@@ -1,21 +1,9 @@
 # One training run per variant. Runs resume from their last checkpoint after an interruption.
 import re
 
-from yocou.evaldefs import protocol as _protocol  # PyYAML only
 
 # A run is one of the config's variants (derived models such as <variant>_eqflops come from studies.smk).
 _RUN_NAMES = "|".join(re.escape(v) for v in sorted(config["variants"], key=len, reverse=True))
-
-
-def _needle_template(variant):
-    """With train.needle_mix on for this run: the eval/protocols.yaml niah template its needles use
-    (yocou.data.needles), so that editing the template retrains exactly the runs that mix needles in; else ""."""
-    own = config["variants"][variant]
-    mix = {**config["train"], **(own["train"] if "train" in own else {})}.get("needle_mix")
-    if not mix or not mix.get("fraction"):
-        return ""
-    p = _protocol("niah")
-    return {k: p[k] for k in ("prefix", "needle", "needle_book", "question", "answer", "value_digits")}
 
 
 rule run_config:
@@ -58,7 +46,7 @@ rule train:
         launch=launcher,
         out=lambda w, output: os.path.dirname(output.model),
         heldout=lambda w, input: f"--heldout {' '.join(input.heldout)}" if input.heldout else "",
-        needle_template=lambda w: _needle_template(w.variant),  # a rerun trigger only
+        needle_template=lambda w: needle_template(w.variant),  # a rerun trigger only
     threads: config["launch"]["threads"] or workflow.cores
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
     conda: CONDA_ENV

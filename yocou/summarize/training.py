@@ -66,6 +66,7 @@ from ..readers import (ResultFileError, read_angular, read_json, read_longppl, r
                        read_summary)
 from ..studies import figure2_numbers, smoothed
 from ..tidy import NO_SEED, tidy_frame
+from ..wfconfig import replicas
 
 __all__ = ["STUDIES", "replicas", "read_heldout_curve", "seed_mean_rows", "SEED_MEAN", "summarize_study", "FIG2_SMOOTHING", "run_seed", "run_loops", "read_curve", "params_at_loss",
            "fig5_derived_run", "paper_wiki_ppl",
@@ -125,17 +126,6 @@ def _dirs(runs: Mapping[str, Pathish] | Iterable[Pathish]) -> dict[str, Path]:
     if isinstance(runs, Mapping):
         return {str(k): Path(v) for k, v in runs.items()}
     return {Path(p).name: Path(p) for p in runs}
-
-
-def replicas(config: Mapping[str, Any], run: str) -> list[str]:
-    """``run`` and its seed replicas ``run_seed1, run_seed2, ...`` present in ``config["variants"]`` (a mapping or
-    a list of names), base first. [local stand-in for ``yocou.wfconfig.replicas``, same contract]"""
-    V = config.get("variants") or {}
-    out, k = [run], 1
-    while f"{run}_seed{k}" in V:
-        out.append(f"{run}_seed{k}")
-        k += 1
-    return out
 
 
 def _reps(run: str, reps: Mapping[str, list[str]] | None) -> list[str]:
