@@ -118,3 +118,16 @@ def test_eval_every_needs_heldout_streams_and_valid_fields(tmp_path: Path, token
     assert heldout_split_name("runs/tiny/tokens/heldout_code.bin") == "code"
     assert (TrainConfig(steps=1, batch_size=1, seq_len=2).eval_every,
             TrainConfig(steps=1, batch_size=1, seq_len=2).eval_tokens) == (0, 16384)
+
+
+def test_heldout_eval_scores_the_plain_text_when_training_mixes_needles(token_dir: Path) -> None:
+    """train.needle_mix changes the training stream only: the held-out tokens scored are the files' own tokens
+    (found by a run with the mix on, whose held-out streams were once opened through the needle mixer)."""
+    from yocou.data.needles import NeedleMix
+    from yocou.train import HeldoutEval
+
+    tc = _tc(needle_mix=NeedleMix(fraction=0.5), seq_len=256, eval_tokens=300)
+    ev = HeldoutEval(_heldout(token_dir), tc, MODEL)
+    for split in ("book", "code"):
+        want = np.asarray(TokenStream(token_dir / f"heldout_{split}.bin").tokens[:300], dtype=np.int64)
+        assert np.array_equal(ev.ids[split], want)

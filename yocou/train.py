@@ -470,7 +470,7 @@ class HeldoutEval:
         self.tc = tc
         self.ids: dict[str, Any] = {}
         for name, p in paths.items():
-            s = _open_stream(p, model_cfg, tc, 1)
+            s = _open_stream(p, model_cfg, dataclasses.replace(tc, needle_mix=None), 1)  # the text as it is
             if len(s) < 2:
                 raise ValueError(f"held-out token stream {p} has {len(s)} tokens; need at least 2")
             self.ids[name] = np.asarray(s.tokens[:tc.eval_tokens], dtype=np.int64)
