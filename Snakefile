@@ -114,6 +114,8 @@ rule reproduce_all:
         rules.summarize_fig5.output,
         rules.summarize_fig6.output,
         rules.summarize_fig8.output,
+        rules.summarize_lr.output,
+        rules.lr_sensitivity.output,
         rules.efficiency.input,
         rules.audit.output,
         rules.timing.output,

@@ -124,6 +124,8 @@ rule summarize_crossover:
         json=f"{RES}/tidy/crossover.json",
     log:
         f"logs/{SCALE}/summarize_crossover.log",
+    benchmark:
+        bench("summarize_crossover")
     params:
         runs=_CX_RUNS,
         run_root=lambda w, input: os.path.dirname(os.path.dirname(input.metrics[0])) if input.metrics else "",
@@ -145,8 +147,60 @@ rule crossover:
         json=f"{RES}/crossover.json",
     log:
         f"logs/{SCALE}/crossover.log",
+    benchmark:
+        bench("crossover")
     params:
         scale=SCALE,
     conda: CONDA_ENV
     script:
         "../scripts/crossover.py"
+
+
+# Learning-rate sensitivity (issue 15): the core runs at train.lr x each factor of lr_sensitivity, beside the
+# shared rate (yocou.wfconfig.lr_runs; the base run and its seed replicas at the shared rate).
+from yocou.wfconfig import lr_runs as _lr_runs
+
+_LR_RUNS = {r: [x for f, x in sorted(by.items()) if f != 1.0] + replicas(config, r)
+            for r, by in _lr_runs(config).items()}
+
+
+rule summarize_lr:
+    input:
+        ppl=[f"{RES}/ppl/{r}.json" for rs in _LR_RUNS.values() for r in rs],
+        rc=[f"{RUN}/models/{r}/run_config.json" for rs in _LR_RUNS.values() for r in rs],
+        summaries=[f"{RUN}/models/{r}/summary.json" for rs in _LR_RUNS.values() for r in rs],
+        code=[f"{PKG}/summarize/lr.py"],
+    output:
+        csv=f"{RES}/tidy/lr.csv",
+        json=f"{RES}/tidy/lr.json",
+    log:
+        f"logs/{SCALE}/summarize_lr.log",
+    benchmark:
+        bench("summarize_lr")
+    params:
+        runs=_LR_RUNS,
+        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.rc[0])) if input.rc else "",
+        ppl_root=lambda w, input: os.path.dirname(input.ppl[0]) if input.ppl else "",
+        scale=SCALE,
+    conda: CONDA_ENV
+    script:
+        "../scripts/lr_sensitivity.py"
+
+
+rule lr_sensitivity:
+    input:
+        tidy=rules.summarize_lr.output.csv,
+        code=[f"{PKG}/render/lr.py", f"{PKG}/summarize/lr.py"],
+    output:
+        csv=f"{RES}/lr_sensitivity.csv",
+        md=f"{RES}/lr_sensitivity.md",
+        json=f"{RES}/lr_sensitivity.json",
+    log:
+        f"logs/{SCALE}/lr_sensitivity.log",
+    benchmark:
+        bench("lr_sensitivity")
+    params:
+        scale=SCALE,
+    conda: CONDA_ENV
+    script:
+        "../scripts/lr_sensitivity.py"

@@ -38,22 +38,43 @@ def _budget(runs: pd.DataFrame, run: str) -> dict[str, Any]:
     return out
 
 
+def _mean_row(tidy: pd.DataFrame, run: str, metric: str, axis: str | None = None) -> pd.Series | None:
+    """The ``<metric>.seed_mean`` row of ``run`` (on ``axis`` when given), else its one per-seed row (older tables)."""
+    for m in (f"{metric}.seed_mean", metric):
+        r = tidy[(tidy["run"] == run) & (tidy["metric"] == m)]
+        r = r if axis is None else r[r["axis"] == axis]
+        if not r.empty:
+            return r.iloc[0]
+    return None
+
+
+def _band(r: pd.Series) -> dict[str, Any]:
+    """``loss_min``, ``loss_max`` (min-max across seeds) and ``seeds`` of a seed-mean row (the value itself when the
+    table has no seed columns)."""
+    get = lambda k, d: r[k] if k in r and not pd.isna(r[k]) else d  # noqa: E731
+    return {"loss_min": float(get("seed_min", r["value"])), "loss_max": float(get("seed_max", r["value"])),
+            "seeds": int(get("n", 1)) if str(r["metric"]).endswith(".seed_mean") else 1}
+
+
 def fig5_table(tidy: pd.DataFrame, runs: pd.DataFrame, ref: str = "yoco", new: str = "yocou") -> pd.DataFrame:
-    """Figure 5's data, one row per ladder run (family = its role), from the tidy ``fig5`` and ``runs`` tables."""
-    fl = select(tidy, metric="final_loss", axis="params")
-    ref_runs = list(select(fl, role=ref)["run"])
+    """Figure 5's data, one row per ladder run (family = its role; loss = the mean over its seeds, with the min-max
+    band), from the tidy ``fig5`` and ``runs`` tables."""
+    fl = tidy[(tidy["axis"] == "params") & tidy["metric"].isin(["final_loss.seed_mean", "final_loss"])]
+    fl = fl[fl["metric"] == "final_loss.seed_mean"] if (fl["metric"] == "final_loss.seed_mean").any() else fl
+    ref_runs = list(fl[fl["role"] == ref]["run"])
     rows = []
     for r in fl.itertuples():
-        act = one(tidy, run=r.run, metric="final_loss", axis="activated_params")
-        book, code = one(tidy, run=r.run, metric="book.loss"), one(tidy, run=r.run, metric="code.loss")
+        act = _mean_row(tidy, r.run, "final_loss", "activated_params")
+        book, code = _mean_row(tidy, r.run, "book.loss"), _mean_row(tidy, r.run, "code.loss")
         row = {"run": r.run, "params": int(r.axis_value), "active_params": float(act["axis_value"]),
                **_budget(runs, r.run), "book": float(book["value"]), "code": float(code["value"]), "loss": r.value,
-               "family": r.role, "yoco_params_same_loss": None, "param_saving": None}
+               **_band(pd.Series(r._asdict())), "family": r.role, "yoco_params_same_loss": None,
+               "param_saving": None}
         if r.role == new:
             d = fig5_derived_run(r.run, ref_runs)
             for col, m in (("yoco_params_same_loss", "yoco_params_at_loss"), ("param_saving", "param_saving")):
-                x = one(tidy, run=d, metric=m)
-                row[col] = None if x is None else float(x["value"])
+                x = select(tidy, run=d, metric=m)
+                row[col] = None if x.empty else float(x["value"].mean())
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -79,16 +100,19 @@ def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for f, g in df.groupby("family", sort=False):
         g = g.sort_values("params")
-        kw = dict(marker="o", label=label(f), color=COLORS.get(f), lw=1.8)
-        axes[0].plot(g["params"] / 1e6, g["loss"], **kw)
-        axes[1].plot(g["active_params"] / 1e6, g["loss"], **kw)
+        n = int(g["seeds"].max())
+        kw = dict(marker="o", label=f"{label(f)} ({'mean of up to ' + str(n) + ' seeds' if n > 1 else 'one seed'})",
+                  color=COLORS.get(f), lw=1.8, capsize=3)
+        err = [g["loss"] - g["loss_min"], g["loss_max"] - g["loss"]]
+        axes[0].errorbar(g["params"] / 1e6, g["loss"], yerr=err, **kw)
+        axes[1].errorbar(g["active_params"] / 1e6, g["loss"], yerr=err, **kw)
     axes[0].set_xlabel("Parameters (M)")
     axes[1].set_xlabel("Activated matrix parameters per token (M, loops counted)")
     for ax in axes:
         ax.set_xscale("log")
         ax.set_ylabel("Held-out loss (nats/token, book+code mean)")
         ax.grid(alpha=0.3, which="both")
-    axes[0].legend(frameon=False)
+    axes[0].legend(frameon=False, fontsize=8, title="bars: min-max across seeds", title_fontsize=8)
     fig.suptitle(f"Figure 5 (ours, {scale} scale, CPU): parameter scaling at equal steps", fontsize=10)
     fig.tight_layout()
     save_figure(fig, stem_of(out), config=config)
@@ -106,16 +130,18 @@ def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
 
 
 def fig6_table(tidy: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """Figure 6's data, one row per role in order of T, from the tidy ``fig6`` and ``runs`` tables."""
-    fl = select(tidy, metric="final_loss", axis="T").sort_values("axis_value", kind="stable")
+    """Figure 6's data, one row per role in order of T (loss = the mean over its seeds, with the min-max band), from
+    the tidy ``fig6`` and ``runs`` tables."""
+    fl = tidy[(tidy["axis"] == "T") & tidy["metric"].isin(["final_loss.seed_mean", "final_loss"])]
+    fl = fl[fl["metric"] == "final_loss.seed_mean"] if (fl["metric"] == "final_loss.seed_mean").any() else fl
     rows = []
-    for r in fl.itertuples():
+    for r in fl.sort_values("axis_value", kind="stable").itertuples():
         sm = one(runs, run=r.run, metric="params"), one(runs, run=r.run, metric="activated_params")
-        book = one(tidy, run=r.run, metric="book.loss", axis="T")
-        code = one(tidy, run=r.run, metric="code.loss", axis="T")
+        book, code = _mean_row(tidy, r.run, "book.loss", "T"), _mean_row(tidy, r.run, "code.loss", "T")
         rows.append({"T": int(r.axis_value), "run": r.run, "params": None if sm[0] is None else int(sm[0]["value"]),
                      "active_params": None if sm[1] is None else float(sm[1]["value"]), **_budget(runs, r.run),
-                     "book": float(book["value"]), "code": float(code["value"]), "loss": r.value})
+                     "book": float(book["value"]), "code": float(code["value"]), "loss": r.value,
+                     **_band(pd.Series(r._asdict()))})
     return pd.DataFrame(rows)
 
 
@@ -139,16 +165,23 @@ def fig6(tidy: pd.DataFrame, df: pd.DataFrame, *, scale: str, out: str | Path, d
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
     cmap = plt.get_cmap("Reds")
     ts = list(df["T"])
-    curves = select(tidy, metric="train_loss_smoothed", axis="tokens")
+    held = tidy[(tidy["metric"] == "heldout_loss.seed_mean") & (tidy["axis"] == "tokens")]
+    curves = held if not held.empty else select(tidy, metric="train_loss_smoothed", axis="tokens")
     for i, r in enumerate(df.itertuples()):
-        c = select(curves, run=r.run).sort_values("axis_value")
-        axes[0].plot(c["axis_value"], c["value"], color=cmap(0.35 + 0.65 * i / max(1, len(ts) - 1)), lw=1.6,
-                     label=f"T = {r.T}" + (" (YOCO)" if r.T == 1 else ""))
-    axes[1].plot(df["T"], df["loss"], marker="o", color=COLORS.get("yocou"), label="mean")
+        c = curves[curves["run"] == r.run].sort_values("axis_value")
+        if c.empty:  # older tables: the replicas' own rows
+            c = curves[curves["role"] == f"T{r.T}"].groupby("axis_value", as_index=False)["value"].mean()
+        col = cmap(0.35 + 0.65 * i / max(1, len(ts) - 1))
+        axes[0].plot(c["axis_value"], c["value"], color=col, lw=1.6,
+                     label=f"T = {r.T}" + (" (YOCO)" if r.T == 1 else "") + (f", {r.seeds} seeds" if r.seeds > 1 else ""))
+        if not held.empty and "seed_min" in c:
+            axes[0].fill_between(c["axis_value"], c["seed_min"], c["seed_max"], color=col, alpha=0.2, lw=0)
+    axes[1].errorbar(df["T"], df["loss"], yerr=[df["loss"] - df["loss_min"], df["loss_max"] - df["loss"]], marker="o",
+                     color=COLORS.get("yocou"), capsize=3, label="mean (bars: min-max across seeds)")
     axes[1].plot(df["T"], df["book"], marker=".", ls="--", color="#555555", label="book")
     axes[1].plot(df["T"], df["code"], marker=".", ls=":", color="#555555", label="code")
     axes[0].set_xlabel("Training tokens")
-    axes[0].set_ylabel("Training loss")
+    axes[0].set_ylabel("Held-out loss (nats/token, book+code mean)" if not held.empty else "Training loss")
     axes[0].set_xscale("log")
     axes[1].set_xlabel("Loops T")
     axes[1].set_xticks(ts)

@@ -30,7 +30,8 @@ __all__ = ["summarize_crossover", "gap_by_tokens", "crossover_verdict", "t_inter
 def t_interval(a: Sequence[float], b: Sequence[float] | None = None, *, paired: bool = False,
                level: float = 0.95) -> tuple[float, float, float, str]:
     """``(effect, low, high, method)``: the mean of ``a`` (``b`` None), of ``a - b`` (``paired``) or the difference of
-    means with Welch's interval, at confidence ``level`` (Student t). One value per side: the interval is infinite.
+    means with Welch's interval, at confidence ``level`` (Student t, scipy.stats' ttest_1samp / ttest_rel /
+    ttest_ind(equal_var=False) intervals). Fewer than 2 values on a side: an infinite interval.
 
     Raises:
         ValueError: an empty side, or paired sides of different lengths.
@@ -38,29 +39,24 @@ def t_interval(a: Sequence[float], b: Sequence[float] | None = None, *, paired: 
     from scipy import stats
 
     a = np.asarray(a, dtype=float)
-    if a.size == 0 or (b is not None and len(b) == 0):
+    bb = None if b is None else np.asarray(b, dtype=float)
+    if a.size == 0 or (bb is not None and bb.size == 0):
         raise ValueError("t_interval: each side needs at least one value")
-    q = (1 + level) / 2
-    if b is None or paired:
-        if paired and (b is None or len(b) != a.size):
-            raise ValueError(f"t_interval: paired sides need equal lengths, got {a.size} and {len(b or [])}")
-        d = a - np.asarray(b, dtype=float) if paired else a
-        m = float(d.mean())
-        if d.size < 2:
-            return m, -math.inf, math.inf, "one value"
-        h = float(stats.t.ppf(q, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size))
-        return m, m - h, m + h, f"t, paired, n={d.size}" if paired else f"t, n={d.size}"
-    b = np.asarray(b, dtype=float)
-    m = float(a.mean() - b.mean())
-    if a.size < 2 or b.size < 2:
+    if paired and (bb is None or bb.size != a.size):
+        raise ValueError(f"t_interval: paired sides need equal lengths, got {a.size} and {0 if bb is None else bb.size}")
+    m = float(a.mean() - (0 if bb is None else bb.mean()))
+    if a.size < 2 or (bb is not None and bb.size < 2):
         return m, -math.inf, math.inf, "one value on a side"
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return m, m, m, f"Welch, n={a.size}/{b.size} (no spread)"
-    df = (va + vb) ** 2 / (va ** 2 / (a.size - 1) + vb ** 2 / (b.size - 1))
-    h = float(stats.t.ppf(q, df) * se)
-    return m, m - h, m + h, f"t, Welch, n={a.size}/{b.size}"
+    if bb is None:
+        r, how = stats.ttest_1samp(a, 0.0), f"t, n={a.size}"
+    elif paired:
+        r, how = stats.ttest_rel(a, bb), f"t, paired, n={a.size}"
+    else:
+        r, how = stats.ttest_ind(a, bb, equal_var=False), f"t, Welch, n={a.size}/{bb.size}"
+    if not np.isfinite(r.statistic) and np.all(a - (0 if bb is None or not paired else bb) == m):  # no spread
+        return m, m, m, how + " (no spread)"
+    ci = r.confidence_interval(level)
+    return m, float(ci.low), float(ci.high), how
 
 
 def summarize_crossover(runs: Mapping[str, Sequence[str | Path]]) -> pd.DataFrame:

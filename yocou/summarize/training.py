@@ -478,7 +478,7 @@ def paper_wiki_ppl() -> dict[str, dict[str, float]]:
 BASELINE_ROLES = ("unigram", "bigram_kn")
 
 
-def _heldout_rows(base: dict[str, Any], m: str, s: Mapping[str, Any]) -> list[dict[str, Any]]:
+def _ppl_split_rows(base: dict[str, Any], m: str, s: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The rows of one split ``m`` (``book``, ``code``) of one ppl result ``s`` (a run's or a baseline's)."""
     loss = s.get("nats_per_token", s["nll"])
     se = s.get("stderr_nats")
@@ -518,7 +518,7 @@ def summarize_heldout_ppl(runs: Mapping[str, Pathish | Iterable[Pathish]], *, pp
                             n_docs=len(ids), seq_len=s["seq_len"], max_tokens_per_doc=s.get("max_tokens_per_doc"),
                             max_tokens=s.get("max_tokens"),
                             detail=", ".join(ids[:3]) + (", ..." if len(ids) > 3 else ""))
-                rows += _heldout_rows(base, split.removeprefix("heldout_"), s)
+                rows += _ppl_split_rows(base, split.removeprefix("heldout_"), s)
     if baseline in res:
         for role, reps in res.items():
             for k, (run, seed, splits) in enumerate(reps):
@@ -543,7 +543,7 @@ def summarize_heldout_ppl(runs: Mapping[str, Pathish | Iterable[Pathish]], *, pp
                 base = dict(study="heldout_ppl", run=role, role=role, seed=NO_SEED, n=s["n_tokens"], split=split,
                             n_docs=sp.get("n_docs"), seq_len=sp.get("seq_len"), max_tokens=sp.get("max_tokens"),
                             detail=_baseline_detail(bl, role))
-                rows += _heldout_rows(base, split.removeprefix("heldout_"), {**s, "nll": s["nats_per_token"]})
+                rows += _ppl_split_rows(base, split.removeprefix("heldout_"), {**s, "nll": s["nats_per_token"]})
     return tidy_frame(rows, where="tidy heldout_ppl")
 
 

@@ -1,0 +1,212 @@
+"""How a reproduced comparison is decided (issue 15): the verdict kinds, :class:`Verdict`, :func:`decide` (never
+stronger than the evidence) and, for training-side evidence with seeds, the 95% interval (:func:`t_interval`) and
+its rule (:func:`decide_interval`). Used by :mod:`yocou.audit.verdicts`, which evaluates the declared rows.
+
+Training-side evidence (``training``, and ``eval`` rows without an item stderr, which fall back to it) with at least
+two seeds on every side is decided by the effect's 95% confidence interval across seeds: a Student-t interval,
+Welch's for two sides (se = hypot(se_a, se_b) with the Welch-Satterthwaite degrees of freedom; one side: df = n - 1).
+Each side's se is the standard deviation of its per-seed values over sqrt(n seeds). A non-linear effect
+(``relative_decrease``, ``log_ratio``, ``ratio_minus_1``, ``monotone``) is propagated by the delta method (the
+gradient of the effect at the seed means); an effect averaged over axis values or metrics of the same runs is
+linearised per seed first, so the correlation between them is kept. "Same direction" (and size) / "opposite" only
+when the interval excludes 0; "no difference" only when it lies inside the row's ``margin`` (:data:`MARGINS`); else
+inconclusive. One seed: inconclusive ("one seed, no interval").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+__all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EVIDENCE",
+           "EFFECTS", "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval"]
+
+SAME_SIZE, SAME, OPPOSITE, INCONCLUSIVE = "same direction and size", "same direction", "opposite", "inconclusive"
+# the 95% interval across seeds lies inside the margin: the effect the paper claims is absent at this scale
+NO_DIFFERENCE = "no difference"
+VERDICTS = (SAME_SIZE, SAME, NO_DIFFERENCE, OPPOSITE, INCONCLUSIVE)
+CONFIDENCE = 0.95
+# "no difference" margins, by the metric's tidy unit (a row's `margin` overrides, per unit like `scale`): in the
+# metric's unit before `scale` for difference/value effects; `relative` for relative effects (relative_decrease,
+# log_ratio, ratio_minus_1, monotone), whatever the unit. A unit without one never gets "no difference".
+MARGINS = {"relative": 0.02, "nats": 0.02, "fraction": 0.02}
+_RELATIVE = ("relative_decrease", "log_ratio", "ratio_minus_1", "monotone")
+NOT_RUN = "not run at this scale"
+EVIDENCE = ("deterministic", "timing", "eval", "training")
+_PAIRWISE = {"difference": (lambda a, b: a - b, lambda a, b, sa, sb: math.hypot(sa, sb)),
+             "relative_decrease": (lambda a, b: (b - a) / b, lambda a, b, sa, sb: math.hypot(sa, sb) / b),
+             "log_ratio": (lambda a, b: math.log(a / b), lambda a, b, sa, sb: math.hypot(sa / a, sb / b)),
+             "ratio_minus_1": (lambda a, b: a / b - 1, lambda a, b, sa, sb: a / b * math.hypot(sa / a, sb / b))}
+# the gradient of each pairwise effect in (a, b): the delta method of the seed interval
+_GRAD = {"difference": lambda a, b: (1.0, -1.0), "relative_decrease": lambda a, b: (-1 / b, a / b ** 2),
+         "log_ratio": lambda a, b: (1 / a, -1 / b), "ratio_minus_1": lambda a, b: (1 / b, -a / b ** 2)}
+EFFECTS = (*_PAIRWISE, "exponent_minus", "monotone", "wins_ties_losses", "value", "equal")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One reproduced comparison: the paper's effect, ours, the noise we could estimate, and the verdict."""
+
+    id: str
+    claims: tuple[str, ...]
+    comparison: str
+    paper: str
+    ours: str
+    spread: str
+    n_seeds: int | None
+    evidence: str
+    verdict: str
+    qualifier: str
+    message: str
+    files: tuple[str, ...]
+    effect: float | None = None      # our effect as a number (None: not run / not a number)
+    ci_low: float | None = None      # its 95% interval across seeds (training-side evidence, >= 2 seeds)
+    ci_high: float | None = None
+    ci_method: str = ""              # e.g. "t, Welch, 95%, df 3.9, seeds 3/3"
+    margin: float | None = None      # the "no difference" margin the interval was held against
+
+    def as_row(self) -> dict:
+        return {**self.__dict__, "claims": " ".join(self.claims), "files": " ".join(self.files)}
+
+
+def decide(paper: float, ours: float | None, *, evidence: str, se: float | None = None, size_comparable: bool = True,
+           n_seeds: int | None = 1, scale: str = "", floor: bool = False,
+           tolerance: tuple[float, float, float] | None = None, ci: tuple[float, float] | None = None,
+           margin: float | None = None, percent: bool = False) -> tuple[str, str]:
+    """The verdict and its qualifier for one effect (signed: positive = the paper's claimed direction when
+    ``paper > 0``). ``se``: standard error of ``ours``; ``n_seeds``: training seeds behind it (None: does not
+    depend on training); ``floor``: both sides at a floor or ceiling; ``tolerance = (ours_raw, paper_raw, tol)``:
+    the same size means within ``tol`` of the paper's raw value (an exponent) instead of within a factor of 2. At
+    ``smoke`` every non-deterministic verdict is capped at inconclusive. ``training`` evidence with ``n_seeds >= 2``
+    and ``ci`` (the 95% interval across seeds) is decided by :func:`decide_interval` against ``margin`` (``percent``:
+    print them in percent); the other
+    evidence kinds keep the 2-standard-error rule.
+
+    Raises:
+        ValueError: ``paper`` is 0 or not finite, or ``evidence`` is unknown.
+    """
+    if evidence not in EVIDENCE or not (paper and math.isfinite(paper)):
+        raise ValueError(f"evidence must be one of {EVIDENCE} and the paper's effect a non-zero finite number, "
+                         f"got {evidence!r}, {paper!r}")
+    if ours is None or (isinstance(ours, float) and math.isnan(ours)):  # +-inf keeps its sign (never reached)
+        return INCONCLUSIVE, NOT_RUN
+    seeds = n_seeds or 0
+    if evidence == "training" and seeds >= 2 and ci is not None and math.isfinite(ours):
+        return decide_interval(paper, ours, ci, margin=margin, scale=scale, floor=floor,
+                               size_comparable=size_comparable, tolerance=tolerance, percent=percent)
+    direction = SAME if (ours > 0) == (paper > 0) and ours != 0 else OPPOSITE
+    observed = f"observed: {direction if ours != 0 else 'no difference'}"
+    for undecided, why in ((floor, "at the floor for both (no signal)"),
+                           (evidence == "training" and seeds < 2, f"one seed, no interval ({observed})"),
+                           (evidence == "training" and math.isfinite(ours) and ci is None,
+                            f"{seeds} seeds but no interval ({observed})"),
+                           (se is not None and abs(ours) <= 2 * se, f"within 2 standard errors ({observed})"),
+                           (ours == 0, "no difference"),
+                           (scale == "smoke" and evidence != "deterministic",
+                            f"smoke scale checks the plumbing, not the paper ({observed})")):
+        if undecided:
+            return INCONCLUSIVE, why
+    quals = (["one seed"] if evidence in ("eval", "training") and seeds < 2 else []) + (
+        ["no repeat spread"] if evidence == "timing" and se is None else [])
+    if direction == OPPOSITE:
+        return OPPOSITE, "; ".join(quals)
+    ratio, strong = ours / paper, evidence in ("deterministic", "timing") or seeds >= 2
+    if tolerance is not None and strong:
+        near = abs(tolerance[0] - tolerance[1]) <= tolerance[2]
+        return (SAME_SIZE, "; ".join(quals)) if near else (SAME, "; ".join(quals + [
+            f"not within {tolerance[2]:g} of the paper's {tolerance[1]:g}"]))
+    if size_comparable and strong and 0.5 <= ratio <= 2.0:
+        return SAME_SIZE, "; ".join(quals)
+    quals.append("size not comparable across scales" if not size_comparable else
+                 "size not judged with one seed" if not strong else f"size differs ({ratio:.2f}x the paper's)")
+    return SAME, "; ".join(quals)
+
+
+def decide_interval(paper: float | None, ours: float, ci: tuple[float, float], *, margin: float | None,
+                    scale: str = "", floor: bool = False, size_comparable: bool = True,
+                    tolerance: tuple[float, float, float] | None = None, percent: bool = False) -> tuple[str, str]:
+    """The verdict of a training-side effect from its 95% interval ``ci = (low, high)`` across seeds.
+
+    ``paper`` is the paper's signed effect, or None where the paper claims parity (``paper: {expect: parity}``).
+    With a direction: the interval excludes 0 -> same direction (and size, by :func:`decide`'s size rule: within a
+    factor of 2, or ``tolerance``) or opposite; else the interval inside ``±margin`` -> "no difference" (the
+    paper's effect is absent at this scale); else inconclusive, saying what the interval straddles. Parity: the
+    interval inside ``±margin`` -> "same direction and size" (the paper-agreeing verdict: no difference, as the
+    paper says); wholly outside it -> opposite; else inconclusive. At ``smoke`` a decided verdict is capped at
+    inconclusive. ``percent``: the qualifier prints interval and margin in percent (relative effects).
+    """
+    lo, hi = ci
+    inside = margin is not None and -margin <= lo and hi <= margin
+    iv = f"95% interval [{lo * 100:+.3g}%, {hi * 100:+.3g}%]" if percent else f"95% interval [{lo:+.3g}, {hi:+.3g}]"
+    mtxt = "no margin stated" if margin is None else f"±{margin * 100:g}%" if percent else f"±{margin:g}"
+    if floor:
+        return INCONCLUSIVE, "at the floor for both (no signal)"
+    if paper is None:
+        if inside:
+            verdict, why = SAME_SIZE, f"no difference: {iv} inside the margin {mtxt}, as the paper's parity"
+        elif margin is not None and (lo > margin or hi < -margin):
+            verdict, why = OPPOSITE, f"{iv} beyond the margin {mtxt}; the paper claims parity"
+        else:
+            return INCONCLUSIVE, f"{iv} straddles the margin {mtxt} (parity neither shown nor refuted)"
+    elif lo > 0 or hi < 0:
+        verdict = SAME if (ours > 0) == (paper > 0) else OPPOSITE
+        quals = [f"{iv} excludes 0"] + ([f"inside the margin {mtxt}"] if inside else [])
+        if verdict == SAME:
+            if tolerance is not None:
+                near = abs(tolerance[0] - tolerance[1]) <= tolerance[2]
+                verdict = SAME_SIZE if near else SAME
+                quals += [] if near else [f"not within {tolerance[2]:g} of the paper's {tolerance[1]:g}"]
+            elif not size_comparable:
+                quals.append("size not comparable across scales")
+            elif 0.5 <= ours / paper <= 2.0:
+                verdict = SAME_SIZE
+            else:
+                quals.append(f"size differs ({ours / paper:.2f}x the paper's)")
+        why = "; ".join(quals)
+    elif inside:
+        pv = f"{paper * 100:+.3g}%" if percent else f"{paper:+.3g}"
+        verdict, why = NO_DIFFERENCE, f"{iv} inside the margin {mtxt}; the paper's effect is {pv}"
+    else:
+        return INCONCLUSIVE, f"{iv} straddles 0 and the margin {mtxt}"
+    if scale == "smoke":
+        return INCONCLUSIVE, f"smoke scale checks the plumbing, not the paper (observed: {verdict}; {why})"
+    return verdict, why
+
+
+def t_interval(est: float, terms: list[tuple[str, Any, pd.Series, float]], level: float = CONFIDENCE) -> dict | None:
+    """The Student-t interval of an effect ``est`` from its linearisation ``terms``: ``(group, key, per-seed values,
+    weight)``, the effect's gradient in that value times its weight. Terms of one group (the same runs: a role) are
+    combined per seed first (z_s = sum of weight * value), so their correlation counts; the groups are independent.
+    A group whose terms were not all measured on the same seeds counts each term as independent. se =
+    sqrt(sum of the groups' sd(z) / sqrt(n) squared); df by Welch-Satterthwaite (one group: n - 1). None when a term
+    has fewer than 2 seeds.
+
+    Returns ``{"lo", "hi", "se", "df", "seeds": {group: n}, "method"}``.
+    """
+    if not terms or any(len(t[2]) < 2 for t in terms):
+        return None
+    comps: list[tuple[float, int]] = []
+    ns: dict[str, int] = {}
+    for g in dict.fromkeys(t[0] for t in terms):
+        ts = [t for t in terms if t[0] == g]
+        tab = pd.concat([t[2].rename(i) for i, t in enumerate(ts)], axis=1)
+        if not tab.isna().to_numpy().any():
+            z = tab.to_numpy(dtype=float) @ np.array([t[3] for t in ts], dtype=float)
+            comps.append((float(np.std(z, ddof=1)) / math.sqrt(len(z)), len(z) - 1))
+            ns[g] = len(z)
+        else:
+            comps += [(abs(t[3]) * float(t[2].std(ddof=1)) / math.sqrt(len(t[2])), len(t[2]) - 1) for t in ts]
+            ns[g] = min(len(t[2]) for t in ts)
+    var = sum(se * se for se, _ in comps)
+    den = sum(se ** 4 / d for se, d in comps)
+    dof = var * var / den if den > 0 else float(sum(d for _, d in comps))
+    se = math.sqrt(var)
+    q = float(stats.t.ppf(0.5 + level / 2, dof))
+    kind = "t, Welch" if len(ns) > 1 else "t"
+    return {"lo": float(est - q * se), "hi": float(est + q * se), "se": se, "df": dof, "seeds": ns,
+            "method": f"{kind}, {level:.0%}, df {dof:.3g}, seeds {'/'.join(str(n) for n in ns.values())}"}
