@@ -8,8 +8,9 @@ On this machine's CPU, in the training dtype, for candidate shapes of YOCO and Y
 2. **loss per CPU-minute**: each candidate trained on the real tiny corpus (``runs/tiny/tokens``, from
    ``snakemake --cores 1 tokens``) for the same number of tokens, two jobs side by side, then its held-out loss
    (nats/token, first ``--eval-tokens`` tokens of the held-out book) and the CPU-minutes it took;
-3. **the budget's cost**: the chosen shape's tokens/s per variant of the tiny config, times the config's runs
-   (variants, seed replicas, learning-rate runs), gives the training CPU-minutes of ``reproduce_all``.
+3. **the budget's cost** (``--from-pipeline``): after a tiny ``reproduce_all``, every run's measured tokens/s
+   (``metrics.jsonl``), CPU and wall seconds (Snakemake's benchmark files, ``logs/tiny/bench/train/``), held-out
+   loss (``results/tiny/ppl/``) and the unigram/bigram references: what the chosen budget costs and reaches.
 
 The vocabulary of the loss runs is the tokenizer's (the config's data.vocab_size); other vocabularies are timed only.
 Timings on a shared machine are noisy: the 1-minute load average is recorded before and after each part.
@@ -133,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/budget_study_tiny.json"))
     ap.add_argument("--quick", action="store_true", help="throughput only (no loss runs)")
+    ap.add_argument("--from-pipeline", action="store_true",
+                    help="only part 3: summarise the tiny pipeline's runs into the result file's `pipeline` entry")
     a = ap.parse_args(argv)
+    if a.from_pipeline:
+        return _from_pipeline(Path(a.out))
     from yocou.io import atomic_write_json, provenance
 
     res: dict = {"load_before": _load(), "dtype": a.dtype}
@@ -165,8 +170,48 @@ def main(argv: list[str] | None = None) -> int:
                      "minutes_per_run_one_thread": {v: round(250 * 16 * 256 / pairs[(v, "d96-L6", 2048, 256)]
                                                              ["tokens_per_s"] / 60, 2) for v in ("yoco", "yocou")}}
     res["load_end"] = _load()
-    atomic_write_json(a.out, {**res, "provenance": provenance({"argv": argv or sys.argv[1:]}, None)})
+    keep = json.loads(Path(a.out).read_text()).get("pipeline") if Path(a.out).is_file() else None
+    atomic_write_json(a.out, {**res, **({"pipeline": keep} if keep else {}),
+                              "provenance": provenance({"argv": argv or sys.argv[1:]}, None)})
     print(json.dumps({k: v for k, v in res.items() if k in ("one_vs_two_threads", "chosen", "loss_runs")}, indent=1))
+    return 0
+
+
+def _from_pipeline(out: Path, scale: str = "tiny") -> int:
+    """Part 3: the chosen budget as the pipeline ran it; merged into ``out`` (other parts kept)."""
+    import csv
+
+    from yocou.io import atomic_write_json, provenance
+
+    models, res = ROOT / f"runs/{scale}/models", ROOT / f"results/{scale}"
+    runs = []
+    for d in sorted(p for p in models.iterdir() if (p / "summary.json").is_file() and (p / "metrics.jsonl").is_file()):
+        sm = json.loads((d / "summary.json").read_text())
+        rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
+        tps = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r]
+        bench = ROOT / f"logs/{scale}/bench/train/{d.name}.tsv"
+        b = next(csv.DictReader(bench.open(), delimiter="\t")) if bench.is_file() else {}
+        ppl = res / "ppl" / f"{d.name}.json"
+        splits = json.loads(ppl.read_text())["splits"] if ppl.is_file() else {}
+        runs.append({"run": d.name, "params": sm.get("params"), "tokens": sm["tokens"],
+                     "tokens_per_s_median": sorted(tps)[len(tps) // 2] if tps else None,
+                     "wall_s": float(b["s"]) if b.get("s") not in (None, "", "NA") else None,
+                     "cpu_s": float(b["cpu_time"]) if b.get("cpu_time") not in (None, "", "NA") else None,
+                     "heldout_loss": {k.removeprefix("heldout_"): v.get("nats_per_token", v.get("nll"))
+                                      for k, v in splits.items()}})
+    base = ROOT / f"results/{scale}/ppl/baselines.json"
+    ref = json.loads(base.read_text())["splits"] if base.is_file() else {}
+    cpu = [r["cpu_s"] for r in runs if r["cpu_s"]]
+    data = json.loads(out.read_text()) if out.is_file() else {}
+    data["pipeline"] = {"scale": scale, "runs": runs, "n_runs": len(runs),
+                        "training_cpu_minutes": round(sum(cpu) / 60, 1) if cpu else None,
+                        "training_wall_minutes_summed": round(sum(r["wall_s"] or 0 for r in runs) / 60, 1),
+                        "references": {k.removeprefix("heldout_"): {m: v[m]["nats_per_token"]
+                                                                    for m in ("unigram", "bigram_kn") if m in v}
+                                       for k, v in ref.items()},
+                        "load_at_summary": _load(), "provenance": provenance({"part": "from-pipeline"}, None)}
+    atomic_write_json(out, data)
+    print(json.dumps({k: v for k, v in data["pipeline"].items() if k not in ("runs", "provenance")}, indent=1))
     return 0
 
 

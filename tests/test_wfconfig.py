@@ -300,6 +300,8 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_naming_the_fields_and_the_o
     assert cpu_has_native_bf16(avx2) is False and cpu_has_native_bf16(amx) is True
     assert cpu_has_native_bf16(tmp_path / "missing") is None
     cfg = resolve_config(read_scale_file(ROOT / "workflows/config/tiny.yaml"))
+    assert bf16_warning(cfg, avx2) is None  # tiny trains and profiles in fp32 since issue 15
+    cfg["train"]["dtype"] = cfg["eval"]["profile"]["dtype"] = cfg["eval"]["kv_measure"]["dtype"] = "bf16"
     w = bf16_warning(cfg, avx2)
     assert w and "\n" not in w and "train.dtype" in w and "eval.profile.dtype" in w
     assert bf16_warning(cfg, amx) is None and bf16_warning(cfg, tmp_path / "missing") is None
