@@ -207,6 +207,22 @@ def _hint_name(hint: Any) -> str:
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
+def checked_keys(cls: type, d: Any, what: str, name: str | None = None) -> dict[str, Any]:
+    """``dict(d)`` once ``d`` is a mapping whose keys are all fields of the dataclass ``cls``.
+
+    Raises:
+        InputTypeError: ``d`` is not a mapping (``what`` names it).
+        ValueError: unknown keys, naming them (``name``, default ``cls.__name__``) and the allowed ones.
+    """
+    if not isinstance(d, Mapping):
+        raise InputTypeError(f"{what} must be a mapping, got {type(d).__name__}")
+    allowed = {f.name for f in fields(cls)}
+    unknown = set(d) - allowed
+    if unknown:
+        raise ValueError(f"unknown {name or cls.__name__} key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return dict(d)
+
+
 def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
     """Build a :class:`ModelConfig` from a plain mapping (e.g. YAML).
 
@@ -215,13 +231,7 @@ def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
         TypeError: a value of the wrong type or a missing field, naming it (:class:`yocou.entry.InputTypeError`,
             also a ``ValueError``).
     """
-    if not isinstance(d, Mapping):
-        raise InputTypeError(f"model config must be a mapping, got {type(d).__name__}")
-    allowed = {f.name for f in fields(ModelConfig)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"unknown ModelConfig key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    d = dict(d)
+    d = checked_keys(ModelConfig, d, "model config")
     if "stages" in d:
         if not isinstance(d["stages"], (list, tuple)):
             raise InputTypeError("ModelConfig.stages must be a list of stage mappings")

@@ -40,9 +40,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from . import accounting, parallel
-from .config import ModelConfig, _check_types, config_from_dict, construct
+from .config import ModelConfig, _check_types, checked_keys, config_from_dict, construct
 from .data.needles import NeedleMix, needle_mix_from_dict
-from .entry import InputTypeError
 from .io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from .model import LM
 
@@ -188,13 +187,7 @@ class NonFiniteLossError(FloatingPointError, ValueError):
 def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
     """Build a :class:`TrainConfig`; unknown keys raise ValueError naming them, a missing or wrongly typed field
     :class:`yocou.entry.InputTypeError` (a TypeError and a ValueError)."""
-    if not isinstance(d, Mapping):
-        raise InputTypeError(f"train config must be a mapping, got {type(d).__name__}")
-    allowed = {f.name for f in fields(TrainConfig)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"unknown TrainConfig key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    d = dict(d)
+    d = checked_keys(TrainConfig, d, "train config")
     if isinstance(d.get("snapshot_steps"), list):  # JSON / YAML give lists
         d["snapshot_steps"] = tuple(d["snapshot_steps"])
     if d.get("needle_mix") is not None:

@@ -40,8 +40,8 @@ unchanged (the option is not applied at all).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -109,18 +109,12 @@ class NeedleMix:
 def needle_mix_from_dict(d: Any) -> NeedleMix:
     """A :class:`NeedleMix` from its mapping; ValueError naming ``train.needle_mix`` for unknown keys, wrong types
     or values out of range."""
-    from ..config import construct
-    from ..entry import InputTypeError
+    from ..config import checked_keys, construct
 
     if isinstance(d, NeedleMix):
         return d
-    if not isinstance(d, Mapping):
-        raise InputTypeError(f"TrainConfig.needle_mix must be a mapping or null, got {type(d).__name__}")
-    allowed = {f.name for f in fields(NeedleMix)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"unknown TrainConfig.needle_mix key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    return construct(NeedleMix, dict(d), "(train.needle_mix)")
+    d = checked_keys(NeedleMix, d, "TrainConfig.needle_mix (a mapping or null)", "TrainConfig.needle_mix")
+    return construct(NeedleMix, d, "(train.needle_mix)")
 
 
 class NeedleMixer:
