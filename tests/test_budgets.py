@@ -26,7 +26,9 @@ KW = dict(vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff
 def test_equal_flops_step_is_the_last_step_within_the_reference_budget(scale: str) -> None:
     cfg = yaml.safe_load((ROOT / f"workflows/config/{scale}.yaml").read_text())
     rc = resolve_run(cfg, "yocou_moe", vocab_size=cfg["data"]["vocab_size"])
-    ref, new = C.preset(f"yoco-{scale}-moe"), C.preset(f"yocou-{scale}-moe")
+    size = cfg["variants"]["yoco_moe"]["size"]  # the scale's own MoE shape (its config's sizes:)
+    ref = C.preset(f"yoco-{size}", sizes=cfg["sizes"], vocab_size=cfg["data"]["vocab_size"])
+    new = C.preset(f"yocou-{size}", sizes=cfg["sizes"], vocab_size=cfg["data"]["vocab_size"], n_loops=3)
     t = cfg["train"]
     tokens = t["batch_size"] * t["seq_len"]
     budget = t["steps"] * tokens * train_flops_per_token(ref, t["seq_len"])
