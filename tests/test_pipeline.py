@@ -88,7 +88,9 @@ def test_resolve_run_records_assumptions_and_rejects_unknown_variant() -> None:
     cfg = yaml.safe_load((ROOT / "workflows/config/tiny.yaml").read_text())
     rc = resolve_run(cfg, "yocou", vocab_size=123)
     assert rc["model"]["vocab_size"] == 123
-    assert rc["model"]["stages"][0]["n_loops"] == 3 and rc["model"]["stages"][0]["window"] == 128
+    assert rc["model"]["stages"][0]["n_loops"] == 3
+    assert rc["model"]["stages"][0]["window"] == cfg["sizes"][cfg["model"]["size"]]["window"]  # the scale's own size
+    assert rc["model"]["d_model"] == cfg["sizes"][cfg["model"]["size"]]["d_model"]
     assert set(rc["assumptions"]) >= {"init_std", "norm_eps", "cross_rope"}
     with pytest.raises(ValueError, match="not in the config"):
         resolve_run(cfg, "yocu")
