@@ -33,7 +33,8 @@ def run_config_json(variant):
     spec = config["variants"][variant]
     names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
     own = config.get("sizes") or {}
-    used = {config["variants"][n].get("size", config["model"]["size"]) for n in names} & set(own)
+    used = {config["variants"][n]["size"] if "size" in config["variants"][n] else config["model"]["size"]
+            for n in names} & set(own)
     return _shell_json({k: config[k] for k in ("scale", "seed", "model", "train")}
                        | {"variants": {n: config["variants"][n] for n in names}}
                        | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
@@ -166,7 +167,19 @@ from yocou.evaldefs import protocol as _protocol  # noqa: E402 - PyYAML only
 
 # Seed replicas and the runs reproduce_all trains (issue 15): the config expands the replicas `<run>_seed<k>`, the
 # learning-rate runs and the crossover runs into config["variants"] (yocou.wfconfig.expand_runs).
-from yocou.wfconfig import pipeline_runs, replicas  # noqa: E402 - light (PyYAML, jsonschema)
+from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs, replicas  # noqa: E402 - light
+
+# The crossover target's runs by role (`crossover:`): <run>_x<factor> and its replicas.
+_CX = config.get("crossover") or {}
+CROSSOVER_RUNS = {r: [x for x in _crossover_runs(config) if x == f"{r}_x{_CX['factor']}" or
+                      x.startswith(f"{r}_x{_CX['factor']}_seed")] for r in _CX.get("runs", [])}
+
+
+def crossover_files(name):
+    """The crossover runs' ``name`` files; a one-line error when the scale configures no crossover."""
+    if not CROSSOVER_RUNS:
+        raise WorkflowError(f"crossover: workflows/config/{SCALE}.yaml has no crossover: section (runs, factor, seeds)")
+    return [f"{RUN}/models/{r}/{name}" for rs in CROSSOVER_RUNS.values() for r in rs]
 
 
 # The downstream studies (workflows/rules/downstream.smk): their runs and config bits.

@@ -30,7 +30,7 @@ rule eqflops_model:
 
 # Every run of the config: the variants, then the equal-FLOPs snapshot of each variant with equal_flops_to.
 # The crossover target's runs (yocou.wfconfig.crossover_runs) are not part of reproduce_all.
-from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs as _pipeline_runs
+from yocou.wfconfig import pipeline_runs as _pipeline_runs
 
 PIPELINE_RUNS = _pipeline_runs(config)
 ALL_RUNS = PIPELINE_RUNS + [f"{v}_eqflops" for v in PIPELINE_RUNS if config["variants"][v].get("equal_flops_to")]
@@ -110,15 +110,10 @@ for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r i
 # The crossover study (issue 15): `snakemake crossover`, outside reproduce_all. YOCO and YOCO-U for
 # crossover.factor x the steps with crossover.seeds seeds (yocou.wfconfig.expand_runs), held-out loss at every
 # train.eval_every steps; the gap YOCO-U - YOCO with its 95% interval across seeds at each checkpoint.
-_CX = config.get("crossover") or {}
-_CX_RUNS = {r: [x for x in _crossover_runs(config) if x == f"{r}_x{_CX['factor']}" or
-                x.startswith(f"{r}_x{_CX['factor']}_seed")] for r in _CX.get("runs", [])}
-
-
 rule summarize_crossover:
     input:
-        metrics=[f"{RUN}/models/{r}/metrics.jsonl" for rs in _CX_RUNS.values() for r in rs],
-        summaries=[f"{RUN}/models/{r}/summary.json" for rs in _CX_RUNS.values() for r in rs],
+        metrics=lambda w: crossover_files("metrics.jsonl"),
+        summaries=lambda w: crossover_files("summary.json"),
     output:
         csv=f"{RES}/tidy/crossover.csv",
         json=f"{RES}/tidy/crossover.json",
@@ -127,7 +122,7 @@ rule summarize_crossover:
     benchmark:
         bench("summarize_crossover")
     params:
-        runs=_CX_RUNS,
+        runs=CROSSOVER_RUNS,
         run_root=lambda w, input: os.path.dirname(os.path.dirname(input.metrics[0])) if input.metrics else "",
         scale=SCALE,
     conda: CONDA_ENV
