@@ -18,6 +18,8 @@ from yocou.evaldefs import eval_dir as _eval_dir  # PyYAML only; eval/ beside th
 _EVAL_DIR = _eval_dir()
 with open(_EVAL_DIR / "comparisons.yaml", encoding="utf-8") as _f:
     AUDIT_STUDIES = sorted({_r["study"] for _r in _yaml.safe_load(_f)} | {"runs"})
+# the learning-rate study only where the scale configures one (its verdicts are "not run" elsewhere)
+AUDIT_STUDIES = [s for s in AUDIT_STUDIES if s != "lr" or config.get("lr_sensitivity")]
 
 
 rule audit:
