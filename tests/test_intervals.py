@@ -211,3 +211,16 @@ def test_declared_heldout_loss_rows_decide_the_core_pairs_with_seeds(src, tmp_pa
     assert got["v.heldout.yocou_vs_rins.book"].verdict == SAME_SIZE                # parity inside the 0.02 margin
     _heldout(tmp_path, {"yoco": [5.1], "yocou": [5.3], "transformer": [5.2], "rins": [5.3]})
     assert all(v.verdict == INCONCLUSIVE for v in reproduce(src, tmp_path, "tiny") if v.id.startswith("v.heldout."))
+
+
+def test_best_rate_rows_take_each_sides_own_best_axis_value(src, tmp_path):
+    """`at: min` (the v.lr.* rows): each side at the learning rate with its lowest mean loss, named in the output."""
+    rows = [dict(study="lr", run=f"{role}{lr}", role=role, seed=0, metric="loss.book", axis="lr", axis_value=lr,
+                 value=v, unit="nats") for role, lv in {"yoco": {1e-3: 5.3, 2e-3: 5.1, 4e-3: 5.2},
+                                                         "yocou": {1e-3: 5.25, 2e-3: 5.3, 4e-3: 5.4}}.items()
+            for lr, v in lv.items()]
+    write_tidy(rows, tmp_path / "tidy" / "lr")
+    got = {v.id: v for v in reproduce(src, tmp_path, "tiny") if v.id.startswith("v.lr.yocou_vs_yoco")}
+    v = got["v.lr.yocou_vs_yoco.best_rate.book"]
+    assert v.ours.startswith("5.25 vs 5.1 at lr 0.001 vs 0.002") and v.verdict == INCONCLUSIVE  # one seed a rate
+    assert "one seed" in v.qualifier

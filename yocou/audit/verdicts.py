@@ -92,7 +92,7 @@ def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     se = float(v.std(ddof=1) / math.sqrt(seeds)) if seeds > 1 else (
         None if r["stderr"].isna().all() else float(r["stderr"].iloc[0]))
     return {"value": float(v.mean()), "se": se, "seeds": seeds, "n": r["n"].iloc[0], "unit": r["unit"].iloc[0],
-            "by_seed": v.astype(float)}
+            "by_seed": v.astype(float), "at": (r["axis"].iloc[0], float(r["axis_value"].iloc[0]))}
 
 
 def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
@@ -124,7 +124,9 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         ses.append(None if None in s else math.sqrt(sum(x * x for x in s)) / len(s))
         seeds = min(x["seeds"] for pair in sides for x in pair)
         floor &= unit == "fraction" and all({sa["value"], sb["value"]} in ({0.0}, {1.0}) for sa, sb in sides)
-        where = "" if ats == [None] else f" at {names.len_label(ats[0])}" if len(ats) == 1 else (
+        best = [x["at"] for x in sides[0]] if ats[0] in ("min", "max") else None  # each side's own axis value
+        where = "" if ats == [None] else f" at {best[0][0]} {best[0][1]:g} vs {best[1][1]:g}" if best else (
+            f" at {names.len_label(ats[0])}") if len(ats) == 1 else (
             f" (mean, {names.len_label(ats[0])}-{names.len_label(ats[-1])})")
         va, vb = (sum(x[i]["value"] * k for x in sides) / len(sides) for i in (0, 1))
         shown.append(f"{m.split('.')[0] + ' ' if row.get('metrics') else ''}{va:.4g} vs {vb:.4g}{where}")
