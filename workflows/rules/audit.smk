@@ -34,7 +34,8 @@ rule audit:
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
-                                           "verdicts.py", "report.py", "args.py", "arith.py")]
+                                           "verdicts.py", "decision.py", "spread.py", "report.py", "args.py",
+                                           "arith.py")]
              + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
     output:
@@ -45,7 +46,7 @@ rule audit:
         claims=f"{AUDIT_OUT}/claims.csv",
         summary=f"{AUDIT_OUT}/summary.json",
         seed_spread=f"{AUDIT_OUT}/seed_spread.csv",
-        seed_spread_md=f"{AUDIT_OUT}/seed_spread.md",
+        seed_spread_md=in_report(f"{AUDIT_OUT}/seed_spread.md", "audit"),
     log:
         f"logs/{SCALE}/audit.log",
     benchmark:

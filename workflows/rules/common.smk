@@ -71,6 +71,8 @@ REPORT_GROUPS = {
     "tables8_10": ("6 Inference efficiency", "Tables 8-10 (appendix)"),
     "fig8": ("7 Analysis", "Figure 8"),
     "crossover": ("7 Analysis", "Crossover (ours: YOCO-U's gap at 8x the tokens)"),
+    "lr_sensitivity": ("7 Analysis", "Learning-rate sensitivity (ours)"),
+    "timing": ("9 Wall time", "Timing of every job"),
     "audit": ("8 Audit of the reported numbers", "Audit report"),
 }
 

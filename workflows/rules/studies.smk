@@ -188,7 +188,7 @@ rule lr_sensitivity:
         code=[f"{PKG}/render/lr.py", f"{PKG}/summarize/lr.py"],
     output:
         csv=f"{RES}/lr_sensitivity.csv",
-        md=f"{RES}/lr_sensitivity.md",
+        md=in_report(f"{RES}/lr_sensitivity.md", "lr_sensitivity"),
         json=f"{RES}/lr_sensitivity.json",
     log:
         f"logs/{SCALE}/lr_sensitivity.log",

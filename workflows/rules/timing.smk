@@ -18,7 +18,7 @@ rule timing:
         code=[f"{PKG}/timing.py", f"{PKG}/io.py"],
     output:
         csv=f"{TIMING_OUT}.csv",
-        md=f"{TIMING_OUT}.md",
+        md=in_report(f"{TIMING_OUT}.md", "timing"),
         json=f"{TIMING_OUT}.json",
     log:
         f"logs/{SCALE}/timing.log",
