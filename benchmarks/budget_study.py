@@ -134,11 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/budget_study_tiny.json"))
     ap.add_argument("--quick", action="store_true", help="throughput only (no loss runs)")
+    ap.add_argument("--root", default=str(ROOT), help="the checkout whose runs/ and results/ --from-pipeline reads")
     ap.add_argument("--from-pipeline", action="store_true",
                     help="only part 3: summarise the tiny pipeline's runs into the result file's `pipeline` entry")
     a = ap.parse_args(argv)
     if a.from_pipeline:
-        return _from_pipeline(Path(a.out))
+        return _from_pipeline(Path(a.out), root=Path(a.root))
     from yocou.io import atomic_write_json, provenance
 
     res: dict = {"load_before": _load(), "dtype": a.dtype}
@@ -177,29 +178,50 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _from_pipeline(out: Path, scale: str = "tiny") -> int:
+def _core_pairs(runs: list[dict]) -> dict:
+    """Held-out loss differences of the core pairs at the last train-time evaluation (the first train.eval_tokens
+    tokens of each split), paired by seed, with the 95% t interval (yocou.summarize.crossover.t_interval)."""
+    from yocou.summarize.crossover import t_interval
+
+    by = {r["run"]: r["train_time_heldout_loss"] for r in runs}
+    out = {}
+    for a, b in (("yocou", "yoco"), ("yoco", "transformer"), ("yocou", "rins"), ("rins", "transformer")):
+        for split in ("book", "code"):
+            names = [(x, y) for x, y in [(a, b)] + [(f"{a}_seed{k}", f"{b}_seed{k}") for k in (1, 2, 3, 4)]
+                     if split in by.get(x, {}) and split in by.get(y, {})]
+            if len(names) < 2:
+                continue
+            m, lo, hi, how = t_interval([by[x][split] for x, _ in names], [by[y][split] for _, y in names], paired=True)
+            out[f"{a}-{b}.{split}"] = {"effect_nats": round(m, 4), "ci95": [round(lo, 4), round(hi, 4)], "method": how}
+    return out
+
+
+def _from_pipeline(out: Path, scale: str = "tiny", root: Path = ROOT) -> int:
     """Part 3: the chosen budget as the pipeline ran it; merged into ``out`` (other parts kept)."""
     import csv
 
     from yocou.io import atomic_write_json, provenance
 
-    models, res = ROOT / f"runs/{scale}/models", ROOT / f"results/{scale}"
+    models, res = root / f"runs/{scale}/models", root / f"results/{scale}"
     runs = []
     for d in sorted(p for p in models.iterdir() if (p / "summary.json").is_file() and (p / "metrics.jsonl").is_file()):
         sm = json.loads((d / "summary.json").read_text())
         rows = [json.loads(x) for x in (d / "metrics.jsonl").read_text().splitlines() if x.strip()]
         tps = [r["tokens_per_s"] for r in rows if "tokens_per_s" in r]
-        bench = ROOT / f"logs/{scale}/bench/train/{d.name}.tsv"
+        bench = root / f"logs/{scale}/bench/train/{d.name}.tsv"
         b = next(csv.DictReader(bench.open(), delimiter="\t")) if bench.is_file() else {}
         ppl = res / "ppl" / f"{d.name}.json"
         splits = json.loads(ppl.read_text())["splits"] if ppl.is_file() else {}
+        last = next((r["heldout_loss"] for r in reversed(rows) if isinstance(r.get("heldout_loss"), dict)), {})
         runs.append({"run": d.name, "params": sm.get("params"), "tokens": sm["tokens"],
+                     "seed": (sm.get("provenance") or {}).get("seed"), "train_time_heldout_loss": last,
                      "tokens_per_s_median": sorted(tps)[len(tps) // 2] if tps else None,
                      "wall_s": float(b["s"]) if b.get("s") not in (None, "", "NA") else None,
                      "cpu_s": float(b["cpu_time"]) if b.get("cpu_time") not in (None, "", "NA") else None,
                      "heldout_loss": {k.removeprefix("heldout_"): v.get("nats_per_token", v.get("nll"))
                                       for k, v in splits.items()}})
-    base = ROOT / f"results/{scale}/ppl/baselines.json"
+    pairs = _core_pairs(runs)
+    base = root / f"results/{scale}/ppl/baselines.json"
     ref = json.loads(base.read_text())["splits"] if base.is_file() else {}
     cpu = [r["cpu_s"] for r in runs if r["cpu_s"]]
     data = json.loads(out.read_text()) if out.is_file() else {}
@@ -209,6 +231,7 @@ def _from_pipeline(out: Path, scale: str = "tiny") -> int:
                         "references": {k.removeprefix("heldout_"): {m: v[m]["nats_per_token"]
                                                                     for m in ("unigram", "bigram_kn") if m in v}
                                        for k, v in ref.items()},
+                        "core_pairs_train_time_heldout": pairs,
                         "load_at_summary": _load(), "provenance": provenance({"part": "from-pipeline"}, None)}
     atomic_write_json(out, data)
     print(json.dumps({k: v for k, v in data["pipeline"].items() if k not in ("runs", "provenance")}, indent=1))
