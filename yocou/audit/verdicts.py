@@ -81,8 +81,10 @@ def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     the value of each seed (a Series indexed by seed)."""
     r = df[(df["role"] == role) & (df["metric"] == metric)]
     if at in ("max", "min"):  # the axis value with the largest (Figure 5's best rung) / smallest mean (best rate)
-        m = r.groupby("axis_value")["value"].mean()
-        r = r[r["axis_value"] == (m.idxmax() if at == "max" else m.idxmin())] if not r.empty else r
+        if not r.empty:
+            m = r.groupby("axis_value", dropna=False)["value"].mean()
+            best = m.idxmax() if at == "max" else m.idxmin()
+            r = r[r["axis_value"].isna()] if pd.isna(best) else r[r["axis_value"] == best]
     else:
         r = r[(r["axis"] == "") if at is None else (r["axis_value"] == float(at))]
     r = r[r["axis2"] == ""] if "axis2" in r else r
