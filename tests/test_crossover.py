@@ -64,3 +64,20 @@ def test_gap_persists_and_undecided(tmp_path):
     noisy = [_run(tmp_path, f"c{s}", s, [6.0 + (0.3 if s else -0.3), 5.0 + (0.3 if s else -0.3)]) for s in range(2)]
     g = gap_by_tokens(summarize_crossover({"yoco": yoco, "yocou": noisy}), "heldout_loss.book")
     assert crossover_verdict(g)["status"] == "undecided"
+
+
+def test_no_spread_gives_the_exact_effect():
+    assert t_interval([5.0, 5.0], [4.0, 4.0], paired=True)[:3] == (1.0, 1.0, 1.0)
+
+
+def test_render_draws_and_writes_the_gap_table(tmp_path):
+    from yocou.render.crossover import render
+    from yocou.tidy import write_tidy
+
+    yoco = [_run(tmp_path, f"y{s}", s, [6.0, 5.5]) for s in range(2)]
+    new = [_run(tmp_path, f"u{s}", s, [6.3 + 0.01 * s, 5.4 - 0.01 * s]) for s in range(2)]
+    write_tidy(summarize_crossover({"yoco": yoco, "yocou": new}), tmp_path / "tidy" / "crossover")
+    v = render(tmp_path / "tidy" / "crossover.csv", out=tmp_path / "c.png", data=tmp_path / "c.csv", scale="t")
+    assert (tmp_path / "c.png").stat().st_size > 1000 and (tmp_path / "c.pdf").is_file()
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    assert [r["gap"] for r in rows] == pytest.approx([0.305, -0.105]) and v["last"]["gap"] == pytest.approx(-0.105)

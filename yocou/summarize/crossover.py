@@ -53,10 +53,11 @@ def t_interval(a: Sequence[float], b: Sequence[float] | None = None, *, paired: 
         r, how = stats.ttest_rel(a, bb), f"t, paired, n={a.size}"
     else:
         r, how = stats.ttest_ind(a, bb, equal_var=False), f"t, Welch, n={a.size}/{bb.size}"
-    if not np.isfinite(r.statistic) and np.all(a - (0 if bb is None or not paired else bb) == m):  # no spread
-        return m, m, m, how + " (no spread)"
     ci = r.confidence_interval(level)
-    return m, float(ci.low), float(ci.high), how
+    lo, hi = float(ci.low), float(ci.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):  # every value equal: scipy's interval is NaN, the effect exact
+        return m, m, m, how + " (no spread)"
+    return m, lo, hi, how
 
 
 def summarize_crossover(runs: Mapping[str, Sequence[str | Path]]) -> pd.DataFrame:
