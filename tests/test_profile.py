@@ -187,7 +187,8 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     spec.loader.exec_module(mod)
     out = tmp_path / "peer.json"
     assert mod.main(["--preset", "transformer-smoke", "--batch", "2", "--seq-len", "32", "--rounds", "2",
-                     "--steps-per-round", "1", "--warmup-steps", "1", "--prefill-len", "48", "--n-decode", "2", "--repeats", "1", "--peak-n", "128",
+                     "--steps-per-round", "1", "--warmup-steps", "1", "--prefill-len", "48", "--n-decode", "4", "--peak-n", "128",
+                     "--dtype", "fp32", "--threads", "2",
                      "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert set(res["ratios_ours_over_hf"]) >= {"train_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s"}
@@ -195,13 +196,22 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     paired = res["train"]["paired_ratio_ours_over_hf"]["eager"]
     assert paired["min"] <= paired["median"] <= paired["max"]
     assert len(res["train"]["ours"]["round_mean_step_s"]) == 2
-    assert 0 < res["train"]["ours"]["mfu"] and res["bf16_matmul_peak_flops"] > 0
+    assert 0 < res["train"]["ours"]["mfu"] and res["matmul_peak_flops"] > 0
+    for block in ("decode", "decode_1thread"):
+        dec = res["inference"][block]
+        # the same weights, fp32: HF and ours decode the same greedy tokens from their caches
+        assert dec["greedy_tokens_agree"] == 1.0, block
+        for side in ("ours", "hf"):
+            s = dec[side]["step_ms"]
+            assert s["n"] == 2 * 4 and s["min"] <= s["p10"] <= s["median"] <= s["p90"] <= s["max"]
+            assert dec[side]["aten_ops_per_step"] > 0 and len(dec[side]["round_s"]) == 2
+    assert res["inference"]["decode_1thread"]["threads"] == 1
     assert "loadavg_start" in res["provenance"] and res["provenance"]["versions"]["transformers"]
 
 
 @pytest.mark.parametrize("args,needle", [
     (["--rounds", "0"], "--rounds"), (["--batch", "0"], "--batch"), (["--steps-per-round", "0"], "--steps-per-round"),
-    (["--repeats", "0"], "--repeats"), (["--n-decode", "0"], "--n-decode"), (["--threads", "0"], "--threads"),
+    (["--dtype", "fp16"], "--dtype"), (["--scale", "nope"], "nope.yaml"), (["--n-decode", "0"], "--n-decode"), (["--threads", "0"], "--threads"),
     (["--peak-n", "x"], "--peak-n"), (["--warmup-steps", "-1"], "--warmup-steps"), (["--preset", "nope"], "--preset"),
     (["--preset", "yocou-smoke"], "--preset"), (["--out", "."], "--out")])
 def test_hf_peer_benchmark_bad_arguments(args: list[str], needle: str, tmp_path: Path) -> None:
