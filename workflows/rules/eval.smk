@@ -19,7 +19,7 @@ rule ppl:
         tokens=lambda w, input: os.path.dirname(input.data[0]),
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
-    threads: workflow.cores
+    threads: all_cores
     conda: CONDA_ENV
     shell:
         "python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
@@ -66,7 +66,7 @@ rule kv_measure:
     params:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
         dtype=config["eval"]["kv_measure"]["dtype"],
-    threads: workflow.cores
+    threads: all_cores
     conda: CONDA_ENV
     shell:
         "python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "

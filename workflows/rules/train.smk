@@ -47,7 +47,7 @@ rule train:
         out=lambda w, output: os.path.dirname(output.model),
         heldout=lambda w, input: f"--heldout {' '.join(input.heldout)}" if input.heldout else "",
         needle_template=lambda w: needle_template(w.variant),  # a rerun trigger only
-    threads: config["launch"]["threads"] or workflow.cores
+    threads: lambda wildcards: config["launch"]["threads"] or workflow.cores
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
     conda: CONDA_ENV
     shell:
