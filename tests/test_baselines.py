@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yocou.baselines import KneserNeyBigram, Unigram, baselines_report, ney_discount, score_split
+from yocou.baselines import KneserNeyBigram, Unigram, baselines_report, budget_windows, ney_discount, score_split
 from yocou.heldout import capped_documents, split_score, token_byte_lengths, window_stderr
 
 
@@ -46,9 +46,11 @@ def test_unigram_matches_a_hand_computation() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- KN bigram
-def _slow_kn(train: list[int], vocab: int):
-    """The interpolated Kneser-Ney bigram written straight from the formula, with dicts and loops."""
-    pairs = Counter(zip(train[:-1], train[1:]))
+def _slow_kn(train: list[int] | list[list[int]], vocab: int):
+    """The interpolated Kneser-Ney bigram written straight from the formula, with dicts and loops; ``train`` a
+    token list, or a list of windows whose pairs are counted within each window."""
+    windows = train if train and isinstance(train[0], list) else [train]
+    pairs = Counter(p for win in windows for p in zip(win[:-1], win[1:]))
     c_v = defaultdict(int)
     follow = defaultdict(set)
     precede = defaultdict(set)
@@ -86,6 +88,41 @@ def test_kn_bigram_matches_a_slow_reference() -> None:
             assert kn.prob([v], [w])[0] == pytest.approx(p(w, v), rel=1e-12), (v, w)
     ids = [2, 1, 2, 5, 5, 0, 3]
     assert kn.nll(ids) == pytest.approx([-math.log(p(w, v)) for v, w in zip(ids[:-1], ids[1:])])
+
+
+def test_kn_bigram_on_windows_counts_pairs_within_windows_only() -> None:
+    """Fitted on windows ``[n, L]`` (the budget bigram): the pairs across a window boundary are not counted,
+    as the slow reference over the same windows says; the concatenated stream would differ."""
+    wins = [TRAIN[0:5], TRAIN[5:10], TRAIN[8:13]]
+    kn = KneserNeyBigram(np.array(wins), V)
+    p, d1, d2 = _slow_kn(wins, V)
+    assert (kn.d1, kn.d2) == pytest.approx((d1, d2)) and kn.n_windows == 3
+    for v in range(V):
+        for w in range(V):
+            assert kn.prob([v], [w])[0] == pytest.approx(p(w, v), rel=1e-12), (v, w)
+    flat = KneserNeyBigram(np.array(sum(wins, [])), V)
+    assert flat.n_pair_types != kn.n_pair_types or flat.pair_counts.sum() != kn.pair_counts.sum()
+    assert kn.pair_counts.sum() == 3 * 4
+    with pytest.raises(ValueError, match="at least 2"):
+        KneserNeyBigram(np.zeros((3, 1), dtype=np.int64), V)
+
+
+def test_budget_windows_are_the_training_batches(token_dir: Path) -> None:
+    """The budget bigram's windows are exactly what training draws (yocou.train.draw_batch) for that seed."""
+    import torch
+
+    from yocou.data.tokens import TokenStream
+    from yocou.train import TrainConfig, draw_batch
+
+    st = TokenStream(token_dir / "train.bin")
+    tc = TrainConfig(steps=3, batch_size=2, seq_len=8, seed=5)
+    win = budget_windows(st, steps=3, batch_size=2, seq_len=8, seed=5)
+    assert win.shape == (6, 9) and win.dtype == np.int64
+    for step in range(3):
+        x, y = draw_batch(st, tc, step, 0, 1, torch.device("cpu"))
+        assert (win[2 * step:2 * step + 2, :-1] == x.numpy()).all() and (win[2 * step:2 * step + 2, 1:] == y.numpy()).all()
+    other = budget_windows(st, steps=3, batch_size=2, seq_len=8, seed=6)
+    assert not (other == win).all()
 
 
 @pytest.mark.parametrize("v", [0, 1, 3, 4, 5])  # 5: never seen; 4: seen once as a context
@@ -153,7 +190,7 @@ def test_baseline_scores_the_same_tokens_as_ppl(token_dir: Path) -> None:
     assert int(byte_len[ids[1:]].sum()) == len(tok.decode(list(ids)).encode()) - len(tok.decode([int(ids[0])]).encode())
 
 
-def test_baselines_report_and_cli(token_dir: Path, tmp_path: Path) -> None:
+def test_baselines_report_and_cli(token_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from yocou.cli import main
 
     out = tmp_path / "baselines.json"
@@ -170,6 +207,20 @@ def test_baselines_report_and_cli(token_dir: Path, tmp_path: Path) -> None:
             assert r["bits_per_byte"] == pytest.approx(r["nats_per_token"] * r["n_tokens"] / math.log(2)
                                                        / r["n_bytes"])
         assert sp["bigram_kn"]["nats_per_token"] < sp["unigram"]["nats_per_token"]  # pseudo-text: words repeat
+    assert "bigram_kn_budget" not in res["models"] and res["budget"] is None
+    out2 = tmp_path / "baselines_budget.json"
+    assert main(["baselines", "--train", str(token_dir / "train.bin"), "--data", str(token_dir), "--seq-len", "32",
+                 "--max-tokens", "500", "--budget-steps", "3", "--budget-batch", "2", "--budget-seq-len", "16",
+                 "--out", str(out2)]) == 0
+    res2 = json.loads(out2.read_text())
+    assert res2["models"]["bigram_kn_budget"]["n_windows"] == 6 and res2["budget"]["steps"] == 3
+    for split, sp in res2["splits"].items():
+        # fitted on 6 windows of 17 tokens, far fewer than train.bin: worse than the full bigram
+        assert sp["bigram_kn_budget"]["nats_per_token"] > sp["bigram_kn"]["nats_per_token"]
+        assert sp["bigram_kn"]["nats_per_token"] == pytest.approx(res["splits"][split]["bigram_kn"]["nats_per_token"])
+    assert main(["baselines", "--train", str(token_dir / "train.bin"), "--data", str(token_dir), "--seq-len", "32",
+                 "--budget-steps", "3", "--out", str(tmp_path / "never.json")]) == 2
+    assert "go together" in capsys.readouterr().err and not (tmp_path / "never.json").exists()
     direct = baselines_report(token_dir / "train.bin", token_dir, seq_len=32, max_tokens=500)
     assert direct["splits"]["heldout_code"]["unigram"]["nats_per_token"] == pytest.approx(
         res["splits"]["heldout_code"]["unigram"]["nats_per_token"])

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from yocou.readers import ResultFileError
 from yocou.summarize import training as T
 from yocou.tidy import NO_SEED, one, read_tidy, select, write_tidy
 
@@ -229,12 +230,15 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
                          ("yocou_seed1", 1, 3.5)):
         _run(tmp_path, r, seed=seed)
         _ppl_new(tmp_path, r, nll, se=0.02)
-    bl = {"models": {"unigram": {}, "bigram_kn": {"discount": 0.7, "discount_lower": 0.6}},
+    bl = {"models": {"unigram": {}, "bigram_kn": {"discount": 0.7, "discount_lower": 0.6},
+                     "bigram_kn_budget": {"discount": 0.8, "n_windows": 40}},
+          "budget": {"steps": 10, "batch_size": 4, "seq_len": 64, "seed": 0},
           "splits": {f"heldout_{m}": {"n_tokens": 100, "n_docs": 1, "seq_len": 64, "max_tokens": 1000,
                                       **{k: {"nats_per_token": v, "ppl": math.exp(v), "n_tokens": 100,
                                              "n_bytes": 400, "stderr_nats": 0.1,
                                              "bits_per_byte": v * 100 / math.log(2) / 400}
-                                         for k, v in (("unigram", 6.0), ("bigram_kn", 5.0))}}
+                                         for k, v in (("unigram", 6.0), ("bigram_kn", 5.0),
+                                                      ("bigram_kn_budget", 5.5))}}
                      for m in ("book", "code")}}
     (tmp_path / "ppl" / "baselines.json").write_text(json.dumps(bl))
     cfg = {"core_variants": ["transformer", "yocou"], "studies": {},
@@ -252,12 +256,13 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
     # ratios pair replica k with the Transformer's replica k: exp(3.5) / exp(4.2)
     assert one(df, run="yocou_seed1|transformer_seed1", metric="book.ppl_ratio")["value"] == pytest.approx(
         math.exp(-0.7))
-    for role, v in (("unigram", 6.0), ("bigram_kn", 5.0)):
+    for role, v in (("unigram", 6.0), ("bigram_kn", 5.0), ("bigram_kn_budget", 5.5)):
         r = one(df, role=role, metric="loss.code")
         assert r["value"] == v and r["seed"] == NO_SEED and r["run"] == role and r["stderr"] == 0.1
         assert one(df, role=role, metric="bpb.book")["value"] == pytest.approx(v * 100 / math.log(2) / 400)
         assert one(df, role=role, metric="book.ppl")["value"] == pytest.approx(math.exp(v))
     assert "D = 0.700" in one(df, role="bigram_kn", metric="loss.book")["detail"]
+    assert "40 windows of 64 + 1 tokens" in one(df, role="bigram_kn_budget", metric="loss.book")["detail"]
 
     # the rendered table: per role the mean loss and bits/byte over seeds with their std, then the baselines
     from yocou.render.heldout_ppl import table
@@ -270,7 +275,20 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
     assert t.loc["yocou", "heldout_code bits/byte"] == pytest.approx(4.25 * 100 / math.log(2) / 400)
     assert t.loc["yocou", "heldout_book ppl"] == pytest.approx(math.exp(3.25))
     assert t.loc["unigram", "heldout_book loss (nats)"] == 6.0 and t.loc["bigram_kn", "heldout_code loss (nats)"] == 5.0
-    assert list(t.index) == ["transformer", "yocou", "unigram", "bigram_kn"]
+    assert list(t.index) == ["transformer", "yocou", "unigram", "bigram_kn", "bigram_kn_budget"]
+    # a baselines.json without the budget bigram (fitted without --budget-*) still reads; without bigram_kn not
+    for sp in bl["splits"].values():
+        del sp["bigram_kn_budget"]
+    (tmp_path / "ppl" / "baselines.json").write_text(json.dumps(bl))
+    df2 = T.summarize_study("heldout_ppl", cfg, run_root=tmp_path / "models", ppl_root=tmp_path / "ppl",
+                            baselines=tmp_path / "ppl" / "baselines.json")
+    assert "bigram_kn_budget" not in set(df2["role"]) and "bigram_kn" in set(df2["role"])
+    for sp in bl["splits"].values():
+        del sp["bigram_kn"]
+    (tmp_path / "ppl" / "baselines.json").write_text(json.dumps(bl))
+    with pytest.raises(ResultFileError, match="bigram_kn"):
+        T.summarize_study("heldout_ppl", cfg, run_root=tmp_path / "models", ppl_root=tmp_path / "ppl",
+                          baselines=tmp_path / "ppl" / "baselines.json")
 
 
 def test_paper_wiki_ppl_ratio_is_the_printed_values_over_the_transformers() -> None:

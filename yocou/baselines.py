@@ -26,6 +26,13 @@ N - 1 adjacent pairs of the stream, ``c(v) = Σ_w c(v, w)``, ``N1+(v •) = |{w 
     P(w | v)  = max(c(v, w) - D2, 0) / c(v)  +  (D2 · N1+(v •) / c(v)) · P_cont(w)      if c(v) > 0
     P(w | v)  = P_cont(w)                                                               if c(v) = 0
 
+The bigram is fitted twice: on the whole ``train.bin`` (``bigram_kn``) and, when the training budget is given,
+on exactly the windows the LM was trained on (``bigram_kn_budget``: ``steps × batch_size`` windows of
+``seq_len + 1`` tokens drawn by the training sampler of the base seed, :func:`budget_windows`; pairs within a
+window only), so an LM that sees a fraction of the stream is compared with a bigram that saw the same tokens.
+The needle mix (:mod:`yocou.data.needles`) that replaces a fraction of the training sequences is not replayed:
+the budget bigram sees the stream's text in their place.
+
 Discounts by Ney's estimate, per order: ``D = n1 / (n1 + 2 n2)`` with n1, n2 the number of pair types seen
 exactly once and twice (D2: the counts ``c(v, w)``; D1: the continuation counts ``N1+(• w)``); 0.75 where
 ``n1 + 2 n2 = 0`` or the estimate is 0. Since every D lies in (0, 1] and counts are integers, each level sums to
@@ -35,16 +42,17 @@ one over the vocabulary: ``Σ_w max(c(v, w) - D, 0) = c(v) - D · N1+(v •)``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .heldout import BYTES_METHOD, capped_documents, split_score, token_byte_lengths
 
-__all__ = ["Unigram", "KneserNeyBigram", "ney_discount", "score_split", "baselines_report", "MODELS"]
+__all__ = ["Unigram", "KneserNeyBigram", "ney_discount", "budget_windows", "score_split", "baselines_report",
+           "MODELS"]
 
-#: The baselines, in table order.
-MODELS = ("unigram", "bigram_kn")
+#: The baselines, in table order (``bigram_kn_budget`` only when the training budget is given).
+MODELS = ("unigram", "bigram_kn", "bigram_kn_budget")
 
 #: Discount where Ney's estimate is undefined or zero.
 FALLBACK_DISCOUNT = 0.75
@@ -98,7 +106,8 @@ class KneserNeyBigram:
     number of distinct pairs, not V².
 
     Args:
-        tokens: training token ids (or a :class:`~yocou.data.tokens.TokenStream`), at least 2.
+        tokens: training token ids ``[N]`` (or a :class:`~yocou.data.tokens.TokenStream`), at least 2; or
+            windows ``[n_windows, L]`` (L >= 2), whose pairs are counted within each window only.
         vocab_size: V.
         discount: fixed D for both orders instead of Ney's estimates.
     """
@@ -106,11 +115,11 @@ class KneserNeyBigram:
     def __init__(self, tokens: Any, vocab_size: int, discount: float | None = None):
         t = _tokens(tokens)
         V = self.vocab_size = int(vocab_size)
-        if t.size < 2:
-            raise ValueError("KneserNeyBigram: need at least 2 training tokens")
+        if t.ndim not in (1, 2) or t.shape[-1] < 2:
+            raise ValueError(f"KneserNeyBigram: need at least 2 training tokens (per window), got shape {t.shape}")
         if t.min() < 0 or t.max() >= V:
             raise ValueError(f"KneserNeyBigram: token ids outside [0, {V})")
-        self.codes, self.pair_counts = np.unique(t[:-1] * V + t[1:], return_counts=True)
+        self.codes, self.pair_counts = np.unique((t[..., :-1] * V + t[..., 1:]).ravel(), return_counts=True)
         prev, nxt = self.codes // V, self.codes % V
         self.ctx_count = np.bincount(prev, weights=self.pair_counts, minlength=V)   # c(v)
         self.ctx_types = np.bincount(prev, minlength=V).astype(np.float64)         # N1+(v •)
@@ -123,6 +132,7 @@ class KneserNeyBigram:
         self.d1 = float(discount) if discount is not None else ney_discount(self.cont_types[self.cont_types > 0])
         self.p_cont = np.maximum(self.cont_types - self.d1, 0.0) / B + self.d1 * U / B / V
         self.n_train = int(t.size)
+        self.n_windows = int(t.shape[0]) if t.ndim == 2 else None
 
     def _pair_count(self, v: np.ndarray, w: np.ndarray) -> np.ndarray:
         q = v * self.vocab_size + w
@@ -156,7 +166,31 @@ class KneserNeyBigram:
                 "discount_rule": "Ney: D = n1 / (n1 + 2 n2) per order (0.75 if undefined)",
                 "n_train_tokens": self.n_train, "n_pair_types": self.n_pair_types, "vocab_size": self.vocab_size,
                 "context": "the previous token, for every prediction (what the LM sees at a window's first "
-                           "prediction too)"}
+                           "prediction too)",
+                **({"n_windows": self.n_windows, "fitted_on": "the training windows of the budget (pairs within "
+                    "a window)"} if self.n_windows is not None else {"fitted_on": "the whole train.bin stream"})}
+
+
+def budget_windows(stream: Any, *, steps: int, batch_size: int, seq_len: int, seed: int) -> np.ndarray:
+    """The token windows a run of ``steps`` steps trains on: ``[steps · batch_size, seq_len + 1]`` (int64),
+    each row a training window ``x`` followed by the last target token, drawn exactly as
+    :func:`yocou.train.draw_batch` draws them for ``seed`` (its generator seeded by (seed, step)).
+
+    Raises:
+        ValueError: a non-positive ``steps``, ``batch_size`` or ``seq_len``, or a stream too short (from
+            :meth:`~yocou.data.tokens.TokenStream.sample_batch`).
+    """
+    import torch
+
+    from .train import batch_generator
+
+    if steps <= 0:
+        raise ValueError(f"budget_windows: steps must be positive, got {steps}")
+    rows = []
+    for step in range(steps):
+        x, y = stream.sample_batch(batch_size, seq_len, batch_generator(seed, step))
+        rows.append(torch.cat([x, y[:, -1:]], dim=1).numpy())
+    return np.concatenate(rows)
 
 
 def score_split(model: Unigram | KneserNeyBigram, stream: Any, seq_len: int, *, max_tokens: int | None = None,
@@ -169,8 +203,12 @@ def score_split(model: Unigram | KneserNeyBigram, stream: Any, seq_len: int, *, 
 
 
 def baselines_report(train: str | Path, data: str | Path, *, splits: Sequence[str] = ("heldout_book", "heldout_code"),
-                     seq_len: int, max_tokens: int | None = None, tokenizer: str | None = None) -> dict[str, Any]:
-    """Fit both baselines on ``train`` (a ``train.bin``) and score them on ``<data>/<split>.bin``.
+                     seq_len: int, max_tokens: int | None = None, tokenizer: str | None = None,
+                     budget: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Fit the baselines on ``train`` (a ``train.bin``) and score them on ``<data>/<split>.bin``.
+
+    ``budget``: ``{"steps", "batch_size", "seq_len", "seed"}`` of the training runs; with it, also the bigram
+    fitted on exactly the windows such a run trains on (``bigram_kn_budget``, :func:`budget_windows`).
 
     Returns:
         ``{"train", "vocab_size", "models": {name: description}, "bytes_method", "splits": {split: {"n_tokens",
@@ -183,11 +221,15 @@ def baselines_report(train: str | Path, data: str | Path, *, splits: Sequence[st
     tr = TokenStream(train)
     V = tr.vocab_size
     models = {"unigram": Unigram(tr, V), "bigram_kn": KneserNeyBigram(tr, V)}
+    if budget is not None:
+        win = budget_windows(tr, **{k: int(budget[k]) for k in ("steps", "batch_size", "seq_len", "seed")})
+        models["bigram_kn_budget"] = KneserNeyBigram(win, V)
     byte_len, method = token_byte_lengths(tokenizer) if tokenizer else (None, None)
     if byte_len is not None and len(byte_len) < V:
         raise ValueError(f"{tokenizer}: {len(byte_len)} token ids, but {train} has a vocabulary of {V}")
     out: dict[str, Any] = {"train": str(train), "vocab_size": V, "tokenizer": tokenizer,
                            "models": {k: m.describe() for k, m in models.items()},
+                           "budget": dict(budget) if budget is not None else None,
                            "bytes_method": f"{method}: {BYTES_METHOD[method]}" if method else None, "splits": {}}
     for split in splits:
         st = TokenStream(Path(data) / f"{split}.bin")

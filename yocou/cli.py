@@ -145,15 +145,20 @@ def _cmd_baselines(a: argparse.Namespace) -> int:
     from .baselines import baselines_report
     from .io import atomic_write_json, provenance
 
+    given = [a.budget_steps, a.budget_batch, a.budget_seq_len]
+    if any(v is not None for v in given) and not all(v is not None for v in given):
+        raise ValueError("--budget-steps, --budget-batch and --budget-seq-len go together (the training budget)")
+    budget = (dict(steps=a.budget_steps, batch_size=a.budget_batch, seq_len=a.budget_seq_len, seed=a.budget_seed)
+              if a.budget_steps is not None else None)
     res = baselines_report(a.train, a.data, splits=a.splits, seq_len=a.seq_len, max_tokens=a.max_tokens,
-                           tokenizer=a.tokenizer)
+                           tokenizer=a.tokenizer, budget=budget)
     res["provenance"] = provenance({"train": a.train, "data": a.data, "seq_len": a.seq_len,
-                                    "max_tokens": a.max_tokens, "splits": a.splits, "tokenizer": a.tokenizer},
-                                   None)
+                                    "max_tokens": a.max_tokens, "splits": a.splits, "tokenizer": a.tokenizer,
+                                    "budget": budget}, a.budget_seed)
     if a.out:
         atomic_write_json(a.out, res)
-    print(json.dumps({s: {m: {k: r[m][k] for k in ("nats_per_token", "bits_per_byte", "n_tokens")}
-                          for m in ("unigram", "bigram_kn")} for s, r in res["splits"].items()}, indent=2))
+    print(json.dumps({s: {m: {k: r[m].get(k) for k in ("nats_per_token", "bits_per_byte", "n_tokens")}
+                          for m in res["models"]} for s, r in res["splits"].items()}, indent=2))
     return 0
 
 
@@ -330,6 +335,11 @@ def build_parser() -> argparse.ArgumentParser:
     bl.add_argument("--seq-len", type=int_at_least(2), required=True, help="window length (as for ppl)")
     bl.add_argument("--max-tokens", type=int_at_least(2), default=None, help="cap per split (as for ppl)")
     bl.add_argument("--tokenizer", default=None, help="the run's tokenizer.json (or name), for bits/byte")
+    bl.add_argument("--budget-steps", type=int_at_least(1), default=None,
+                    help="training steps of a run: also fit the bigram on that run's training windows")
+    bl.add_argument("--budget-batch", type=int_at_least(1), default=None, help="training batch size (sequences)")
+    bl.add_argument("--budget-seq-len", type=int_at_least(1), default=None, help="training sequence length")
+    bl.add_argument("--budget-seed", type=int_at_least(0), default=0, help="training seed of the replayed windows")
     bl.add_argument("--out", default=None)
     bl.set_defaults(func=_cmd_baselines)
 

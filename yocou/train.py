@@ -554,13 +554,17 @@ def _step_parts(model: torch.nn.Module, opt: torch.optim.Optimizer, tc: TrainCon
     return StepParts(model=model, fwd=fwd, opt=opt, amp=amp, world=world, sharded=sharded, run_dir=run_dir)
 
 
+def batch_generator(seed: int, step: int) -> torch.Generator:
+    """The generator step ``step``'s global batch is drawn from, seeded by ``(seed, step)``."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + step)
+
+
 def draw_batch(stream: Any, tc: TrainConfig, step: int, rank: int, world: int,
                device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """This rank's rows of step ``step``'s global batch, drawn from a generator seeded by ``(seed, step)``, so
     the batches depend neither on the number of processes nor on where a run was resumed."""
     local_b = tc.batch_size // world
-    gen = torch.Generator().manual_seed(tc.seed * 1_000_003 + step)
-    x, y = stream.sample_batch(tc.batch_size, tc.seq_len, gen)
+    x, y = stream.sample_batch(tc.batch_size, tc.seq_len, batch_generator(tc.seed, step))
     rows = slice(rank * local_b, (rank + 1) * local_b)
     return x[rows].to(device), y[rows].to(device)
 

@@ -27,7 +27,8 @@ rule ppl:
 
 
 # The trivial references of the loss tables (yocou.baselines): an add-one unigram and an interpolated Kneser-Ney
-# bigram fitted on train.bin, scored on the same held-out tokens and windows as rule ppl.
+# bigram fitted on train.bin, and the bigram fitted on the training windows of one run's budget (train.steps x
+# batch_size windows of the seed-0 sampler), scored on the same held-out tokens and windows as rule ppl.
 rule baselines:
     input:
         train=f"{RUN}/tokens/train.bin",
@@ -45,10 +46,12 @@ rule baselines:
         tokens=lambda w, input: os.path.dirname(input.data[0]),
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
+        budget=(f"--budget-steps {config['train']['steps']} --budget-batch {config['train']['batch_size']} "
+                f"--budget-seq-len {config['train']['seq_len']} --budget-seed {config['train'].get('seed', config.get('seed', 0))}"),
     conda: CONDA_ENV
     shell:
         "python -m yocou.cli baselines --train {input.train} --data {params.tokens} --seq-len {params.seq_len} "
-        "{params.max_tokens} --tokenizer {input.tok} --out {output} > {log} 2>&1"
+        "{params.max_tokens} --tokenizer {input.tok} {params.budget} --out {output} > {log} 2>&1"
 
 
 ruleorder: baselines > ppl  # ppl/baselines.json is not a run's

@@ -475,7 +475,9 @@ def paper_wiki_ppl() -> dict[str, dict[str, float]]:
 
 
 #: The trivial baselines of ``results/<scale>/ppl/baselines.json`` (:mod:`yocou.baselines`), as tidy roles.
-BASELINE_ROLES = ("unigram", "bigram_kn")
+BASELINE_ROLES = ("unigram", "bigram_kn", "bigram_kn_budget")
+#: Baselines a ``baselines.json`` must have (``bigram_kn_budget`` only when it was fitted with the budget).
+REQUIRED_BASELINES = ("unigram", "bigram_kn")
 
 
 def _ppl_split_rows(base: dict[str, Any], m: str, s: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -501,7 +503,8 @@ def summarize_heldout_ppl(runs: Mapping[str, Pathish | Iterable[Pathish]], *, pp
     n = tokens scored, seed = the run's training seed (:func:`run_seed`). Derived role ``<role>|<baseline>``:
     ``<split>.ppl_ratio`` (ppl / the ``baseline`` role's run of the same replica index, unit ``ratio``).
     ``baselines`` (``ppl/baselines.json``, :mod:`yocou.baselines`): the same rows for roles ``unigram`` and
-    ``bigram_kn`` (run = the role, seed = NO_SEED). ``<split>`` is the JSON's split without ``heldout_``.
+    ``bigram_kn`` and, where fitted, ``bigram_kn_budget`` (run = the role, seed = NO_SEED). ``<split>`` is the
+    JSON's split without ``heldout_``.
     """
     ppl_root = Path(ppl_root)
     rows: list[dict[str, Any]] = []
@@ -538,6 +541,8 @@ def summarize_heldout_ppl(runs: Mapping[str, Pathish | Iterable[Pathish]], *, pp
         for split, sp in (bl.get("splits") or {}).items():
             for role in BASELINE_ROLES:
                 s = sp.get(role)
+                if s is None and role not in REQUIRED_BASELINES:
+                    continue
                 if not isinstance(s, Mapping):
                     raise ResultFileError(Path(baselines), f"splits.{split}", f"no {role!r} result")
                 base = dict(study="heldout_ppl", run=role, role=role, seed=NO_SEED, n=s["n_tokens"], split=split,
@@ -551,6 +556,11 @@ def _baseline_detail(bl: Mapping[str, Any], role: str) -> str:
     d = (bl.get("models") or {}).get(role) or {}
     if role == "unigram":
         return "add-one unigram on train.bin"
+    if role == "bigram_kn_budget":
+        b = bl.get("budget") or {}
+        return (f"interpolated Kneser-Ney bigram on one run's training windows ({d.get('n_windows', '?')} windows "
+                f"of {b.get('seq_len', '?')} + 1 tokens, seed {b.get('seed', '?')}), D = "
+                f"{d.get('discount', float('nan')):.3f}")
     return (f"interpolated Kneser-Ney bigram on train.bin, D = {d.get('discount', float('nan')):.3f} "
             f"(lower order {d.get('discount_lower', float('nan')):.3f}; Ney's n1/(n1+2 n2))")
 
