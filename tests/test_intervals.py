@@ -224,3 +224,23 @@ def test_best_rate_rows_take_each_sides_own_best_axis_value(src, tmp_path):
     v = got["v.lr.yocou_vs_yoco.best_rate.book"]
     assert v.ours.startswith("5.25 vs 5.1 at lr 0.001 vs 0.002") and v.verdict == INCONCLUSIVE  # one seed a rate
     assert "one seed" in v.qualifier
+
+
+def test_a_never_reached_reference_is_decided_and_the_summary_stays_json(src, tmp_path):
+    """Figure 2's token saving where YOCO-U's curve never falls to YOCO's final loss in any of 3 seeds: the verdict
+    is "opposite" (the saving is below 0: more tokens than the run had would be needed), its effect -inf in the
+    verdict, and summary.json is still strict JSON (the effect null, `ours` saying why); this used to fail the
+    tiny audit with "Out of range float values are not JSON compliant"."""
+    from yocou.audit.report import audit, write_report
+
+    write_tidy([dict(study="fig2", run=f"yocou_seed{s}|yoco_seed{s}" if s else "yocou|yoco", role="yocou|yoco",
+                     seed=s, metric="reached_reference_loss", value=0.0, unit="flag") for s in range(3)],
+               tmp_path / "res" / "tidy" / "fig2")
+    res = audit("tiny", tmp_path / "res")
+    v = next(v for v in res["verdicts"] if v.id == "v.fig2.tokens_saved")
+    assert v.verdict == OPPOSITE and v.effect == -math.inf and v.n_seeds == 3
+    write_report(res, tmp_path / "audit")
+    text = (tmp_path / "audit" / "summary.json").read_text(encoding="utf-8")
+    summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    (d,) = [d for d in summary["verdicts_training"]["decided_list"] if d["id"] == "v.fig2.tokens_saved"]
+    assert d["effect"] is None and d["verdict"] == OPPOSITE and "never" in d["ours"]

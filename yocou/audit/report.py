@@ -33,6 +33,7 @@ import base64
 import html
 import io
 import json
+import math
 import os
 from collections import Counter
 from pathlib import Path
@@ -208,9 +209,16 @@ def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
             "not_run": sum(v.qualifier == NOT_RUN for v in tr),
             "by_interval": sum(v.ci_low is not None for v in dec),
             "by_verdict": {k: int(by[k]) for k in VERDICTS},
-            "decided_list": [{"id": v.id, "verdict": v.verdict, "effect": v.effect, "ci_low": v.ci_low,
-                              "ci_high": v.ci_high, "ci_method": v.ci_method, "margin": v.margin,
+            # an effect of -inf (the compared run never reaches the reference loss) is JSON null, with `ours`
+            # saying so
+            "decided_list": [{"id": v.id, "verdict": v.verdict, "effect": _finite_or_none(v.effect),
+                              "ours": v.ours, "ci_low": _finite_or_none(v.ci_low),
+                              "ci_high": _finite_or_none(v.ci_high), "ci_method": v.ci_method, "margin": v.margin,
                               "paper": v.paper} for v in dec]}
+
+
+def _finite_or_none(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def summary_text(cnt: dict[str, Any]) -> str:
