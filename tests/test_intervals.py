@@ -1,6 +1,6 @@
 """Issue 15, item 6: training-side verdicts decided by the 95% interval of the effect across seeds
 (yocou.audit.verdicts.t_interval / decide_interval), their counts in the audit summary and the seed-spread table.
-Expected intervals are computed here independently: scipy's Welch t-test and one-sample t-test confidence intervals,
+Expected intervals are computed here independently: scipy's paired, Welch and one-sample t-test confidence intervals,
 and the delta method written out by hand."""
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ def src():
 
 
 def _toy(tmp: Path, sides: dict[str, list[float]], *, rows: list[dict], unit: str = "nats",
-         metric: str = "loss") -> Path:
-    """A tidy table ``toy`` (one row per role and seed) and a comparisons file with ``rows``."""
-    write_tidy([dict(study="toy", run=role, role=role, seed=s, metric=metric, value=float(v), unit=unit)
+         metric: str = "loss", first_seed: dict[str, int] | None = None) -> Path:
+    """A tidy table ``toy`` (one row per role and seed: seeds 0, 1, ... or from ``first_seed[role]``) and a
+    comparisons file with ``rows``."""
+    first_seed = first_seed or {}
+    write_tidy([dict(study="toy", run=role, role=role, seed=first_seed.get(role, 0) + s, metric=metric,
+                     value=float(v), unit=unit)
                 for role, vals in sides.items() for s, v in enumerate(vals)], tmp / "tidy" / "toy")
     base = dict(comparison="toy comparison", study="toy", metric=metric, evidence="training")
     p = tmp / f"comparisons{len(list(tmp.glob('comparisons*.yaml')))}.yaml"   # a new file: evaldefs caches by path
@@ -45,36 +48,56 @@ def _one(src, tmp: Path, comps: Path, scale: str = "tiny"):
 DIFF = dict(id="toy.diff", a="x", b="y", effect="difference", paper={"value": 1.0, "text": "x above y"})
 
 
-def test_a_known_difference_is_decided_and_its_interval_is_welchs(src, tmp_path):
-    """3 seeds per side, means 10 sd apart: the interval excludes 0 and equals scipy's Welch interval."""
+def test_a_known_difference_is_decided_and_its_interval_is_paired_by_seed(src, tmp_path):
+    """3 seeds per side (the same seeds), means 10 sd apart: the interval excludes 0 and equals scipy's paired
+    interval (ttest_rel); on different seeds, or 3 against 4, it is Welch's."""
     rng = np.random.default_rng(1)
     x, y = 5.0 + 0.1 * rng.standard_normal(3), 4.0 + 0.1 * rng.standard_normal(3)
     v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]))
-    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+    ci = stats.ttest_rel(x, y).confidence_interval(0.95)
     assert v.effect == pytest.approx(x.mean() - y.mean())
     assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
     assert v.verdict == SAME_SIZE and "excludes 0" in v.qualifier and v.n_seeds == 3      # ~1 against the paper's 1
-    assert v.ci_method.startswith("t, Welch, 95%") and "seeds 3/3" in v.ci_method
+    assert v.ci_method.startswith("t, paired by seed, 95%, df 2") and "seeds 3/3" in v.ci_method
     assert f"{ci.low:+.3g}" in v.ours and f"{ci.high:+.3g}" in v.spread
     # the other way round: opposite
     v = _one(src, tmp_path, _toy(tmp_path, {"x": y, "y": x}, rows=[DIFF]))
     assert v.verdict == OPPOSITE and v.ci_high < 0
-    # unequal seeds (3 against 4): still Welch's interval
+    # the same values on disjoint seeds: nothing to pair, Welch's interval
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF], first_seed={"y": 10}))
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
+    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    assert v.ci_method.startswith("t, Welch, 95%")
+    # unequal seeds (3 against 4): Welch's interval
     y4 = np.append(y, 4.05)
     v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y4}, rows=[DIFF]))
     ci = stats.ttest_ind(x, y4, equal_var=False).confidence_interval(0.95)
     assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high)) and "seeds 3/4" in v.ci_method
 
 
+def test_pairing_by_seed_removes_the_shared_seed_variance(src, tmp_path):
+    """Per-seed losses that move together (the data order of seed k is shared by both runs): x = y + 0.05 with
+    a little noise, y spread by 0.1 across seeds. Paired, the 0.05 difference is decided; the same numbers on
+    disjoint seeds (Welch) are not."""
+    y = np.array([5.0, 5.1, 4.9])
+    x = y + np.array([0.05, 0.052, 0.048])
+    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]))
+    assert v.verdict in (SAME, SAME_SIZE) and v.ci_low > 0
+    assert (v.ci_low, v.ci_high) == tuple(pytest.approx(c) for c in stats.ttest_rel(x, y).confidence_interval(0.95))
+    w = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF], first_seed={"y": 3}))
+    assert w.verdict == INCONCLUSIVE and w.ci_low < 0 < w.ci_high
+
+
 def test_pure_noise_is_inconclusive(src, tmp_path):
     """Both sides drawn from one distribution (fixed seed): scipy's interval includes 0, so no verdict."""
     rng = np.random.default_rng(0)
     x, y = 5.0 + 0.1 * rng.standard_normal(3), 5.0 + 0.1 * rng.standard_normal(3)
-    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95)
-    assert ci.low < 0 < ci.high and ci.high - ci.low > 2 * 0.02      # the premise: straddles 0 and the margin
-    v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF]))
-    assert v.verdict == INCONCLUSIVE and "straddles 0 and the margin ±0.02" in v.qualifier
-    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    for ci, first in ((stats.ttest_rel(x, y).confidence_interval(0.95), {}),                   # same seeds: paired
+                      (stats.ttest_ind(x, y, equal_var=False).confidence_interval(0.95), {"y": 3})):  # Welch
+        assert ci.low < 0 < ci.high and ci.high - ci.low > 2 * 0.02      # the premise: straddles 0 and the margin
+        v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[DIFF], first_seed=first))
+        assert v.verdict == INCONCLUSIVE and "straddles 0 and the margin ±0.02" in v.qualifier
+        assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
 
 
 def test_an_interval_inside_the_margin_is_no_difference_and_parity_agrees(src, tmp_path):
@@ -169,8 +192,8 @@ def test_the_audit_summary_counts_training_verdicts_and_writes_the_seed_spread(s
 
 
 def test_a_monotone_series_interval_across_roles(src, tmp_path):
-    """Figure 6: relative decrease of the final loss from T=1 to T=5, each T its own runs (3 seeds): the delta
-    method of (l1 - l5) / l1 with Welch-Satterthwaite df."""
+    """Figure 6: relative decrease of the final loss from T=1 to T=5, each T its own runs (3 seeds, the same): the
+    delta method of (l1 - l5) / l1, paired by seed (df 2)."""
     rng = np.random.default_rng(3)
     vals = {k: 5.0 - 0.1 * k + 0.01 * rng.standard_normal(3) for k in (1, 2, 3, 5)}
     write_tidy([dict(study="fig6", run=f"T{k}", role=f"T{k}", seed=s, metric="final_loss", axis="T", axis_value=k,
@@ -179,8 +202,9 @@ def test_a_monotone_series_interval_across_roles(src, tmp_path):
     v = {v.id: v for v in reproduce(src, tmp_path, "tiny")}["v.fig6.loops"]
     a, b = vals[5], vals[1]
     ma, mb = a.mean(), b.mean()
-    ca, cb = a.std(ddof=1) / math.sqrt(3) / mb, ma * b.std(ddof=1) / math.sqrt(3) / mb ** 2
-    se, dof, est = math.hypot(ca, cb), (ca ** 2 + cb ** 2) ** 2 / (ca ** 4 / 2 + cb ** 4 / 2), (mb - ma) / mb
+    # the same seeds for T = 1 and T = 5: paired, the linearised effect per seed -a_s / mb + ma b_s / mb^2
+    z = -a / mb + ma * b / mb ** 2
+    se, dof, est = z.std(ddof=1) / math.sqrt(3), 2, (mb - ma) / mb
     q = stats.t.ppf(0.975, dof)
     assert v.effect == pytest.approx(est)
     assert (v.ci_low, v.ci_high) == (pytest.approx(est - q * se), pytest.approx(est + q * se))
