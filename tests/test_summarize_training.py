@@ -323,6 +323,24 @@ def test_fig4_rows_per_split_and_length(tmp_path: Path) -> None:
     assert set(select(df, split="book")["n"]) == {2} and set(select(df, split="code")["n"]) == {1}
     assert one(df, metric="book.cum_ppl", axis_value=8)["detail"] == "milton/pl"
 
+    # with a seed replica under the same role (role -> [base, replica]): both runs' rows, each with its seed;
+    # the figure's table keeps every run, its line is the mean over the seeds
+    d1 = _run(tmp_path, "yocou_seed1", seed=4)
+    (tmp_path / "longppl" / "yocou_seed1.json").write_text(json.dumps(
+        {**res, "splits": {k: {**v, "curves": [{**c, "cum_ppl": c["cum_ppl"] + 10} for c in v["curves"]]}
+                           for k, v in res["splits"].items()}}))
+    df2 = T.summarize_fig4({"yocou": [d, d1]}, longppl_root=tmp_path / "longppl")
+    assert set(df2["seed"]) == {3, 4} and set(df2["role"]) == {"yocou"}
+    assert _values(df2, run="yocou_seed1", metric="book.cum_ppl") == [60.0, 50.0, 55.0]
+    from yocou.render import fig4
+
+    write_tidy(df2, tmp_path / "tidy" / "fig4")
+    t = fig4.render(tmp_path / "tidy" / "fig4.json", fig=tmp_path / "f4", data=tmp_path / "f4_data", scale="t")
+    assert len(t) == 2 * 2 * 3 and set(t["seed"]) == {3, 4}      # 2 runs x 2 splits x 3 lengths
+    md = (tmp_path / "f4_data.md").read_text(encoding="utf-8")
+    assert "YOCO-U 2" in md and "45.00→50.00" in md              # book at the training length 8 -> 16: means
+    assert (tmp_path / "f4.png").stat().st_size > 0
+
 
 # ------------------------------------------------------------------------------------------------- Figure 8
 def test_fig8_rows_and_stage_means(tmp_path: Path) -> None:

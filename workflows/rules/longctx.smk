@@ -141,8 +141,9 @@ rule fig4:
 
 rule summarize_fig4:
     input:
-        longppl=expand(f"{RES}/longppl/{{variant}}.json", variant=CORE),
-        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=CORE),
+        # every core run and its seed replicas (Figure 4's verdicts take their interval across seeds)
+        longppl=[f"{RES}/longppl/{r}.json" for v in CORE for r in replicas(config, v)],
+        summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in replicas(config, v)],
         code=TRAINING_CODE,
     output:
         csv=f"{RES}/tidy/fig4.csv",
@@ -152,7 +153,7 @@ rule summarize_fig4:
     benchmark:
         bench("summarize_fig4")
     params:
-        cfg=training_cfg("core"),
+        cfg={**training_cfg("core"), "replicas": {v: replicas(config, v) for v in CORE}},
         job={"study": "fig4", "roots": {"run_root": f"{RUN}/models", "longppl_root": f"{RES}/longppl"}},
     conda: CONDA_ENV
     script:

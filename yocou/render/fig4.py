@@ -3,7 +3,8 @@
 Input: the tidy table ``results/<scale>/tidy/fig4`` (:func:`yocou.summarize.training.summarize_fig4`, from the
 ``python -m yocou.longctx.longppl`` JSON per run, whose curves are derived from per-token NLL stored once per
 document). Outputs: ``<fig>.{png,pdf}`` (top row: cumulative perplexity of an input of L tokens; bottom row:
-perplexity of its final span) and the data ``<data>.{csv,md,json}``. Lengths beyond the training length are
+perplexity of its final span; one line per model, the mean over its seeds, with a min-max band across seeds) and
+the data ``<data>.{csv,md,json}`` (one row per run: every seed). Lengths beyond the training length are
 shaded and flagged ``extrapolated``. The paper's Figure 4 is a plot without printed values, so no paper numbers
 are shown.
 """
@@ -26,7 +27,7 @@ def table(tidy: pd.DataFrame) -> pd.DataFrame:
     for r in cum.itertuples():
         span = tidy[(tidy["run"] == r.run) & (tidy["metric"] == f"{r.split}.span_ppl")
                     & (tidy["axis_value"] == r.axis_value)]
-        rows.append({"model": label(r.role), "variant": r.run, "split": r.split, "length": int(r.axis_value),
+        rows.append({"model": label(r.role), "role": r.role, "variant": r.run, "seed": int(r.seed), "split": r.split, "length": int(r.axis_value),
                      "cum_ppl": r.value, "span_ppl": float(span["value"].iloc[0]) if len(span) else None,
                      "span": int(r.span), "extrapolated": bool(r.extrapolated), "train_seq_len": int(r.train_seq_len),
                      "n_docs": int(r.n), "source": r.detail if r.split == "book" else "held-out stdlib modules"})
@@ -46,9 +47,13 @@ def plot(df: pd.DataFrame, title: str):
                                          ("span_ppl", "ppl of the final {span} tokens"))):
             ax = axes[i][j]
             d = df[df["split"] == split]
-            for v, g in d.groupby("variant", sort=False):
-                g = g.dropna(subset=[col]).sort_values("length")
-                ax.plot(g["length"], g[col], marker="o", ms=3, label=label(v), color=COLORS.get(v))
+            for role, g in d.groupby("role", sort=False):
+                st = g.dropna(subset=[col]).groupby("length")[col].agg(["mean", "min", "max", "count"]).sort_index()
+                n = int(g["seed"].nunique())
+                line, = ax.plot(st.index, st["mean"], marker="o", ms=3, color=COLORS.get(role),
+                                label=label(role) + (f" (mean of {n} seeds)" if n > 1 else ""))
+                if n > 1:
+                    ax.fill_between(st.index, st["min"], st["max"], color=line.get_color(), alpha=0.2, lw=0)
             tl = d["train_seq_len"].dropna()
             if len(tl):
                 t = float(tl.iloc[0])
@@ -79,12 +84,14 @@ def render(tidy: str | Path, *, fig: str | Path, data: str | Path, scale: str = 
     docs = {s: (int(g["n_docs"].iloc[-1]), str(run0[run0["split"] == s]["detail"].iloc[0]))
             for s, g in first.groupby("split", sort=False)}
     measured = []
+    mean = df.groupby(["split", "role", "length"], sort=False)[["cum_ppl", "span_ppl"]].mean()
+    seeds = df.groupby("role", sort=False)["seed"].nunique()
     for split in dict.fromkeys(df["split"]):
-        d = df[(df["split"] == split) & (df["length"] == lmax)]
-        at_t = df[(df["split"] == split) & (df["length"] == tsl)].set_index("variant")["cum_ppl"]
         measured.append(f"{split}: " + ", ".join(
-            f"{r.model} {float(at_t.get(r.variant, float('nan'))):.2f}→{r.cum_ppl:.2f} (final span {r.span_ppl:.2f})"
-            for r in d.itertuples()))
+            f"{label(role)} {mean.loc[(split, role, tsl), 'cum_ppl']:.2f}→{mean.loc[(split, role, lmax), 'cum_ppl']:.2f}"
+            f" (final span {mean.loc[(split, role, lmax), 'span_ppl']:.2f})"
+            for role in dict.fromkeys(df[df["split"] == split]["role"])
+            if (split, role, tsl) in mean.index and (split, role, lmax) in mean.index))
     notes = [
         f"{scale} scale, evaluated on CPU; the paper's Figure 4 prints no values, so only ours are shown.",
         "One cached pass per document up to the longest length (chunked prefill with logits at every position); "
@@ -95,7 +102,9 @@ def render(tidy: str | Path, *, fig: str | Path, data: str | Path, scale: str = 
         + (f"the first {lmax} tokens of {docs['code'][0]} stdlib modules ({docs['code'][1]})"
            if "code" in docs else "none") + ".",
         f"Training length {tsl} tokens: lengths above it (extrapolated = true) are extrapolation.",
-        f"Measured cumulative ppl at the training length → at {lmax} tokens: " + "; ".join(measured) + ".",
+        f"Measured cumulative ppl at the training length → at {lmax} tokens, mean over each model's seeds ("
+        + ", ".join(f"{label(r)} {int(n)}" for r, n in seeds.items()) + "; the band in the figure is the min-max "
+        "across seeds): " + "; ".join(measured) + ".",
     ]
     write_table(df, stem_of(data), title=f"Figure 4 data: perplexity against input length ({scale} scale, CPU)",
                 notes=notes, config=cfg)

@@ -566,12 +566,13 @@ def _baseline_detail(bl: Mapping[str, Any], role: str) -> str:
 
 
 # -------------------------------------------------------------------------------------------------- Figure 4
-def summarize_fig4(runs: Mapping[str, Pathish], *, longppl_root: Pathish) -> pd.DataFrame:
-    """Study ``fig4``: ``runs`` is role → run folder (core roles); per split of each run's long-context result
-    the cumulative and final-span perplexity against the input length (``span_ppl`` where a full span exists)."""
+def summarize_fig4(runs: Mapping[str, Pathish | Iterable[Pathish]], *, longppl_root: Pathish) -> pd.DataFrame:
+    """Study ``fig4``: ``runs`` is role → run folder, or role → its run folders (the base run and its seed
+    replicas; the core roles); per split of each run's long-context result the cumulative and final-span
+    perplexity against the input length (``span_ppl`` where a full span exists), seed = the run's training seed."""
     rows: list[dict[str, Any]] = []
-    for role, d in runs.items():
-        d = Path(d)
+    for role, d in ((role, Path(d)) for role, ds in runs.items()
+                    for d in ([ds] if isinstance(ds, (str, Path)) else list(ds))):
         res = read_longppl(Path(longppl_root) / f"{d.name}.json")
         seed = run_seed(d)
         for split, s in res["splits"].items():
@@ -633,8 +634,8 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
     """The tidy table of ``study`` (one of :data:`STUDIES`), its roles from ``config``
     (:func:`yocou.tidy.study_roles`: ``core`` for fig2, heldout_ppl and fig4; ``studies.fig8``, else ``core``, for
     fig8), its runs under ``run_root`` (``runs/<scale>/models``) and their results under the given roots. For
-    ``runs`` the config lists the runs (``config["runs"]``). For ``heldout_ppl``, ``config["replicas"]`` (run →
-    ``[run, run_seed1, ...]``, optional) adds each core run's seed replicas under its role, and ``baselines`` (the
+    ``runs`` the config lists the runs (``config["runs"]``). For ``heldout_ppl`` and ``fig4``, ``config["replicas"]``
+    (run → ``[run, run_seed1, ...]``, optional) adds each core run's seed replicas under its role, and ``baselines`` (the
     ``ppl/baselines.json``, optional) the unigram and Kneser-Ney bigram rows.
 
     Raises:
@@ -660,13 +661,16 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
 
     if study == "fig2":
         return summarize_fig2(dirs(study_roles(config, "core")), replicas=reps(study_roles(config, "core")))
-    if study == "heldout_ppl":
+    def with_replicas(roles: Mapping[str, Any]) -> dict[str, list[Path]]:
         reps = config.get("replicas") or {}
-        roles = {role: [run_root / r for r in reps.get(str(run), [str(run)])]
-                 for role, run in study_roles(config, "core").items()}
-        return summarize_heldout_ppl(roles, ppl_root=need(ppl_root, "ppl_root"), baselines=baselines)
+        return {role: [run_root / r for r in reps.get(str(run), [str(run)])] for role, run in roles.items()}
+
+    if study == "heldout_ppl":
+        return summarize_heldout_ppl(with_replicas(study_roles(config, "core")), ppl_root=need(ppl_root, "ppl_root"),
+                                     baselines=baselines)
     if study == "fig4":
-        return summarize_fig4(dirs(study_roles(config, "core")), longppl_root=need(longppl_root, "longppl_root"))
+        return summarize_fig4(with_replicas(study_roles(config, "core")),
+                              longppl_root=need(longppl_root, "longppl_root"))
     if study == "fig5":
         return summarize_fig5(study_roles(config, "fig5"), run_root=run_root, ppl_root=need(ppl_root, "ppl_root"),
                               replicas=reps(study_roles(config, "fig5")))
