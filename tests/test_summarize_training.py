@@ -276,6 +276,14 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
     assert t.loc["yocou", "heldout_book ppl"] == pytest.approx(math.exp(3.25))
     assert t.loc["unigram", "heldout_book loss (nats)"] == 6.0 and t.loc["bigram_kn", "heldout_code loss (nats)"] == 5.0
     assert list(t.index) == ["transformer", "yocou", "unigram", "bigram_kn", "bigram_kn_budget"]
+    # the rendered notes name each split's documents once, not once per seed replica
+    from yocou.render.heldout_ppl import render
+
+    write_tidy(df, tmp_path / "tidy" / "heldout_ppl")
+    write_tidy(runs, tmp_path / "tidy" / "runs")
+    render(tmp_path / "tidy" / "heldout_ppl.json", tmp_path / "tidy" / "runs.json", out=tmp_path / "hp", scale="t")
+    md = (tmp_path / "hp.md").read_text(encoding="utf-8")
+    assert md.count("document(s)") == 2 and md.count("seq_len 64") == 2, md
     # a baselines.json without the budget bigram (fitted without --budget-*) still reads; without bigram_kn not
     for sp in bl["splits"].values():
         del sp["bigram_kn_budget"]

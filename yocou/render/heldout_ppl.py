@@ -96,6 +96,7 @@ def render(tidy: str | Path, runs: str | Path, *, out: str | Path, scale: str = 
     budgets = read_tidy(runs)
     df = table(ppl, budgets)
     first = select(ppl, role=str(ppl["role"].iloc[0]), unit="ppl")
+    first = first[first["run"] == first["run"].iloc[0]]  # one run of the role (its seeds share the documents)
     cap = first["max_tokens"] if "max_tokens" in first.columns else pd.Series([float("nan")] * len(first),
                                                                               index=first.index)
     notes = [f"{scale} scale, trained and evaluated on CPU.",
