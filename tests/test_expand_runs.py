@@ -75,7 +75,8 @@ def test_scale_sizes_are_used_and_may_not_shadow_builtin_ones():
 def test_tiny_config_expands_to_the_planned_runs():
     cfg = resolve_config(read_scale_file("workflows/config/tiny.yaml"), source="tiny")
     runs = pipeline_runs(cfg)
-    # 17 variants, 2 replicas of each core run, 1 of Figure 6's T = 2 and T = 5, and 2 learning rates x 4 core runs
-    assert len(runs) == 17 + 4 * 2 + 2 + 8
-    assert all(len(replicas(cfg, r)) == 3 for r in cfg["core_variants"])
+    # 17 variants, 4 replicas of each core run (5 seeds), 1 of Figure 6's T = 2 and T = 5, and 2 learning rates x 4
+    # core runs
+    assert len(runs) == 17 + 4 * 4 + 2 + 8
+    assert all(len(replicas(cfg, r)) == 5 for r in cfg["core_variants"])
     assert len(crossover_runs(cfg)) == 2 * cfg["crossover"]["seeds"]

@@ -175,7 +175,7 @@ from yocou.evaldefs import protocol as _protocol  # noqa: E402 - PyYAML only
 
 # Seed replicas and the runs reproduce_all trains (issue 15): the config expands the replicas `<run>_seed<k>`, the
 # learning-rate runs and the crossover runs into config["variants"] (yocou.wfconfig.expand_runs).
-from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs, replicas  # noqa: E402 - light
+from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs, replicas, seed_of  # noqa: E402 - light
 
 # The crossover target's runs by role (`crossover:`): <run>_x<factor> and its replicas.
 _CX = config.get("crossover") or {}

@@ -28,7 +28,7 @@ rule ppl:
 
 # The trivial references of the loss tables (yocou.baselines): an add-one unigram and an interpolated Kneser-Ney
 # bigram fitted on train.bin, and the bigram fitted on the training windows of one run's budget (train.steps x
-# batch_size windows of the seed-0 sampler), scored on the same held-out tokens and windows as rule ppl.
+# batch_size windows of the base seed's sampler, that of the first core run), scored on the same held-out tokens and windows as rule ppl.
 rule baselines:
     input:
         train=f"{RUN}/tokens/train.bin",
@@ -47,7 +47,7 @@ rule baselines:
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         budget=(f"--budget-steps {config['train']['steps']} --budget-batch {config['train']['batch_size']} "
-                f"--budget-seq-len {config['train']['seq_len']} --budget-seed {config['train'].get('seed', config.get('seed', 0))}"),
+                f"--budget-seq-len {config['train']['seq_len']} --budget-seed {seed_of(config, CORE[0])}"),
     conda: CONDA_ENV
     shell:
         "python -m yocou.cli baselines --train {input.train} --data {params.tokens} --seq-len {params.seq_len} "
