@@ -133,16 +133,23 @@ def aten_ops(fn: Callable[[], Any]) -> int:
 
 
 def scale_defaults(scale: str) -> dict[str, Any]:
-    """Shape and training settings of ``workflows/config/<scale>.yaml``: the Transformer at ``sizes.base``."""
-    from yocou.wfconfig import read_scale_file
+    """Shape and training settings of ``workflows/config/<scale>.yaml``, validated and with the schema's defaults
+    (:func:`yocou.wfconfig.resolve_config`): the Transformer at ``sizes.base``, the tokenizer's vocabulary, the
+    training batch, ``seq_len`` and dtype, and the threads of one training job (``launch.threads``, else all cores).
 
-    cfg = read_scale_file(ROOT / "workflows" / "config" / f"{scale}.yaml")
-    sizes, train = cfg.get("sizes") or {}, cfg.get("train") or {}
+    Raises:
+        ConfigError / ValueError: no such scale file, a config the schema rejects, or no ``sizes.base``.
+    """
+    from yocou.wfconfig import read_scale_file, resolve_config
+
+    path = ROOT / "workflows" / "config" / f"{scale}.yaml"
+    cfg = resolve_config(read_scale_file(path), source=str(path), root=ROOT)
+    sizes, train = cfg.get("sizes") or {}, cfg["train"]
     if "base" not in sizes:
-        raise ValueError(f"--scale {scale}: workflows/config/{scale}.yaml has no sizes.base")
+        raise ValueError(f"--scale {scale}: {path} has no sizes.base")
     return {"preset": "transformer-base", "sizes": sizes, "vocab_size": int(cfg["data"]["vocab_size"]),
-            "batch": int(train["batch_size"]), "seq_len": int(train["seq_len"]), "dtype": train.get("dtype", "bf16"),
-            "threads": int((cfg.get("launch") or {}).get("threads") or os.cpu_count())}
+            "batch": int(train["batch_size"]), "seq_len": int(train["seq_len"]), "dtype": train["dtype"],
+            "threads": int(cfg["launch"]["threads"] or os.cpu_count())}
 
 
 def main(argv: list[str] | None = None) -> int:

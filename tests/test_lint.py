@@ -37,3 +37,14 @@ def test_conda_env_is_the_one_environment_yml_names() -> None:
     m = re.search(r'^CONDA_ENV_NAME = "([^"]+)"$', (ROOT / "workflows/rules/common.smk").read_text(), re.M)
     assert m, "CONDA_ENV_NAME is not a plain string in workflows/rules/common.smk"
     assert m.group(1) == yaml.safe_load((ROOT / "environment.yml").read_text())["name"]
+
+
+@pytest.mark.parametrize("args", [["--unlock"], ["--list-rules"]])
+def test_commands_that_make_no_job_need_no_cores(tmp_path: Path, args: list[str]) -> None:
+    """`snakemake --unlock` (the README's resume step) and `--list-rules` work without `--cores`: the rules that take
+    every core read `workflow.cores` only when a job is made (common.smk `all_cores`); a rule with
+    `threads: workflow.cores` made both fail with "Workflow requires a total number of cores to be defined"."""
+    res = subprocess.run([sys.executable, "-m", "snakemake", *args], cwd=workflow_copy(tmp_path), capture_output=True,
+                         text=True)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "number of cores" not in out, out[-3000:]

@@ -187,9 +187,8 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     spec.loader.exec_module(mod)
     out = tmp_path / "peer.json"
     assert mod.main(["--preset", "transformer-smoke", "--batch", "2", "--seq-len", "32", "--rounds", "2",
-                     "--steps-per-round", "1", "--warmup-steps", "1", "--prefill-len", "48", "--n-decode", "4", "--peak-n", "128",
-                     "--dtype", "fp32", "--threads", "2",
-                     "--out", str(out)]) == 0
+                     "--steps-per-round", "1", "--warmup-steps", "1", "--prefill-len", "48", "--n-decode", "4",
+                     "--peak-n", "128", "--dtype", "fp32", "--threads", "2", "--out", str(out)]) == 0
     res = json.loads(out.read_text())
     assert set(res["ratios_ours_over_hf"]) >= {"train_tokens_per_s", "prefill_tokens_per_s", "decode_tokens_per_s"}
     assert all(v > 0 for v in res["ratios_ours_over_hf"].values())
@@ -211,7 +210,8 @@ def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args,needle", [
     (["--rounds", "0"], "--rounds"), (["--batch", "0"], "--batch"), (["--steps-per-round", "0"], "--steps-per-round"),
-    (["--dtype", "fp16"], "--dtype"), (["--scale", "nope"], "nope.yaml"), (["--n-decode", "0"], "--n-decode"), (["--threads", "0"], "--threads"),
+    (["--dtype", "fp16"], "--dtype"), (["--scale", "nope"], "nope.yaml"), (["--n-decode", "0"], "--n-decode"),
+    (["--threads", "0"], "--threads"),
     (["--peak-n", "x"], "--peak-n"), (["--warmup-steps", "-1"], "--warmup-steps"), (["--preset", "nope"], "--preset"),
     (["--preset", "yocou-smoke"], "--preset"), (["--out", "."], "--out")])
 def test_hf_peer_benchmark_bad_arguments(args: list[str], needle: str, tmp_path: Path) -> None:

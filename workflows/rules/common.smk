@@ -14,14 +14,15 @@ CONDA_ENV_NAME = "yocou"
 CONDA_ENV = (CONDA_ENV_NAME if _Deploy.CONDA in workflow.deployment_settings.deployment_method
              else os.path.join(workflow.basedir, "environment.yml"))
 
-# A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
-# trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
+
 def all_cores(wildcards):
     """``threads:`` of the rules that use every core given (``--cores``), read when a job is made, so commands
     that make no job (``snakemake --unlock``, ``--list-rules``) need no ``--cores``."""
     return workflow.cores
 
 
+# A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
+# trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
 def _shell_json(obj):
     import shlex
 

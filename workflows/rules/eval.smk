@@ -28,7 +28,8 @@ rule ppl:
 
 # The trivial references of the loss tables (yocou.baselines): an add-one unigram and an interpolated Kneser-Ney
 # bigram fitted on train.bin, and the bigram fitted on the training windows of one run's budget (train.steps x
-# batch_size windows of the base seed's sampler, that of the first core run), scored on the same held-out tokens and windows as rule ppl.
+# batch_size windows of the base seed's sampler, that of the first core run), scored on the same held-out tokens
+# and windows as rule ppl.
 rule baselines:
     input:
         train=f"{RUN}/tokens/train.bin",

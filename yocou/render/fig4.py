@@ -27,7 +27,8 @@ def table(tidy: pd.DataFrame) -> pd.DataFrame:
     for r in cum.itertuples():
         span = tidy[(tidy["run"] == r.run) & (tidy["metric"] == f"{r.split}.span_ppl")
                     & (tidy["axis_value"] == r.axis_value)]
-        rows.append({"model": label(r.role), "role": r.role, "variant": r.run, "seed": int(r.seed), "split": r.split, "length": int(r.axis_value),
+        rows.append({"model": label(r.role), "role": r.role, "variant": r.run, "seed": int(r.seed), "split": r.split,
+                     "length": int(r.axis_value),
                      "cum_ppl": r.value, "span_ppl": float(span["value"].iloc[0]) if len(span) else None,
                      "span": int(r.span), "extrapolated": bool(r.extrapolated), "train_seq_len": int(r.train_seq_len),
                      "n_docs": int(r.n), "source": r.detail if r.split == "book" else "held-out stdlib modules"})
@@ -48,7 +49,7 @@ def plot(df: pd.DataFrame, title: str):
             ax = axes[i][j]
             d = df[df["split"] == split]
             for role, g in d.groupby("role", sort=False):
-                st = g.dropna(subset=[col]).groupby("length")[col].agg(["mean", "min", "max", "count"]).sort_index()
+                st = g.dropna(subset=[col]).groupby("length")[col].agg(["mean", "min", "max"]).sort_index()
                 n = int(g["seed"].nunique())
                 line, = ax.plot(st.index, st["mean"], marker="o", ms=3, color=COLORS.get(role),
                                 label=label(role) + (f" (mean of {n} seeds)" if n > 1 else ""))
@@ -88,8 +89,8 @@ def render(tidy: str | Path, *, fig: str | Path, data: str | Path, scale: str = 
     seeds = df.groupby("role", sort=False)["seed"].nunique()
     for split in dict.fromkeys(df["split"]):
         measured.append(f"{split}: " + ", ".join(
-            f"{label(role)} {mean.loc[(split, role, tsl), 'cum_ppl']:.2f}→{mean.loc[(split, role, lmax), 'cum_ppl']:.2f}"
-            f" (final span {mean.loc[(split, role, lmax), 'span_ppl']:.2f})"
+            f"{label(role)} {mean.loc[(split, role, tsl), 'cum_ppl']:.2f}"
+            f"→{mean.loc[(split, role, lmax), 'cum_ppl']:.2f} (final span {mean.loc[(split, role, lmax), 'span_ppl']:.2f})"
             for role in dict.fromkeys(df[df["split"] == split]["role"])
             if (split, role, tsl) in mean.index and (split, role, lmax) in mean.index))
     notes = [

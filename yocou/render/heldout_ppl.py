@@ -116,7 +116,7 @@ def render(tidy: str | Path, runs: str | Path, *, out: str | Path, scale: str = 
              "(independent of the tokenizer). ppl = exp(mean loss).",
              "Reference rows: an add-one unigram and an interpolated Kneser-Ney bigram fitted on the whole training "
              "stream (train.bin), and the same bigram fitted on exactly the windows one run trains on (its "
-             "budget: steps x batch windows of the seed-0 sampler), all scored "
+             "budget: steps x batch windows of the base seed's sampler), all scored "
              "on the same held-out tokens (yocou.baselines). The models are compared with the bigram of their own "
              "budget; the train.bin bigram saw several times more text than any model."]
     write_table(df, out, title=f"Held-out perplexity ({scale} scale)", notes=notes,

@@ -634,9 +634,9 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
     """The tidy table of ``study`` (one of :data:`STUDIES`), its roles from ``config``
     (:func:`yocou.tidy.study_roles`: ``core`` for fig2, heldout_ppl and fig4; ``studies.fig8``, else ``core``, for
     fig8), its runs under ``run_root`` (``runs/<scale>/models``) and their results under the given roots. For
-    ``runs`` the config lists the runs (``config["runs"]``). For ``heldout_ppl`` and ``fig4``, ``config["replicas"]``
-    (run → ``[run, run_seed1, ...]``, optional) adds each core run's seed replicas under its role, and ``baselines`` (the
-    ``ppl/baselines.json``, optional) the unigram and Kneser-Ney bigram rows.
+    ``runs`` the config lists the runs (``config["runs"]``). For ``heldout_ppl`` and ``fig4``,
+    ``config["replicas"]`` (run → ``[run, run_seed1, ...]``, optional) adds each core run's seed replicas under its
+    role; ``baselines`` (the ``ppl/baselines.json``, optional) adds the unigram and Kneser-Ney bigram rows.
 
     Raises:
         ValueError: an unknown study, or a root the study needs is not given.
@@ -661,9 +661,10 @@ def summarize_study(study: str, config: Mapping[str, Any], *, run_root: Pathish,
 
     if study == "fig2":
         return summarize_fig2(dirs(study_roles(config, "core")), replicas=reps(study_roles(config, "core")))
-    def with_replicas(roles: Mapping[str, Any]) -> dict[str, list[Path]]:
-        reps = config.get("replicas") or {}
-        return {role: [run_root / r for r in reps.get(str(run), [str(run)])] for role, run in roles.items()}
+
+    def with_replicas(roles: Mapping[str, Any]) -> dict[str, list[Path]]:  # role -> its run and seed replicas
+        listed = config.get("replicas") or {}
+        return {role: [run_root / r for r in listed.get(str(run), [str(run)])] for role, run in roles.items()}
 
     if study == "heldout_ppl":
         return summarize_heldout_ppl(with_replicas(study_roles(config, "core")), ppl_root=need(ppl_root, "ppl_root"),
