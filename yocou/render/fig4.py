@@ -59,7 +59,7 @@ def plot(df: pd.DataFrame, title: str):
             if len(tl):
                 t = float(tl.iloc[0])
                 ax.axvline(t, color="k", ls=":", lw=1)
-                ax.axvspan(t, d["length"].max() * 1.05, color="0.9", zorder=0,
+                ax.axvspan(t, d["length"].max() * 1.05, facecolor="0.97", edgecolor="0.75", hatch="//", lw=0, zorder=0,
                            label="extrapolation (> training length)")
             ax.set_xscale("log", base=2)
             ax.set_xlabel("input length L (tokens)")
