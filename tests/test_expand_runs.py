@@ -5,8 +5,8 @@ import copy
 import pytest
 
 from yocou.pipeline import resolve_run
-from yocou.wfconfig import (ConfigError, crossover_runs, expand_runs, lr_runs, pipeline_runs, read_scale_file,
-                            replicas, resolve_config, seed_of)
+from yocou.wfconfig import (ConfigError, crossover_runs, expand_runs, lr_runs, niah_runs, pipeline_runs,
+                            read_scale_file, replicas, resolve_config, seed_of)
 
 
 def _cfg(**extra):
@@ -75,8 +75,36 @@ def test_scale_sizes_are_used_and_may_not_shadow_builtin_ones():
 def test_tiny_config_expands_to_the_planned_runs():
     cfg = resolve_config(read_scale_file("workflows/config/tiny.yaml"), source="tiny")
     runs = pipeline_runs(cfg)
-    # 17 variants, 4 replicas of each core run (5 seeds), 1 of Figure 6's T = 2 and T = 5, and 2 learning rates x 4
-    # core runs
-    assert len(runs) == 17 + 4 * 4 + 2 + 8
+    # 17 variants, 4 replicas of each core run (5 seeds), 1 of Figure 6's T = 2 and T = 5, 2 learning rates x 4
+    # core runs, and Table 4's retrieval run of each core run
+    assert len(runs) == 17 + 4 * 4 + 2 + 8 + 4
+    assert niah_runs(cfg) == [f"{r}_niah" for r in cfg["core_variants"]] and set(niah_runs(cfg)) <= set(runs)
+    f = cfg["niah_train"]["factor"]
+    tr = cfg["variants"]["yocou_niah"]["train"]
+    assert (tr["steps"], tr["warmup_steps"], tr["eval_every"]) == (cfg["train"]["steps"] * f,
+                                                                  cfg["train"]["warmup_steps"] * f,
+                                                                  cfg["train"]["eval_every"] * f)
+    assert tr["needle_mix"] == {**cfg["train"]["needle_mix"], "fraction": cfg["niah_train"]["needle_fraction"]}
     assert all(len(replicas(cfg, r)) == 5 for r in cfg["core_variants"])
     assert len(crossover_runs(cfg)) == 2 * cfg["crossover"]["seeds"]
+
+
+
+def test_niah_train_runs_scale_the_schedule_and_set_the_needle_fraction():
+    c = _cfg(niah_train={"runs": ["yoco", "t5"], "factor": 4, "needle_fraction": 0.5})
+    c["train"].update(warmup_steps=3, eval_every=5, needle_mix={"fraction": 0.1, "min_distance": 2})
+    expand_runs(c)
+    assert c["variants"]["yoco_niah"] == {"preset": "yoco", "train": {
+        "steps": 40, "warmup_steps": 12, "eval_every": 20, "needle_mix": {"fraction": 0.5, "min_distance": 2}}}
+    # the run's own train section is kept, and its own schedule is the one scaled
+    c2 = _cfg(niah_train={"runs": ["t5"], "factor": 2, "needle_fraction": 0.25})
+    c2["variants"]["t5"]["train"].update(steps=6)
+    t = expand_runs(c2)["variants"]["t5_niah"]["train"]
+    assert (t["lr"], t["steps"], t["needle_mix"]) == (5e-4, 12, {"fraction": 0.25})
+    # Table 4's runs: the retrieval runs where configured, else the core runs; both trained by reproduce_all
+    assert niah_runs(c) == ["yoco_niah", "t5_niah"] and {"yoco_niah", "t5_niah"} <= set(pipeline_runs(c))
+    assert niah_runs(expand_runs(_cfg())) == ["yoco", "yocou"]
+    with pytest.raises(ConfigError, match=r"niah_train\.runs.*'nope'"):
+        expand_runs(_cfg(niah_train={"runs": ["nope"], "factor": 2, "needle_fraction": 0.5}))
+    a, b = resolve_run(c, "yoco"), resolve_run(c, "yoco_niah")
+    assert a["model"] | {"name": "x"} == b["model"] | {"name": "x"} and b["train"]["steps"] == 4 * a["train"]["steps"]

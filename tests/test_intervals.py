@@ -268,3 +268,32 @@ def test_a_never_reached_reference_is_decided_and_the_summary_stays_json(src, tm
     summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     (d,) = [d for d in summary["verdicts_training"]["decided_list"] if d["id"] == "v.fig2.tokens_saved"]
     assert d["effect"] is None and d["verdict"] == OPPOSITE and "never" in d["ours"]
+
+
+@pytest.mark.parametrize("k, n, chance", [(64, 80, 0.5), (45, 80, 0.5), (3, 40, 0.1), (0, 20, 0.5), (20, 20, 0.5)])
+def test_above_chance_is_the_wilson_interval_and_the_exact_binomial_tail(k, n, chance):
+    from math import comb, sqrt
+
+    from yocou.audit.decision import above_chance
+
+    a = above_chance(k, n, chance)
+    z, p = 1.959963984540054, k / n
+    mid, half = p + z * z / (2 * n), z * sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    assert (a["lo"], a["hi"]) == pytest.approx(((mid - half) / (1 + z * z / n), (mid + half) / (1 + z * z / n)),
+                                               abs=1e-9)
+    tail = sum(comb(n, i) * chance ** i * (1 - chance) ** (n - i) for i in range(k, n + 1))
+    assert a["p_value"] == pytest.approx(min(1.0, tail), rel=1e-9)
+    assert a["above"] == (a["lo"] > chance and tail < 0.025)
+
+
+def test_above_chance_decides_a_known_retriever_and_not_a_coin():
+    from yocou.audit.decision import above_chance
+
+    rng = np.random.default_rng(0)
+    assert above_chance(int((rng.random(200) < 0.75).sum()), 200, 0.5)["above"]
+    coins = [above_chance(int((rng.random(80) < 0.5).sum()), 80, 0.5)["above"] for _ in range(200)]
+    assert sum(coins) <= 12  # a 2.5% one-sided test: about 5 of 200 by chance
+    with pytest.raises(ValueError, match="chance must be in"):
+        above_chance(1, 2, 1.0)
+    with pytest.raises(ValueError, match="0 <= k <= n"):
+        above_chance(3, 2, 0.5)

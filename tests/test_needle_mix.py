@@ -269,3 +269,62 @@ def test_table4_says_when_the_models_were_trained_with_needles(tmp_path: Path, m
         assert "PROTOCOL DIFFERS" in cells
     else:
         assert "needle mix" not in md and "PROTOCOL DIFFERS" not in md
+
+
+def test_table4_decides_choice_accuracy_against_chance_per_model_and_length(tmp_path: Path, monkeypatch) -> None:
+    """A retriever (the value chosen in 70 of 80 prompts up to the training length) is above chance and a coin is
+    not; the by-length table pools both tasks and is computed here from the records independently."""
+    import json
+
+    import pandas as pd
+
+    from yocou.longctx.niah import summarise
+    from yocou.render import table4
+    from yocou.summarize.niah import summarize_table4
+    from yocou.tidy import write_tidy
+
+    rng = np.random.default_rng(3)
+    core = {v: f"{v}_niah" for v in ("transformer", "yoco", "rins", "yocou")}
+    p_right = {"transformer": 0.5, "yoco": 0.9, "rins": 0.5, "yocou": 0.5}
+    niah, rcs, all_recs = {}, {}, {}
+    for v, run in core.items():
+        recs = []
+        for t in ("s_niah_1", "s_niah_2"):
+            for length in (64, 128):
+                for i in range(20):
+                    lv = -1.0
+                    # inside the training length (64) the retriever is right 90% of the time; beyond it, a coin
+                    right = rng.random() < (p_right[v] if length == 64 else 0.5)
+                    lc = [lv - 1.0] if right else [lv + 1.0]
+                    recs.append({"task": t, "length": length, "depth": 50.0, "sample": i, "correct": 0,
+                                 "logp_value": lv, "logp_distractor": lc[0], "logp_choices": lc, "n_choices": 2,
+                                 "choice_correct": int(right)})
+        all_recs[v] = recs
+        niah[run] = tmp_path / f"{run}.json"
+        niah[run].write_text(json.dumps({"train_seq_len": 64, "book": "b", "records": recs,
+                                         "cells": summarise(recs)}))
+        rcs[run] = tmp_path / run / "run_config.json"
+        rcs[run].parent.mkdir()
+        rcs[run].write_text(json.dumps({"variant": run, "model": C.preset(f"{v}-smoke").to_dict(),
+                                        "train": {"seed": 0, "steps": 40, "batch_size": 2, "seq_len": 64,
+                                                  "needle_mix": {"fraction": 0.5}}}))
+    write_tidy(summarize_table4(niah, core, rcs), tmp_path / "tidy/table4")
+    monkeypatch.setattr(table4, "save_figure", lambda fig, *a, **k: None)
+    table4.render(tmp_path / "tidy/table4.csv", tmp_path / "table4.csv", tmp_path / "h.png", scale="t", seed=0)
+    top = pd.read_csv(tmp_path / "table4.csv").set_index("variant")
+    k_in = sum(r["choice_correct"] for r in all_recs["yoco"] if r["length"] == 64)
+    assert top.loc["yoco_niah", "above chance ≤ train len"] == "yes" and k_in >= 30
+    assert top.loc["yoco_niah", "choice acc ≤ train len [95% CI]"].startswith(f"{k_in / 40:.2f} [")
+    assert top.loc["yoco_niah", "chance"] == 0.5 and top.loc["yoco_niah", "train tokens (M)"] == pytest.approx(40 * 128 / 1e6)
+    bl = pd.read_csv(tmp_path / "table4_by_length.csv")
+    assert len(bl) == 8 and set(bl["n"]) == {40}
+    for r in bl.to_dict("records"):
+        v = r["variant"].removesuffix("_niah")
+        want = np.mean([x["choice_correct"] for x in all_recs[v] if x["length"] == r["length"]])
+        assert r["choice acc"] == pytest.approx(want)
+    # the coins are never above chance here; the retriever beyond the training length is a coin as well
+    assert set(bl[bl["variant"] != "yoco_niah"]["above chance"]) == {"no"}
+    assert bl[(bl["variant"] == "yoco_niah") & (bl["length"] == 64)]["above chance"].item() == "yes"
+    md = (tmp_path / "table4.md").read_text()
+    assert "choice acc (ours, graded; not the paper's metric)" in md and "Chance 0.50" in md
+    assert "YOCO = yoco_niah" in md

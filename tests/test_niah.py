@@ -185,3 +185,48 @@ def test_cached_scoring_equals_full_forward() -> None:
         want = sum(float(lp[N - 1 + j, t]) for j, t in enumerate(r["answer_ids"]))
         assert res["logp_value"][b] == pytest.approx(want, abs=1e-3)
     assert res["generated"] == generate(m, x, 5, chunk_size=100).tolist()
+
+
+def test_choices_are_distinct_distractors_not_in_the_prompt_and_move_no_earlier_draw(monkeypatch) -> None:
+    tok = byte_tok()
+    book = book_ids(tok)
+    base = niah.make_sample(tok, "s_niah_2", 700, 50.0, 3, seed=11, book_ids=book)
+    monkeypatch.setattr(niah, "N_CHOICES", 6)
+    s = niah.make_sample(tok, "s_niah_2", 700, 50.0, 3, seed=11, book_ids=book)
+    # the prompt, value and first distractor are those of fewer choices: the extra ones come from their own stream
+    assert (s["input_ids"], s["value"], s["distractor"]) == (base["input_ids"], base["value"], base["distractor"])
+    assert base["distractors"] == [base["distractor"]]
+    d = s["distractors"]
+    assert len(d) == 5 and d[0] == s["distractor"] and len(set(d)) == 5 and s["value"] not in d
+    text = tok.decode(s["input_ids"])
+    assert s["value"] in text and not any(x in text for x in d)
+    assert all(len(x) == len(s["value"]) for x in d)  # drawn like the value (same number of digits)
+    assert s["distractors_ids"] == [tok.encode(f" {x}") for x in d]
+
+
+def test_multiple_choice_scores_equal_the_full_forward_and_the_cheat_always_chooses_right(monkeypatch) -> None:
+    monkeypatch.setattr(niah, "N_CHOICES", 4)
+    tok, prompts = _prompts()
+    cheat = ScriptedLM({tuple(p["input_ids"]): p["answer_ids"] for p in prompts}, tok.vocab_size)
+    recs = niah.evaluate(cheat, tok, prompts, max_new_tokens=10, chunk_size=128, batch=5)
+    assert all(r["choice_correct"] == 1 and r["n_choices"] == 4 and len(r["logp_choices"]) == 3 for r in recs)
+    assert all(c["choice_acc"] == 1.0 and c["n_choices"] == 4 for c in niah.summarise(recs))
+
+    torch.manual_seed(1)
+    cfg = C.yoco(n_layers=4, window=32, vocab_size=tok.vocab_size, d_model=32, n_heads=2, n_kv_heads=1,
+                 head_dim=16, d_ff=64)
+    m = LM(cfg).eval()
+    rows = [p for p in prompts if p["length"] == 900][:4]
+    recs = niah.evaluate(m, tok, rows, max_new_tokens=3, chunk_size=100, batch=4)
+    for r, rec in zip(rows, recs):
+        N = len(r["input_ids"])
+
+        def full(cont):
+            with torch.no_grad():
+                lp = torch.log_softmax(m(torch.tensor([r["input_ids"] + cont])).logits_BNV[0].float(), -1)
+            return sum(float(lp[N - 1 + j, t]) for j, t in enumerate(cont))
+
+        want = [full(c) for c in r["distractors_ids"]]
+        assert rec["logp_choices"] == pytest.approx(want, abs=1e-3)
+        assert rec["logp_choices"][0] == pytest.approx(rec["logp_distractor"], abs=1e-6)
+        assert rec["choice_correct"] == int(full(r["answer_ids"]) > max(want))

@@ -244,3 +244,26 @@ def test_long_context_angular_niah_and_kv_readers_name_file_and_row(tmp_path: Pa
     with pytest.raises(R.ResultFileError) as e:
         getattr(R, reader)(path)
     assert str(e.value).startswith(f"{path}: {expected}"), str(e.value)
+
+
+@pytest.mark.parametrize("corrupt, expected", [
+    (lambda r: r.update(choice_correct=0), "records[0].choice_correct: disagrees with logp_value and logp_choices"),
+    (lambda r: r.update(logp_choices=[-1.0, float("nan")], n_choices=3), "records[0].logp_choices: expected 2 finite"),
+    (lambda r: r.update(logp_choices=[-9.0, -9.0]), "records[0].logp_choices: expected 1 finite numbers"),
+    (lambda r: r.pop("n_choices"), "records[0]: expected a field 'n_choices'"),
+])
+def test_niah_reader_checks_the_multiple_choice(tmp_path: Path, corrupt, expected: str) -> None:
+    from yocou.readers import ResultFileError, read_niah
+
+    rec = {"task": "s_niah_1", "correct": 0, "logp_value": -2.0, "logp_distractor": -5.0, "logp_choices": [-5.0],
+           "n_choices": 2, "choice_correct": 1}
+    cell = {"task": "s_niah_1", "length": 64, "depth": 0.0, "n": 1, "acc": 0.0, "choice_acc": 1.0,
+            "logp_value": -2.0, "logp_distractor": -5.0, "gain": 3.0}
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps({"records": [rec], "cells": [cell]}))
+    read_niah(path)
+    corrupt(rec)
+    path.write_text(json.dumps({"records": [rec], "cells": [cell]}))
+    with pytest.raises(ResultFileError) as e:
+        read_niah(path)
+    assert str(e.value).startswith(f"{path}: {expected}"), str(e.value)

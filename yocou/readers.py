@@ -394,12 +394,15 @@ def read_angular(path: Pathish) -> dict:
 
 def read_niah(path: Pathish, tasks: Iterable[str] | None = None) -> dict:
     """A needle-in-a-haystack result (:mod:`yocou.longctx.niah`): its ``records`` (task, ``correct`` 0 or 1,
-    finite log-probabilities) and ``cells`` (task, length, depth in [0, 100], ``n`` > 0, ``acc`` in [0, 1],
-    finite log-probabilities and gain); tasks among ``tasks`` where given."""
+    finite log-probabilities; where present ``choice_correct`` 0 or 1, ``n_choices`` >= 2 with that many - 1
+    finite ``logp_choices``, the same ``n_choices`` in every record) and ``cells`` (task, length, depth in
+    [0, 100], ``n`` > 0, ``acc`` and where present ``choice_acc`` in [0, 1], finite log-probabilities and gain);
+    tasks among ``tasks`` where given."""
     p = Path(path)
     d = _object(read_json(p, what="needle-in-a-haystack result"), p, "top level", "an object")
     number(d, "train_seq_len", p, "top level", integer=True, positive=True, optional=True)
     known = None if tasks is None else set(tasks)
+    choices: set[int] = set()
     for key in ("records", "cells"):
         for i, r in enumerate(_rows(d, key, p)):
             where = f"{key}[{i}]"
@@ -410,10 +413,25 @@ def read_niah(path: Pathish, tasks: Iterable[str] | None = None) -> dict:
                 number(r, k, p, where)
             if key == "records":
                 number(r, "correct", p, where, integer=True, minimum=0, maximum=1)
+                if "choice_correct" in r or "n_choices" in r or "logp_choices" in r:
+                    number(r, "choice_correct", p, where, integer=True, minimum=0, maximum=1)
+                    k = number(r, "n_choices", p, where, integer=True, minimum=2)
+                    lpc = r.get("logp_choices")
+                    if not isinstance(lpc, list) or len(lpc) != k - 1 or not all(
+                            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in lpc):
+                        raise ResultFileError(p, f"{where}.logp_choices",
+                                              f"expected {k - 1} finite numbers (n_choices - 1), got {lpc!r}")
+                    if r["choice_correct"] != int(r["logp_value"] > max(lpc)):
+                        raise ResultFileError(p, f"{where}.choice_correct", "disagrees with logp_value and "
+                                              "logp_choices (1 exactly when logp_value is the highest)")
+                    choices.add(k)
+                    if len(choices) > 1:
+                        raise ResultFileError(p, f"{where}.n_choices", f"differs between records ({sorted(choices)})")
             else:
                 number(r, "length", p, where, integer=True, positive=True)
                 number(r, "depth", p, where, minimum=0, maximum=100)
                 number(r, "n", p, where, integer=True, positive=True)
                 number(r, "acc", p, where, minimum=0, maximum=1)
+                number(r, "choice_acc", p, where, minimum=0, maximum=1, optional=True)
                 number(r, "gain", p, where)
     return d

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 __all__ = ["SCHEMA", "read_scale_file", "resolve_config", "ConfigError", "required_and_defaulted", "expand_runs",
-           "replicas", "seed_of", "pipeline_runs", "crossover_runs", "lr_runs", "SEED_STUDIES"]
+           "replicas", "seed_of", "pipeline_runs", "crossover_runs", "lr_runs", "niah_runs", "SEED_STUDIES"]
 
 #: The schema, relative to the workflow's root.
 SCHEMA = Path("workflows/schemas/config.schema.yaml")
@@ -253,6 +253,19 @@ def _derived(base: Mapping, train: Mapping) -> dict:
     return spec
 
 
+def _niah_train(config: Mapping, spec: Mapping, nt: Mapping) -> dict:
+    """The ``train`` overrides of a Table 4 retrieval run: ``factor`` × the steps, warm-up and held-out
+    checkpoint interval of ``spec`` (else ``config["train"]``), and the needle mix at ``needle_fraction``."""
+    tr = {**config["train"], **(spec.get("train") or {})}
+    f = int(nt["factor"])
+    out = {"steps": int(tr["steps"]) * f,
+           "needle_mix": {**(tr.get("needle_mix") or {}), "fraction": float(nt["needle_fraction"])}}
+    for k in ("warmup_steps", "eval_every"):
+        if k in tr:
+            out[k] = int(tr[k]) * f
+    return out
+
+
 def expand_runs(config: dict, source: str = "the config") -> dict:
     """Add the runs that ``seeds:``, ``lr_sensitivity:`` and ``crossover:`` derive from the variants to
     ``config["variants"]`` (in place; idempotent) and return the config (issue 15).
@@ -264,6 +277,9 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
       is seed ``seed``). A run in several studies gets the largest n. Derived runs (``<v>_eqflops``) are skipped.
     * ``crossover: {runs, factor, seeds}``: ``<run>_x<factor>`` trained ``factor`` times the steps (the
       ``crossover`` target, outside ``reproduce_all``), and its replicas ``<run>_x<factor>_seed<k>``.
+    * ``niah_train: {runs, factor, needle_fraction}``: ``<run>_niah``, Table 4's retrieval run (a labelled
+      substitute protocol): ``factor`` × the steps, warm-up and ``eval_every``, with ``train.needle_mix.fraction``
+      = ``needle_fraction``; one seed; part of ``reproduce_all``.
 
     Raises:
         ConfigError: a derived name is already a variant with another definition, or a run named is no variant.
@@ -300,6 +316,10 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
         new[name] = _derived(spec, {"steps": steps})
         for k in range(1, int(cx.get("seeds", 1))):
             new[f"{name}_seed{k}"] = _derived(new[name], {"seed": base_seed + k})
+    nt = config.get("niah_train") or {}
+    for run in nt.get("runs", []):
+        spec = need(run, "niah_train.runs")
+        new[f"{run}_niah"] = _derived(spec, _niah_train(config, spec, nt))
     for name, spec in new.items():
         if name in V and V[name] != spec:
             raise ConfigError(f"{source}: variants.{name}: the name of a run derived by seeds/lr_sensitivity/"
@@ -335,6 +355,12 @@ def lr_runs(config: Mapping) -> dict[str, dict[float, str]]:
     lr = config.get("lr_sensitivity") or {}
     return {run: {1.0: run, **{float(f): f"{run}_lr{_factor_tag(f)}x" for f in lr.get("factors", [])}}
             for run in lr.get("runs", [])}
+
+
+def niah_runs(config: Mapping) -> list[str]:
+    """The runs Table 4 evaluates: ``<run>_niah`` of ``niah_train`` when configured, else ``core_variants``."""
+    nt = config.get("niah_train") or {}
+    return [f"{r}_niah" for r in nt["runs"]] if nt.get("runs") else list(config["core_variants"])
 
 
 def pipeline_runs(config: Mapping) -> list[str]:

@@ -30,7 +30,8 @@ import pandas as pd
 from scipy import stats
 
 __all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EVIDENCE",
-           "EFFECTS", "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval"]
+           "EFFECTS", "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval",
+           "above_chance"]
 
 SAME_SIZE, SAME, OPPOSITE, INCONCLUSIVE = "same direction and size", "same direction", "opposite", "inconclusive"
 # the 95% interval across seeds lies inside the margin: the effect the paper claims is absent at this scale
@@ -230,3 +231,24 @@ def t_interval(est: float, terms: list[tuple[str, Any, pd.Series, float]], level
     kind = "t, Welch" if len(ns) > 1 else "t"
     return {"lo": float(est - q * se), "hi": float(est + q * se), "se": se, "df": dof, "seeds": ns, "paired": False,
             "method": f"{kind}, {level:.0%}, df {dof:.3g}, seeds {'/'.join(str(n) for n in ns.values())}"}
+
+
+def above_chance(k: int, n: int, chance: float, level: float = CONFIDENCE) -> dict[str, float | bool]:
+    """Is an accuracy of ``k`` correct of ``n`` items above the ``chance`` level? (Table 4's multiple choice.)
+
+    Returns ``{acc, lo, hi, p_value, above}``: the accuracy, its Wilson score interval at ``level`` (two-sided),
+    the exact one-sided binomial test's p-value against ``chance`` (scipy's ``binomtest``, alternative
+    ``greater``) and ``above``: both say so, the interval's lower end is above ``chance`` and
+    ``p_value < (1 - level) / 2``.
+
+    Raises:
+        ValueError: ``n < 1``, ``k`` outside ``0..n`` or ``chance`` outside (0, 1).
+    """
+    if n < 1 or not 0 <= k <= n:
+        raise ValueError(f"above_chance: need 0 <= k <= n and n >= 1, got k={k}, n={n}")
+    if not 0.0 < chance < 1.0:
+        raise ValueError(f"above_chance: chance must be in (0, 1), got {chance}")
+    t = stats.binomtest(int(k), int(n), chance, alternative="greater")
+    ci = stats.binomtest(int(k), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return {"acc": k / n, "lo": float(ci.low), "hi": float(ci.high), "p_value": float(t.pvalue),
+            "above": bool(ci.low > chance and t.pvalue < (1 - level) / 2)}

@@ -24,6 +24,10 @@ Scoring (all through the KV cache: chunked prefill with YOCO's early exit, then 
 * ``logp_value``: teacher-forced log-probability (nats) of the value's tokens after the prompt;
 * ``logp_distractor``: the same for another seeded 7-digit number that is *not* in the prompt.
   ``logp_value - logp_distractor`` is the retrieval gain, graded where accuracy is zero.
+* ``choice_correct``: multiple choice among the value and ``n_choices - 1`` seeded distractors (the first is
+  ``logp_distractor``'s; ``eval/protocols.yaml`` ``niah.n_choices``): 1 when the value's teacher-forced
+  log-probability is strictly the highest. Value and distractors are independent draws of the same
+  distribution, so a model that does not use the needle scores ``1 / n_choices`` in expectation (chance).
 """
 
 from __future__ import annotations
@@ -67,6 +71,9 @@ _ADJ = tuple(PROTOCOL["key_adjectives"])
 _NOUN = tuple(PROTOCOL["key_nouns"])
 _BOUNDARY_CHARS = tuple(PROTOCOL["boundary_chars"])
 _VALUE_RANGE = (10 ** (int(PROTOCOL["value_digits"]) - 1), 10 ** int(PROTOCOL["value_digits"]))
+N_CHOICES = int(PROTOCOL.get("n_choices", 2))
+if N_CHOICES < 2:
+    raise ValueError(f"eval/protocols.yaml: niah.n_choices must be >= 2 (the value and a distractor), got {N_CHOICES}")
 
 
 def depths_percent(n_depths: int) -> list[float]:
@@ -120,7 +127,8 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
 
     Returns:
         dict with ``task, length, depth, sample, key, value, distractor, input_ids, answer_ids,
-        distractor_ids, needle_start, needle_len, haystack_start, haystack_len, depth_actual``
+        distractor_ids, distractors`` (the ``n_choices - 1`` distractors, ``distractor`` first),
+        ``distractors_ids, needle_start, needle_len, haystack_start, haystack_len, depth_actual``
         (needle position / haystack length), ``haystack`` (source name) and ``haystack_offset``
         (token offset of the book excerpt; 0 for noise).
 
@@ -138,6 +146,13 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
     distractor = value
     while distractor == value:
         distractor = str(int(rng.integers(*_VALUE_RANGE)))
+    # the further choices from a stream of their own, so that adding them moved no earlier draw
+    rng_c = np.random.default_rng([seed, TASKS.index(task), length, int(round(depth * 100)), sample, 1])
+    distractors = [distractor]
+    while len(distractors) < N_CHOICES - 1:
+        d = str(int(rng_c.integers(*_VALUE_RANGE)))
+        if d != value and d not in distractors:
+            distractors.append(d)
     prefix = tok.encode(PREFIX)
     needle_fmt = NEEDLE if HAYSTACK_KIND[task] == "noise" else NEEDLE_BOOK
     needle = tok.encode(needle_fmt.format(key=key, value=value))
@@ -178,6 +193,7 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
         "task": task, "length": length, "depth": float(depth), "sample": sample, "key": key, "value": value,
         "distractor": distractor, "input_ids": ids, "answer_ids": tok.encode(ANSWER.format(value=value)),
         "distractor_ids": tok.encode(ANSWER.format(value=distractor)),
+        "distractors": distractors, "distractors_ids": [tok.encode(ANSWER.format(value=d)) for d in distractors],
         "needle_start": len(prefix) + p, "needle_len": len(needle), "haystack_start": len(prefix),
         "haystack_len": H, "depth_actual": (p / H) if H else 0.0, "haystack": source,
         "haystack_offset": offset,
@@ -245,7 +261,7 @@ def teacher_forced_logprob(model: torch.nn.Module, last_logits_BV: torch.Tensor,
 @torch.no_grad()
 def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Sequence[Sequence[int]],
                 distractors: Sequence[Sequence[int]], *, max_new_tokens: int, chunk_size: int = 512,
-                dtype: str = "fp32") -> dict[str, list]:
+                dtype: str = "fp32", choices: Sequence[Sequence[Sequence[int]]] | None = None) -> dict[str, list]:
     """Prefill a batch of equal-length prompts once, then greedy-decode and teacher-force.
 
     Args:
@@ -255,21 +271,33 @@ def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Seq
         max_new_tokens: greedy tokens to generate.
         chunk_size: prefill chunk (tokens).
         dtype: ``fp32`` or ``bf16`` (autocast).
+        choices: per row, the token ids of every distractor of the multiple choice (``distractors`` first);
+            ``None``: only ``distractors``.
 
     Returns:
-        ``{"generated": [[ids]], "logp_value": [...], "logp_distractor": [...]}``.
+        ``{"generated": [[ids]], "logp_value": [...], "logp_distractor": [...], "logp_choices": [[...]]}``
+        (``logp_choices``: per row, the log-probability of each of ``choices``; ``[]`` without them).
     """
     from ..generate import decode_step, prefill
 
     if max_new_tokens < 1:
         raise ValueError(f"eval.niah.max_new_tokens must be >= 1, got {max_new_tokens}")
     B, N = input_ids_BN.shape
-    extra = max(max_new_tokens, max(len(a) for a in answers), max(len(d) for d in distractors))
+    if choices is not None and (len(choices) != B or len({len(c) for c in choices}) > 1):
+        raise ValueError("score_batch: choices needs one list of the same number of continuations per row")
+    n_more = len(choices[0]) if choices is not None else 0
+    extra = max(max_new_tokens, max(len(a) for a in answers), max(len(d) for d in distractors),
+                max((len(c) for cs in (choices or []) for c in cs), default=1))
     cache = model.new_cache(B, N + extra)
     with _autocast(model, dtype):
         last = prefill(model, input_ids_BN, cache, chunk_size=chunk_size)
         lp_v = teacher_forced_logprob(model, last, copy.deepcopy(cache), answers)
         lp_d = teacher_forced_logprob(model, last, copy.deepcopy(cache), distractors)
+        # the first choice is the distractor already scored (make_sample), so its pass is not repeated
+        same0 = n_more > 0 and all(list(c[0]) == list(d) for c, d in zip(choices, distractors))
+        per_choice = [lp_d if k == 0 and same0 else
+                      teacher_forced_logprob(model, last, copy.deepcopy(cache), [c[k] for c in choices])
+                      for k in range(n_more)]
         toks, logits = [], last
         for i in range(max_new_tokens):
             tok = logits.argmax(-1)
@@ -277,7 +305,8 @@ def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Seq
             if i + 1 < max_new_tokens:
                 logits = decode_step(model, tok, cache)
     gen = torch.stack(toks, 1).tolist()
-    return {"generated": gen, "logp_value": lp_v, "logp_distractor": lp_d}
+    lp_c = [[per_choice[k][b] for k in range(n_more)] for b in range(B)] if n_more else [[] for _ in range(B)]
+    return {"generated": gen, "logp_value": lp_v, "logp_distractor": lp_d, "logp_choices": lp_c}
 
 
 def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]], *,
@@ -288,7 +317,8 @@ def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]]
 
     Returns one record per prompt: ``task, length, depth, depth_actual, sample, value, output``
     (greedy text), ``correct`` (value in output), ``logp_value``, ``logp_distractor`` (nats),
-    ``n_value_tokens``.
+    ``n_value_tokens``; with the prompts' ``distractors_ids`` also ``logp_choices`` (nats, per distractor),
+    ``n_choices`` and ``choice_correct`` (1: the value has the highest log-probability of the choices).
     """
     if batch < 1:
         raise ValueError(f"eval.niah.batch must be >= 1, got {batch}")
@@ -303,8 +333,10 @@ def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]]
             rows = [prompts[i] for i in idx[b:b + batch]]
             t0 = time.perf_counter()
             x = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long, device=dev)
+            multi = all(r.get("distractors_ids") for r in rows)
             res = score_batch(model, x, [r["answer_ids"] for r in rows], [r["distractor_ids"] for r in rows],
-                              max_new_tokens=max_new_tokens, chunk_size=chunk_size, dtype=dtype)
+                              max_new_tokens=max_new_tokens, chunk_size=chunk_size, dtype=dtype,
+                              choices=[r["distractors_ids"] for r in rows] if multi else None)
             for j, r in enumerate(rows):
                 text = tok.decode(res["generated"][j])
                 recs[idx[b + j]] = {
@@ -314,13 +346,18 @@ def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]]
                     "logp_value": res["logp_value"][j], "logp_distractor": res["logp_distractor"][j],
                     "n_value_tokens": len(r["answer_ids"]),
                 }
+                if multi:
+                    lpc = res["logp_choices"][j]
+                    recs[idx[b + j]].update(logp_choices=lpc, n_choices=1 + len(lpc),
+                                            choice_correct=int(res["logp_value"][j] > max(lpc)))
             if progress:
                 print(f"niah N={N} rows {b}..{b + len(rows) - 1}: {time.perf_counter() - t0:.1f} s", flush=True)
     return [r for r in recs if r is not None]
 
 
 def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (task, length, depth) cell: ``n``, ``acc``, mean ``logp_value``, ``logp_distractor``, ``gain``."""
+    """Per (task, length, depth) cell: ``n``, ``acc``, mean ``logp_value``, ``logp_distractor``, ``gain``; with
+    multiple-choice records also ``choice_acc`` and ``n_choices``."""
     cells: dict[tuple, list[dict]] = defaultdict(list)
     for r in records:
         cells[(r["task"], r["length"], r["depth"])].append(r)
@@ -328,9 +365,12 @@ def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     for (task, L, d), rs in sorted(cells.items()):
         lv = float(np.mean([r["logp_value"] for r in rs]))
         ld = float(np.mean([r["logp_distractor"] for r in rs]))
-        out.append({"task": task, "length": L, "depth": d, "n": len(rs),
-                    "acc": float(np.mean([r["correct"] for r in rs])), "logp_value": lv,
-                    "logp_distractor": ld, "gain": lv - ld})
+        cell = {"task": task, "length": L, "depth": d, "n": len(rs),
+                "acc": float(np.mean([r["correct"] for r in rs])), "logp_value": lv,
+                "logp_distractor": ld, "gain": lv - ld}
+        if all("choice_correct" in r for r in rs):
+            cell.update(choice_acc=float(np.mean([r["choice_correct"] for r in rs])), n_choices=rs[0]["n_choices"])
+        out.append(cell)
     return out
 
 
@@ -393,7 +433,9 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     atomic_write_json(a.out, res)
     for task in dict.fromkeys(r["task"] for r in recs):
         rs = [r for r in recs if r["task"] == task]
-        print(f"{task}: acc {np.mean([r['correct'] for r in rs]):.3f}  logp_value "
+        mc = (f"  choice acc {np.mean([r['choice_correct'] for r in rs]):.3f} of {rs[0]['n_choices']} "
+              f"(chance {1 / rs[0]['n_choices']:.3f})" if all("choice_correct" in r for r in rs) else "")
+        print(f"{task}: acc {np.mean([r['correct'] for r in rs]):.3f}{mc}  logp_value "
               f"{np.mean([r['logp_value'] for r in rs]):.2f}  logp_distractor "
               f"{np.mean([r['logp_distractor'] for r in rs]):.2f}  (n={len(rs)})")
     print(f"wall {wall:.1f} s")

@@ -2,9 +2,10 @@
 length-by-depth heatmap per model.
 
 Input: the tidy ``table4`` table (:func:`yocou.summarize.niah.summarize_table4`).
-Outputs: ``<out>.{csv,md,json}`` (per model and task: accuracy, teacher-forced log-probability of the
-value, its gain over a distractor), ``<out>_cells.{csv,md,json}`` (per model, task, length, depth) and the
-heatmap figure ``<fig>.{png,pdf}``. Paper values: :func:`yocou.reported.load_table` (4). The renderer only
+Outputs: ``<out>.{csv,md,json}`` (per model and task: accuracy, multiple-choice accuracy with its 95% Wilson
+interval beside the chance level, teacher-forced log-probability of the value, its gain over a distractor),
+``<out>_by_length.{csv,md,json}`` (per model and length, both tasks: where each model fails),
+``<out>_cells.{csv,md,json}`` (per model, task, length, depth) and the heatmap figure ``<fig>.{png,pdf}``. Paper values: :func:`yocou.reported.load_table` (4). The renderer only
 selects, pivots and formats.
 """
 
@@ -15,10 +16,49 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..audit.decision import above_chance
 from ..names import NIAH_TASKS, label, paper_row
 from ..reported import load_table
 from ..tidy import one, read_tidy
 from .common import save_figure, stem_of, write_table
+
+
+def _ci(r: pd.Series | dict, chance: float) -> tuple[str, bool]:
+    """(``"0.80 [0.70, 0.87]"``, above chance) of a tidy accuracy row (value, n) against ``chance``."""
+    n = int(r["n"])
+    a = above_chance(int(round(float(r["value"]) * n)), n, chance)
+    return f"{a['acc']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}]", bool(a["above"])
+
+
+def chance_of(t4: pd.DataFrame, role: str) -> float | None:
+    """The multiple choice's chance level of ``role`` (tidy ``choice_chance``), or None without it."""
+    r = one(t4[t4["run"] != "paper"], role=role, metric="choice_chance", axis="")
+    return None if r is None else float(r["value"])
+
+
+def by_length(t4: pd.DataFrame) -> pd.DataFrame:
+    """Per model and prompt length, both tasks pooled: exact-match and multiple-choice accuracy with its 95%
+    Wilson interval and whether it is above chance (where each model fails); empty without the multiple choice."""
+    ours = t4[(t4["run"] != "paper") & (t4["axis"] == "seq_len") & (t4["axis2"] == "")]
+    rows = []
+    for v in dict.fromkeys(ours["role"]):
+        chance = chance_of(t4, v)
+        if chance is None:
+            continue
+        g = ours[ours["role"] == v]
+        for length, gl in g.groupby("axis_value", sort=True):
+            ch = gl[gl["metric"].str.endswith(".choice_acc")]
+            ex = gl[gl["metric"].str.endswith(".acc")]
+            n = int(ch["n"].sum())
+            k = int(round(float((ch["value"] * ch["n"]).sum())))
+            a = above_chance(k, n, chance)
+            rows.append({"model": label(v), "variant": str(g["run"].iloc[0]), "length": int(length), "n": n,
+                         "acc": float((ex["value"] * ex["n"]).sum() / ex["n"].sum()),
+                         "choice acc": a["acc"], "choice 95% CI": f"[{a['lo']:.2f}, {a['hi']:.2f}]",
+                         "chance": chance, "p (> chance)": a["p_value"],
+                         "above chance": "yes" if a["above"] else "no",
+                         "extrapolated": bool(gl["extrapolated"].any())})
+    return pd.DataFrame(rows)
 
 
 def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -42,12 +82,24 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                 continue
             row[f"{t} acc"] = acc["value"]
             row[f"{t} acc (paper)"] = paper.get((paper_row("table4", v) or label(v), t), np.nan)
+            ch, chance = val(f"{task}.choice_acc"), chance_of(t4, v)
+            if ch is not None and chance is not None:
+                row[f"{t} choice acc [95% CI]"] = _ci(ch, chance)[0]
             row[f"{t} logp value"] = val(f"{task}.logp_value")["value"]
             row[f"{t} gain"] = val(f"{task}.gain")["value"]
             row[f"{t} n"] = int(acc["n"])
         row["mean acc"] = val("all_tasks.acc")["value"]
         pm = one(t4, run="paper", role=v, metric="paper.all_tasks.acc")
         row["mean acc (paper)"] = np.nan if pm is None else pm["value"]
+        inside, chance = val("in_train_len.choice_acc"), chance_of(t4, v)
+        if inside is not None and chance is not None:
+            text, above = _ci(inside, chance)
+            row["choice acc ≤ train len [95% CI]"] = text
+            row["chance"] = chance
+            row["above chance ≤ train len"] = "yes" if above else "no"
+        tok = val("train_tokens")
+        if tok is not None:
+            row["train tokens (M)"] = tok["value"] / 1e6
         rows.append(row)
         g = ours[(ours["role"] == v) & (ours["axis2"] == "depth")]
         for task, t in NIAH_TASKS.items():
@@ -59,21 +111,26 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             for (length, depth), c in w.iterrows():
                 cells.append({"model": label(v), "variant": run, "task": t, "length": int(length),
                               "depth": round(depth * 100.0, 6), "n": int(n.loc[(length, depth), "n"]),
-                              "acc": c[f"{task}.acc"], "logp_value": c[f"{task}.logp_value"],
+                              "acc": c[f"{task}.acc"],
+                              "choice_acc": c[f"{task}.choice_acc"] if f"{task}.choice_acc" in c else np.nan,
+                              "logp_value": c[f"{task}.logp_value"],
                               "logp_distractor": c[f"{task}.logp_distractor"], "gain": c[f"{task}.gain"],
                               "extrapolated": bool(n.loc[(length, depth), "extrapolated"])})
     return pd.DataFrame(rows), pd.DataFrame(cells)
 
 
-def heatmap(cells: pd.DataFrame, title: str):
-    """Rows: models; columns: per task, accuracy and retrieval gain, each length (y) by depth (x)."""
+def heatmap(cells: pd.DataFrame, title: str, chance: float | None = None):
+    """Rows: models; columns: per task, exact-match accuracy, then the multiple-choice accuracy (``chance``: its
+    chance level, for the title) where the cells have it, else the retrieval gain; each length (y) by depth (x)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     models = list(dict.fromkeys(cells["model"]))
     tasks = list(dict.fromkeys(cells["task"]))
-    panels = [(t, "acc") for t in tasks] + [(t, "gain") for t in tasks]
+    # exact match, then the multiple choice where measured (else the retrieval gain), per task
+    second = "choice_acc" if "choice_acc" in cells and cells["choice_acc"].notna().all() else "gain"
+    panels = [(t, "acc") for t in tasks] + [(t, second) for t in tasks]
     gmax = max(1.0, float(np.nanmax(np.abs(cells["gain"])))) if len(cells) else 1.0
     fig, axes = plt.subplots(len(models), len(panels), figsize=(3.0 * len(panels), 2.3 * len(models)),
                              squeeze=False, constrained_layout=True)
@@ -82,15 +139,16 @@ def heatmap(cells: pd.DataFrame, title: str):
             ax = axes[i][j]
             g = cells[(cells["model"] == m) & (cells["task"] == t)]
             piv = g.pivot(index="length", columns="depth", values=q).sort_index()
-            kw = dict(vmin=0, vmax=1, cmap="RdYlGn") if q == "acc" else dict(vmin=-gmax, vmax=gmax, cmap="PuOr")
+            kw = dict(vmin=0, vmax=1, cmap="RdYlGn") if q != "gain" else dict(vmin=-gmax, vmax=gmax, cmap="PuOr")
             im = ax.imshow(piv.values, aspect="auto", origin="lower", **kw)
             ax.set_xticks(range(len(piv.columns)), [f"{d:g}" for d in piv.columns], fontsize=7)
             ax.set_yticks(range(len(piv.index)), [str(n) for n in piv.index], fontsize=7)
             for (a, b), val in np.ndenumerate(piv.values):
-                ax.text(b, a, f"{val:.2f}" if q == "acc" else f"{val:+.1f}", ha="center", va="center", fontsize=6)
+                ax.text(b, a, f"{val:.2f}" if q != "gain" else f"{val:+.1f}", ha="center", va="center", fontsize=6)
             if i == 0:
-                ax.set_title(f"{t}: {'accuracy' if q == 'acc' else 'log p(value) − log p(distractor)'}",
-                             fontsize=8)
+                what = {"acc": "exact-match accuracy", "gain": "log p(value) − log p(distractor)",
+                        "choice_acc": "choice accuracy" + (f" (chance {chance:.2f})" if chance else "")}[q]
+                ax.set_title(f"{t}: {what}", fontsize=8)
             if j == 0:
                 ax.set_ylabel(f"{m}\nlength (tokens)", fontsize=8)
             if i == len(models) - 1:
@@ -158,12 +216,34 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         "distractor number that is not in the prompt (> 0: the model uses the needle).",
         f"Measured: {summary}.",
     ]
+    chances = sorted({c for c in (chance_of(t4, r) for r in dict.fromkeys(t4["role"])) if c is not None})
+    if chances:
+        k = round(1 / chances[0])
+        inside = "; ".join(f"{r['model']} {r['choice acc ≤ train len [95% CI]']} ({'above' if r['above chance ≤ train len'] == 'yes' else 'not above'} chance)"
+                           for r in df.to_dict("records") if isinstance(r.get("choice acc ≤ train len [95% CI]"), str))
+        notes.insert(5, f"choice acc (ours, graded; not the paper's metric): the value against {k - 1} seeded "
+                        f"distractor numbers, none in the prompt, drawn like the value; correct when the value's "
+                        f"teacher-forced log-probability is the highest of the {k}. Chance {chances[0]:.2f}: a "
+                        f"model that ignores the needle. 95% Wilson interval; 'above chance' when its lower end "
+                        f"is above chance and the exact one-sided binomial test gives p < 0.025. Lengths up to "
+                        f"the training length {train_len}: {inside}. By length: table4_by_length.md.")
+    tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
+    if tok:
+        notes.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
+                     + f", trained on {'/'.join(f'{t:.2f}' for t in tok)}M tokens each (one seed).")
     if protocol_note:
         notes.insert(0, protocol_note)
     write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})", notes=notes,
                 config=cfg)
+    head = notes[:len(notes) - 2 - bool(chances)]  # the protocol, models, samples and haystack notes
     write_table(cells, str(out) + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({scale}{title_tag})",
-                notes=notes[:5 if protocol_note else 4], config=cfg)
+                notes=head, config=cfg)
+    bl = by_length(t4)
+    write_table(bl, str(out) + "_by_length", config=cfg,
+                title=f"Table 4 by length: where each model fails ({scale} scale, CPU{title_tag})",
+                notes=head + [n for n in notes if n.startswith("choice acc")]
+                + (["Both tasks pooled per length; acc: exact match (the value's digits in the greedy output)."]
+                   if not bl.empty else ["No multiple-choice records in these results (rerun the niah rule)."]))
     figure = heatmap(cells, f"S-NIAH by length and depth ({scale} scale, CPU; {n_cell[0]} samples per cell"
-                            f"{title_tag})")
+                            f"{title_tag})", chance=chances[0] if chances else None)
     save_figure(figure, fig, config=cfg)

@@ -8,7 +8,12 @@ Rows per core role and task ``t`` (``s_niah_1``, ``s_niah_2``), from the per-pro
   ``n`` = prompts, at three levels: per length and depth (axis ``seq_len``, ``axis2 = "depth"``,
   ``axis2_value`` the depth as a fraction 0-1), per length over every depth (no axis2) and over everything
   (axis ``""``);
-* ``all_tasks.acc``: the accuracy over every prompt of every task (axis ``""``);
+* ``t.choice_acc`` (where the records have it; fraction, binomial stderr): multiple-choice accuracy, the value's
+  teacher-forced log-probability the highest of ``n_choices`` (:mod:`yocou.longctx.niah`), at the same levels;
+* ``all_tasks.acc``: the accuracy over every prompt of every task (axis ``""``); ``all_tasks.choice_acc`` and
+  ``in_train_len.choice_acc`` (the prompts no longer than the training length) and ``choice_chance``
+  (``1 / n_choices``) where the records have the multiple choice;
+* ``train_tokens`` (tokens): ``steps × batch_size × seq_len`` of the run config, where given;
 * ``train_seq_len`` (tokens): the model's training length, where the result records it;
 * ``train_needle_mix.fraction`` (fraction): the share of the model's training sequences that carried a synthetic
   needle (``train.needle_mix`` of ``run_config.json``, :mod:`yocou.data.needles`; 0 when off, the paper's protocol),
@@ -53,11 +58,18 @@ def _read_json(path: str | Path) -> dict[str, Any]:
     return d
 
 
+def _has_choice(g: pd.DataFrame) -> bool:
+    return "choice_correct" in g and bool(g["choice_correct"].notna().all())
+
+
 def _stats(g: pd.DataFrame) -> list[tuple[str, float, float, str]]:
     """(metric suffix, value, stderr, unit) of a group of records."""
     n = len(g)
     p = float(g["correct"].mean())
     out = [("acc", p, math.sqrt(p * (1 - p) / n), "fraction")]
+    if _has_choice(g):
+        q = float(g["choice_correct"].mean())
+        out.append(("choice_acc", q, math.sqrt(q * (1 - q) / n), "fraction"))
     gain = g["logp_value"] - g["logp_distractor"]
     for name, s in (("logp_value", g["logp_value"]), ("logp_distractor", g["logp_distractor"]), ("gain", gain)):
         se = float(s.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
@@ -116,6 +128,19 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
         out.append({**base, "metric": "all_tasks.acc", "axis": "", "value": p,
                     "stderr": math.sqrt(p * (1 - p) / len(recs)), "n": float(len(recs)), "unit": "fraction",
                     "haystack": "", "extrapolated": False})
+        if _has_choice(recs):
+            k = sorted({int(x) for x in recs["n_choices"]})
+            if len(k) != 1:
+                raise ValueError(f"{path}: records with different n_choices {k}; rerun the niah rule")
+            for name, g in (("all_tasks", recs), ("in_train_len", recs[recs["length"] <= (train_len or 0)])):
+                if len(g):
+                    q = float(g["choice_correct"].mean())
+                    out.append({**base, "metric": f"{name}.choice_acc", "axis": "", "value": q,
+                                "stderr": math.sqrt(q * (1 - q) / len(g)), "n": float(len(g)), "unit": "fraction",
+                                "haystack": "", "extrapolated": False})
+            out.append({**base, "metric": "choice_chance", "axis": "", "value": 1.0 / k[0], "unit": "fraction",
+                        "haystack": "", "extrapolated": False,
+                        "detail": f"1 / n_choices: the value against {k[0] - 1} distractor numbers drawn alike"})
         if rc:
             mix = (_read_json(rc).get("train") or {}).get("needle_mix") or {}
             f = float(mix.get("fraction") or 0.0)
@@ -127,6 +152,11 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
                                    f"{mix.get('max_distance') or 'the most that fit in the training length, in'} "
                                    f"tokens") if f > 0 else
                                   "no synthetic needles in training (the paper's protocol)"})
+        if rc:
+            tr = _read_json(rc).get("train") or {}
+            if all(isinstance(tr.get(k), int) for k in ("steps", "batch_size", "seq_len")):
+                out.append({**base, "metric": "train_tokens", "axis": "", "unit": "tokens", "haystack": "",
+                            "value": float(tr["steps"] * tr["batch_size"] * tr["seq_len"]), "extrapolated": False})
         if train_len:
             out.append({**base, "metric": "train_seq_len", "axis": "", "value": float(train_len), "unit": "tokens",
                         "haystack": "", "extrapolated": False})
