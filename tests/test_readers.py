@@ -228,7 +228,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny"
      "all.distance[2]: distance must be finite, got nan"),
     ("angular/yocou.json", "read_angular", lambda d: d["splits"]["book"]["distance"].pop(),
      "splits.book.distance: expected one distance per application"),
-    ("niah/yocou.json", "read_niah", lambda d: d["cells"][3].update(acc=1.5), "cells[3]: acc must be <= 1, got 1.5"),
+    ("niah/yocou_niah.json", "read_niah", lambda d: d["cells"][3].update(acc=1.5), "cells[3]: acc must be <= 1, got 1.5"),
     ("kv_measure.json", "read_kv_measure", lambda d: d["rows"][0].update(measured_bytes=-4),
      "rows[0]: measured_bytes must be > 0, got -4"),
 ])

@@ -221,16 +221,17 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         k = round(1 / chances[0])
         inside = "; ".join(f"{r['model']} {r['choice acc ≤ train len [95% CI]']} ({'above' if r['above chance ≤ train len'] == 'yes' else 'not above'} chance)"
                            for r in df.to_dict("records") if isinstance(r.get("choice acc ≤ train len [95% CI]"), str))
-        notes.insert(5, f"choice acc (ours, graded; not the paper's metric): the value against {k - 1} seeded "
-                        f"distractor numbers, none in the prompt, drawn like the value; correct when the value's "
-                        f"teacher-forced log-probability is the highest of the {k}. Chance {chances[0]:.2f}: a "
-                        f"model that ignores the needle. 95% Wilson interval; 'above chance' when its lower end "
-                        f"is above chance and the exact one-sided binomial test gives p < 0.025. Lengths up to "
-                        f"the training length {train_len}: {inside}. By length: table4_by_length.md.")
+        against = "a seeded distractor number" if k == 2 else f"{k - 1} seeded distractor numbers"
+        notes.insert(5, f"choice acc (ours, graded; not the paper's metric): the value against {against}, none in "
+                        f"the prompt, drawn like the value; correct when the value's teacher-forced "
+                        f"log-probability is the highest of the {k}. Chance {chances[0]:.2f}: a model that ignores "
+                        f"the needle. 95% Wilson interval; 'above chance' when its lower end is above chance and "
+                        f"the exact one-sided binomial test gives p < 0.025. Lengths up to the training length "
+                        f"{train_len}: {inside or 'none evaluated'}. By length: table4_by_length.md.")
     tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
     if tok:
         notes.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
-                     + f", trained on {'/'.join(f'{t:.2f}' for t in tok)}M tokens each (one seed).")
+                     + f", trained on {'/'.join(f'{t:.3g}' for t in tok)}M tokens each (one seed).")
     if protocol_note:
         notes.insert(0, protocol_note)
     write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})", notes=notes,
