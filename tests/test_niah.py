@@ -230,3 +230,25 @@ def test_multiple_choice_scores_equal_the_full_forward_and_the_cheat_always_choo
         assert rec["logp_choices"] == pytest.approx(want, abs=1e-3)
         assert rec["logp_choices"][0] == pytest.approx(rec["logp_distractor"], abs=1e-6)
         assert rec["choice_correct"] == int(full(r["answer_ids"]) > max(want))
+
+
+@pytest.mark.parametrize("bad", ["1", "two", "true"])
+def test_a_bad_n_choices_fails_in_one_line_naming_the_field(tmp_path, bad) -> None:
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+
+    src = Path(niah.__file__).resolve().parents[2] / "eval"
+    shutil.copytree(src, tmp_path / "eval")
+    p = tmp_path / "eval" / "protocols.yaml"
+    d = yaml.safe_load(p.read_text())
+    d["niah"]["n_choices"] = yaml.safe_load(bad)
+    p.write_text(yaml.safe_dump(d))
+    r = subprocess.run([sys.executable, "-c", "import yocou.longctx.niah"], capture_output=True, text=True,
+                       env={**os.environ, "YOCOU_EVAL_DIR": str(tmp_path / "eval")})
+    assert r.returncode != 0
+    assert "eval/protocols.yaml: niah.n_choices must be an integer >= 2" in r.stderr.strip().splitlines()[-1]

@@ -71,9 +71,10 @@ _ADJ = tuple(PROTOCOL["key_adjectives"])
 _NOUN = tuple(PROTOCOL["key_nouns"])
 _BOUNDARY_CHARS = tuple(PROTOCOL["boundary_chars"])
 _VALUE_RANGE = (10 ** (int(PROTOCOL["value_digits"]) - 1), 10 ** int(PROTOCOL["value_digits"]))
-N_CHOICES = int(PROTOCOL.get("n_choices", 2))
-if N_CHOICES < 2:
-    raise ValueError(f"eval/protocols.yaml: niah.n_choices must be >= 2 (the value and a distractor), got {N_CHOICES}")
+N_CHOICES = PROTOCOL.get("n_choices", 2)
+if isinstance(N_CHOICES, bool) or not isinstance(N_CHOICES, int) or N_CHOICES < 2:
+    raise ValueError(f"eval/protocols.yaml: niah.n_choices must be an integer >= 2 (the value and at least one "
+                     f"distractor), got {N_CHOICES!r}")
 
 
 def depths_percent(n_depths: int) -> list[float]:

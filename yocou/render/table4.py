@@ -200,7 +200,7 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
                                       f"log p(value) {r[f'{t} logp value']:.1f} nats, gain {r[f'{t} gain']:+.2f}"
                                       for t in NIAH_TASKS.values() if f"{t} acc" in r)
         for r in df.to_dict("records"))
-    notes = [
+    context = [
         f"{scale} scale, evaluated on CPU; the paper's models are 1.3B-parameter YOCO family models on GPUs: "
         "compare the ordering of variants, not absolute values.",
         f"Samples per cell (task, length, depth): {', '.join(map(str, n_cell))}; lengths {lengths} tokens "
@@ -210,39 +210,38 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         f"Training length {train_len} tokens: lengths above it are extrapolation.",
         "S-NIAH-1: noise haystack (RULER's repeated 'The grass is green. ...' block). S-NIAH-2: real book prose, "
         f"the held-out book {books.iloc[0] if len(books) else '?'} (never trained on) excerpted at a seeded offset; RULER's Paul Graham essays are not available offline.",
-        "acc: the 7-digit value appears in the greedy continuation (12 tokens, cached early-exit prefill and "
-        "decode). logp value: teacher-forced log-probability of ' <value>' after the answer prefix (nats, summed "
-        "over its tokens; uniform digits would give 7·ln 10 = −16.1); gain: the same minus that of a seeded "
-        "distractor number that is not in the prompt (> 0: the model uses the needle).",
-        f"Measured: {summary}.",
     ]
+    tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
+    if tok:
+        context.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
+                       + f", trained on {'/'.join(f'{t:.3g}' for t in tok)}M tokens each (one seed).")
+    if protocol_note:
+        context.insert(0, protocol_note)
+    acc_note = ("acc: the 7-digit value appears in the greedy continuation (12 tokens, cached early-exit prefill and "
+                "decode). logp value: teacher-forced log-probability of ' <value>' after the answer prefix (nats, "
+                "summed over its tokens; uniform digits would give 7·ln 10 = −16.1); gain: the same minus that of a "
+                "seeded distractor number that is not in the prompt (> 0: the model uses the needle).")
+    choice_note = []
     chances = sorted({c for c in (chance_of(t4, r) for r in dict.fromkeys(t4["role"])) if c is not None})
     if chances:
         k = round(1 / chances[0])
         inside = "; ".join(f"{r['model']} {r['choice acc ≤ train len [95% CI]']} ({'above' if r['above chance ≤ train len'] == 'yes' else 'not above'} chance)"
                            for r in df.to_dict("records") if isinstance(r.get("choice acc ≤ train len [95% CI]"), str))
         against = "a seeded distractor number" if k == 2 else f"{k - 1} seeded distractor numbers"
-        notes.insert(5, f"choice acc (ours, graded; not the paper's metric): the value against {against}, none in "
-                        f"the prompt, drawn like the value; correct when the value's teacher-forced "
-                        f"log-probability is the highest of the {k}. Chance {chances[0]:.2f}: a model that ignores "
-                        f"the needle. 95% Wilson interval; 'above chance' when its lower end is above chance and "
-                        f"the exact one-sided binomial test gives p < 0.025. Lengths up to the training length "
-                        f"{train_len}: {inside or 'none evaluated'}. By length: table4_by_length.md.")
-    tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
-    if tok:
-        notes.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
-                     + f", trained on {'/'.join(f'{t:.3g}' for t in tok)}M tokens each (one seed).")
-    if protocol_note:
-        notes.insert(0, protocol_note)
-    write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})", notes=notes,
-                config=cfg)
-    head = notes[:len(notes) - 2 - bool(chances)]  # the protocol, models, samples and haystack notes
+        choice_note = [f"choice acc (ours, graded; not the paper's metric): the value against {against}, none in "
+                       f"the prompt, drawn like the value; correct when the value's teacher-forced "
+                       f"log-probability is the highest of the {k}. Chance {chances[0]:.2f}: a model that ignores "
+                       f"the needle. 95% Wilson interval; 'above chance' when its lower end is above chance and "
+                       f"the exact one-sided binomial test gives p < 0.025. Lengths up to the training length "
+                       f"{train_len}: {inside or 'none evaluated'}. By length: table4_by_length.md."]
+    write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})",
+                notes=context + [acc_note] + choice_note + [f"Measured: {summary}."], config=cfg)
     write_table(cells, str(out) + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({scale}{title_tag})",
-                notes=head, config=cfg)
+                notes=context, config=cfg)
     bl = by_length(t4)
     write_table(bl, str(out) + "_by_length", config=cfg,
                 title=f"Table 4 by length: where each model fails ({scale} scale, CPU{title_tag})",
-                notes=head + [n for n in notes if n.startswith("choice acc")]
+                notes=context + choice_note
                 + (["Both tasks pooled per length; acc: exact match (the value's digits in the greedy output)."]
                    if not bl.empty else ["No multiple-choice records in these results (rerun the niah rule)."]))
     figure = heatmap(cells, f"S-NIAH by length and depth ({scale} scale, CPU; {n_cell[0]} samples per cell"

@@ -141,8 +141,9 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
             out.append({**base, "metric": "choice_chance", "axis": "", "value": 1.0 / k[0], "unit": "fraction",
                         "haystack": "", "extrapolated": False,
                         "detail": f"1 / n_choices: the value against {k[0] - 1} distractor numbers drawn alike"})
+        tr = (_read_json(rc).get("train") or {}) if rc else {}
         if rc:
-            mix = (_read_json(rc).get("train") or {}).get("needle_mix") or {}
+            mix = tr.get("needle_mix") or {}
             f = float(mix.get("fraction") or 0.0)
             out.append({**base, "metric": "train_needle_mix.fraction", "axis": "", "value": f, "unit": "fraction",
                         "haystack": "", "extrapolated": False,
@@ -152,11 +153,9 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
                                    f"{mix.get('max_distance') or 'the most that fit in the training length, in'} "
                                    f"tokens") if f > 0 else
                                   "no synthetic needles in training (the paper's protocol)"})
-        if rc:
-            tr = _read_json(rc).get("train") or {}
-            if all(isinstance(tr.get(k), int) for k in ("steps", "batch_size", "seq_len")):
-                out.append({**base, "metric": "train_tokens", "axis": "", "unit": "tokens", "haystack": "",
-                            "value": float(tr["steps"] * tr["batch_size"] * tr["seq_len"]), "extrapolated": False})
+        if all(isinstance(tr.get(k), int) for k in ("steps", "batch_size", "seq_len")):
+            out.append({**base, "metric": "train_tokens", "axis": "", "unit": "tokens", "haystack": "",
+                        "value": float(tr["steps"] * tr["batch_size"] * tr["seq_len"]), "extrapolated": False})
         if train_len:
             out.append({**base, "metric": "train_seq_len", "axis": "", "value": float(train_len), "unit": "tokens",
                         "haystack": "", "extrapolated": False})
