@@ -76,8 +76,9 @@ def test_tiny_config_expands_to_the_planned_runs():
     cfg = resolve_config(read_scale_file("workflows/config/tiny.yaml"), source="tiny")
     runs = pipeline_runs(cfg)
     # 17 variants, 4 replicas of each core run (5 seeds), 1 of Figure 6's T = 2 and T = 5, 2 learning rates x 4
-    # core runs, and Table 4's retrieval run of each core run
-    assert len(runs) == 17 + 4 * 4 + 2 + 8 + 4
+    # core runs, Table 4's retrieval run of each core run and 2 seed replicas of YOCO's and YOCO-U's
+    assert len(runs) == 17 + 4 * 4 + 2 + 8 + 4 + 2 * 2
+    assert all(len(replicas(cfg, r)) == cfg["niah_train"]["seeds"].get(r[:-len("_niah")], 1) for r in niah_runs(cfg))
     assert niah_runs(cfg) == [f"{r}_niah" for r in cfg["core_variants"]] and set(niah_runs(cfg)) <= set(runs)
     f = cfg["niah_train"]["factor"]
     tr = cfg["variants"]["yocou_niah"]["train"]
@@ -108,3 +109,18 @@ def test_niah_train_runs_scale_the_schedule_and_set_the_needle_fraction():
         expand_runs(_cfg(niah_train={"runs": ["nope"], "factor": 2, "needle_fraction": 0.5}))
     a, b = resolve_run(c, "yoco"), resolve_run(c, "yoco_niah")
     assert a["model"] | {"name": "x"} == b["model"] | {"name": "x"} and b["train"]["steps"] == 4 * a["train"]["steps"]
+
+
+def test_niah_train_seeds_replicate_only_the_named_retrieval_runs():
+    c = expand_runs(_cfg(niah_train={"runs": ["yoco", "yocou"], "factor": 2, "needle_fraction": 0.5,
+                                     "seeds": {"yocou": 3}}))
+    assert replicas(c, "yocou_niah") == ["yocou_niah", "yocou_niah_seed1", "yocou_niah_seed2"]
+    assert replicas(c, "yoco_niah") == ["yoco_niah"]
+    assert [seed_of(c, r) for r in replicas(c, "yocou_niah")] == [7, 8, 9]
+    # a replica is the retrieval run with only the seed changed: same steps and needle mix
+    base, rep = c["variants"]["yocou_niah"], c["variants"]["yocou_niah_seed2"]
+    assert rep == {**base, "train": {**base["train"], "seed": 9}}
+    assert {"yocou_niah_seed1", "yocou_niah_seed2"} <= set(pipeline_runs(c))
+    assert niah_runs(c) == ["yoco_niah", "yocou_niah"]  # base runs; replicas() adds the seeds
+    with pytest.raises(ConfigError, match=r"niah_train\.seeds: 't5' is not one of niah_train\.runs"):
+        expand_runs(_cfg(niah_train={"runs": ["yoco"], "factor": 2, "needle_fraction": 0.5, "seeds": {"t5": 2}}))

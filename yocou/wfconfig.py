@@ -279,10 +279,12 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
       ``crossover`` target, outside ``reproduce_all``), and its replicas ``<run>_x<factor>_seed<k>``.
     * ``niah_train: {runs, factor, needle_fraction}``: ``<run>_niah``, Table 4's retrieval run (a labelled
       substitute protocol): ``factor`` × the steps, warm-up and ``eval_every``, with ``train.needle_mix.fraction``
-      = ``needle_fraction``; one seed; part of ``reproduce_all``.
+      = ``needle_fraction``; part of ``reproduce_all``. ``niah_train.seeds: {run: n}`` gives ``<run>_niah`` the
+      replicas ``<run>_niah_seed<k>``, k = 1 .. n-1, ``train.seed = seed + k`` (else one seed).
 
     Raises:
-        ConfigError: a derived name is already a variant with another definition, or a run named is no variant.
+        ConfigError: a derived name is already a variant with another definition, a run named is no variant, or
+            ``niah_train.seeds`` names a run that ``niah_train.runs`` does not.
     """
     V = config["variants"]
     base_seed, base_lr = int(config.get("seed", 0)), float(config["train"]["lr"]) if "lr" in config["train"] else None
@@ -320,6 +322,11 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
     for run in nt.get("runs", []):
         spec = need(run, "niah_train.runs")
         new[f"{run}_niah"] = _derived(spec, _niah_train(config, spec, nt))
+    for run, n in (nt.get("seeds") or {}).items():
+        if run not in nt.get("runs", []):
+            raise ConfigError(f"{source}: niah_train.seeds: {run!r} is not one of niah_train.runs ({nt.get('runs')})")
+        for k in range(1, int(n)):
+            new[f"{run}_niah_seed{k}"] = _derived(new[f"{run}_niah"], {"seed": base_seed + k})
     for name, spec in new.items():
         if name in V and V[name] != spec:
             raise ConfigError(f"{source}: variants.{name}: the name of a run derived by seeds/lr_sensitivity/"
@@ -358,7 +365,8 @@ def lr_runs(config: Mapping) -> dict[str, dict[float, str]]:
 
 
 def niah_runs(config: Mapping) -> list[str]:
-    """The runs Table 4 evaluates: ``<run>_niah`` of ``niah_train`` when configured, else ``core_variants``."""
+    """The runs Table 4 evaluates: ``<run>_niah`` of ``niah_train`` when configured, else ``core_variants`` (base
+    runs only; :func:`replicas` gives each one's seed replicas)."""
     nt = config.get("niah_train") or {}
     return [f"{r}_niah" for r in nt["runs"]] if nt.get("runs") else list(config["core_variants"])
 

@@ -82,12 +82,15 @@ from yocou.wfconfig import niah_runs as _niah_runs
 
 _NIAH_OWN = set(_niah_runs(config))
 TABLE4_RUNS = [f"{v}_niah" if f"{v}_niah" in _NIAH_OWN else v for v in CORE]
+# ... and each one's seed replicas (niah_train.seeds: <run>_niah_seed<k>; Table 4's verdicts take their interval
+# across seeds where a role has 2 or more)
+TABLE4_ALL = [x for r in TABLE4_RUNS for x in replicas(config, r)]
 
 
 rule summarize_table4:
     input:
-        niah=expand(f"{RES}/niah/{{variant}}.json", variant=TABLE4_RUNS),
-        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=TABLE4_RUNS),
+        niah=expand(f"{RES}/niah/{{variant}}.json", variant=TABLE4_ALL),
+        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=TABLE4_ALL),
         code=[f"{PKG}/summarize/niah.py", f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/readers.py",
               f"{PKG}/reported/table04.csv"],
     output:
@@ -100,6 +103,8 @@ rule summarize_table4:
     params:
         core=CORE,
         runs=TABLE4_RUNS,
+        replicas={r: replicas(config, r) for r in TABLE4_RUNS},
+        all_runs=TABLE4_ALL,
         niah=config["eval"]["niah"],
         scale=SCALE,
     conda: CONDA_ENV

@@ -7,8 +7,10 @@ from yocou.tidy import study_roles, write_tidy
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 with open(sm.log[0], "w") as log, redirect_stdout(log), redirect_stderr(log):
     # Table 4's run of each core run: itself, or its <run>_niah retrieval run (niah_train, workflows/rules/longctx.smk)
+    # and its seed replicas (niah_train.seeds), one role
     own = dict(zip(sm.params.core, sm.params.runs))
-    roles = {role: own.get(run, run) for role, run in study_roles(sm.config, "core").items()}
-    df = summarize_table4(dict(zip(sm.params.runs, sm.input.niah)), roles, dict(zip(sm.params.runs, sm.input.rc)))
-    write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "core": sm.params.core, "runs": sm.params.runs,
+    roles = {role: list(sm.params.replicas[own.get(run, run)]) for role, run in study_roles(sm.config, "core").items()}
+    runs = list(sm.params.all_runs)
+    df = summarize_table4(dict(zip(runs, sm.input.niah)), roles, dict(zip(runs, sm.input.rc)))
+    write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "core": sm.params.core, "runs": runs,
                                           "niah": dict(sm.params.niah)}, inputs=[*sm.input.niah, *sm.input.rc])

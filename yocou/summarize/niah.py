@@ -83,7 +83,8 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
 
     Args:
         niah: ``{run: niah result JSON}`` (validated by :func:`yocou.readers.read_niah`).
-        roles: ``{role: run}`` of the core roles.
+        roles: ``{role: run}`` or ``{role: [run, its seed replicas ...]}`` of the core roles (one set of rows
+            per run, told apart by ``seed``).
         run_configs: ``{run: run_config.json}`` for the seed column.
 
     Raises:
@@ -93,6 +94,7 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
 
     paper = load_table(4)
     out: list[dict[str, Any]] = []
+    paper_done: set[str] = set()  # the paper's row once per role, however many seed replicas it has
     for run, role in role_of(roles).items():
         if run not in niah:
             raise ValueError(f"table4: no needle-in-a-haystack result for run {run!r} (role {role!r})")
@@ -159,7 +161,8 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
         if train_len:
             out.append({**base, "metric": "train_seq_len", "axis": "", "value": float(train_len), "unit": "tokens",
                         "haystack": "", "extrapolated": False})
-        prow = paper_row("table4", role)
+        prow = paper_row("table4", role) if role not in paper_done else None
+        paper_done.add(role)
         pv = paper[(paper["model"] == prow) & paper["column"].isin(list(NIAH_TASKS.values()))]["value"]
         if prow and len(pv):
             out.append({"study": "table4", "run": "paper", "role": role, "seed": NO_SEED,
