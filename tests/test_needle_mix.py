@@ -328,3 +328,56 @@ def test_table4_decides_choice_accuracy_against_chance_per_model_and_length(tmp_
     md = (tmp_path / "table4.md").read_text()
     assert "choice acc (ours, graded; not the paper's metric)" in md and "Chance 0.50" in md
     assert "YOCO = yoco_niah" in md
+
+
+def test_table4_takes_seed_replicas_as_one_models_seeds_with_a_t_interval(tmp_path: Path, monkeypatch) -> None:
+    """niah_train.seeds: three training seeds of YOCO that retrieve (36, 34, 38 of 40 prompts up to the training
+    length) are above chance across seeds and three of YOCO-U at 20, 18, 22 are not; the mean and 95% t interval
+    are computed here with scipy; one-seed models say so; the paper's row is written once per model."""
+    import json
+
+    import pandas as pd
+    from scipy import stats
+
+    from yocou.longctx.niah import summarise
+    from yocou.render import table4
+    from yocou.summarize.niah import summarize_table4
+    from yocou.tidy import write_tidy
+
+    k_in = {"yoco": [36, 34, 38], "yocou": [20, 18, 22], "transformer": [20], "rins": [21]}
+    roles, niah, rcs = {}, {}, {}
+    for v, ks in k_in.items():
+        roles[v] = [f"{v}_niah"] + [f"{v}_niah_seed{s}" for s in range(1, len(ks))]
+        for seed, (run, k) in enumerate(zip(roles[v], ks)):
+            recs = [{"task": t, "length": length, "depth": 50.0, "sample": i, "correct": 0, "logp_value": -1.0,
+                     "logp_distractor": -2.0 if right else 0.0, "logp_choices": [-2.0 if right else 0.0],
+                     "n_choices": 2, "choice_correct": int(right)}
+                    for length in (64, 128) for j, t in enumerate(("s_niah_1", "s_niah_2")) for i in range(20)
+                    for right in [(j * 20 + i < k) if length == 64 else (i % 2 == 0)]]
+            niah[run] = tmp_path / f"{run}.json"
+            niah[run].write_text(json.dumps({"train_seq_len": 64, "book": "b", "records": recs,
+                                             "cells": summarise(recs)}))
+            rcs[run] = tmp_path / run / "run_config.json"
+            rcs[run].parent.mkdir()
+            rcs[run].write_text(json.dumps({"variant": run, "model": C.preset(f"{v}-smoke").to_dict(),
+                                            "train": {"seed": seed, "needle_mix": {"fraction": 0.5}}}))
+    df = summarize_table4(niah, roles, rcs)
+    assert len(df[df["metric"] == "paper.all_tasks.acc"]) == 4
+    assert sorted(df[(df["role"] == "yoco") & (df["metric"] == "in_train_len.choice_acc")]["seed"]) == [0, 1, 2]
+    write_tidy(df, tmp_path / "tidy/table4")
+    monkeypatch.setattr(table4, "save_figure", lambda fig, *a, **k: None)
+    table4.render(tmp_path / "tidy/table4.csv", tmp_path / "table4.csv", tmp_path / "h.png", scale="t", seed=0)
+    top = pd.read_csv(tmp_path / "table4.csv").set_index("variant")
+    assert len(top) == 8 and top.loc["yoco_niah_seed2", "model"] == "YOCO (seed 2)"
+    assert top.loc["yoco_niah_seed1", "choice acc ≤ train len [95% CI]"].startswith("0.85 [")
+    sd = pd.read_csv(tmp_path / "table4_seeds.csv").set_index("model")
+    for v, name in (("yoco", "YOCO"), ("yocou", "YOCO-U")):
+        x = np.array(k_in[v]) / 40
+        half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / np.sqrt(3)
+        assert sd.loc[name, "mean ≤ train len"] == pytest.approx(x.mean())
+        assert sd.loc[name, "95% t CI ≤ train len"] == f"[{x.mean() - half:.2f}, {x.mean() + half:.2f}]"
+        assert sd.loc[name, "choice acc ≤ train len by seed"] == " ".join(f"{y:.2f}" for y in x)
+    assert sd.loc["YOCO", "above chance across seeds (≤ train len)"] == "yes"
+    assert sd.loc["YOCO-U", "above chance across seeds (≤ train len)"] == "no"
+    assert sd.loc["Transformer", "above chance across seeds (≤ train len)"] == "one seed"
+    assert "training seeds: YOCO 3, YOCO-U 3, Transformer 1, RINS 1" in (tmp_path / "table4.md").read_text()

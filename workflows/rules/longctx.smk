@@ -121,6 +121,7 @@ rule table4:
         md=in_report(f"{RES}/table4.md", "table4"),
         cells=f"{RES}/table4_cells.csv",
         by_length=in_report(f"{RES}/table4_by_length.md", "table4"),
+        seeds=in_report(f"{RES}/table4_seeds.md", "table4"),
         png=in_report(f"{FIG}/niah_heatmap.png", "table4"),
         pdf=f"{FIG}/niah_heatmap.pdf",
     log:

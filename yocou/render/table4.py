@@ -2,9 +2,11 @@
 length-by-depth heatmap per model.
 
 Input: the tidy ``table4`` table (:func:`yocou.summarize.niah.summarize_table4`).
-Outputs: ``<out>.{csv,md,json}`` (per model and task: accuracy, multiple-choice accuracy with its 95% Wilson
+Outputs: ``<out>.{csv,md,json}`` (per run, that is per model and training seed, and task: accuracy, multiple-choice accuracy with its 95% Wilson
 interval beside the chance level, teacher-forced log-probability of the value, its gain over a distractor),
-``<out>_by_length.{csv,md,json}`` (per model and length, both tasks: where each model fails),
+``<out>_by_length.{csv,md,json}`` (per run and length, both tasks: where each model fails),
+``<out>_seeds.{csv,md,json}`` (per model: the two-choice accuracy of each training seed, their mean and its 95%
+t interval across seeds beside chance),
 ``<out>_cells.{csv,md,json}`` (per model, task, length, depth) and the heatmap figure ``<fig>.{png,pdf}``. Paper values: :func:`yocou.reported.load_table` (4). The renderer only
 selects, pivots and formats.
 """
@@ -16,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..audit.decision import above_chance
+from ..audit.decision import above_chance, t_interval
 from ..names import NIAH_TASKS, label, paper_row
 from ..reported import load_table
 from ..tidy import one, read_tidy
@@ -30,10 +32,20 @@ def _ci(r: pd.Series | dict, chance: float) -> tuple[str, bool]:
     return f"{a['acc']:.2f} [{a['lo']:.2f}, {a['hi']:.2f}]", bool(a["above"])
 
 
-def chance_of(t4: pd.DataFrame, role: str) -> float | None:
-    """The multiple choice's chance level of ``role`` (tidy ``choice_chance``), or None without it."""
-    r = one(t4[t4["run"] != "paper"], role=role, metric="choice_chance", axis="")
+def chance_of(t4: pd.DataFrame, run: str) -> float | None:
+    """The multiple choice's chance level of ``run`` (tidy ``choice_chance``), or None without it."""
+    r = one(t4[t4["run"] != "paper"], run=run, metric="choice_chance", axis="")
     return None if r is None else float(r["value"])
+
+
+def runs_of(t4: pd.DataFrame) -> dict[str, tuple[str, int, str]]:
+    """``{run: (role, seed, model label)}`` of the measured runs in table order; the label names the seed where the
+    role has several (seed replicas, ``niah_train.seeds``)."""
+    ours = t4[t4["run"] != "paper"]
+    first = ours.drop_duplicates("run")
+    n = first.groupby("role")["run"].nunique()
+    return {str(r.run): (str(r.role), int(r.seed), label(r.role) + (f" (seed {int(r.seed)})" if n[r.role] > 1 else ""))
+            for r in first.itertuples()}
 
 
 def by_length(t4: pd.DataFrame) -> pd.DataFrame:
@@ -41,18 +53,18 @@ def by_length(t4: pd.DataFrame) -> pd.DataFrame:
     Wilson interval and whether it is above chance (where each model fails); empty without the multiple choice."""
     ours = t4[(t4["run"] != "paper") & (t4["axis"] == "seq_len") & (t4["axis2"] == "")]
     rows = []
-    for v in dict.fromkeys(ours["role"]):
-        chance = chance_of(t4, v)
+    for run, (_, _, name) in runs_of(t4).items():
+        chance = chance_of(t4, run)
         if chance is None:
             continue
-        g = ours[ours["role"] == v]
+        g = ours[ours["run"] == run]
         for length, gl in g.groupby("axis_value", sort=True):
             ch = gl[gl["metric"].str.endswith(".choice_acc")]
             ex = gl[gl["metric"].str.endswith(".acc")]
             n = int(ch["n"].sum())
             k = int(round(float((ch["value"] * ch["n"]).sum())))
             a = above_chance(k, n, chance)
-            rows.append({"model": label(v), "variant": str(g["run"].iloc[0]), "length": int(length), "n": n,
+            rows.append({"model": name, "variant": run, "length": int(length), "n": n,
                          "acc": float((ex["value"] * ex["n"]).sum() / ex["n"].sum()),
                          "choice acc": a["acc"], "choice 95% CI": f"[{a['lo']:.2f}, {a['hi']:.2f}]",
                          "chance": chance, "p (> chance)": a["p_value"],
@@ -68,13 +80,11 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     ours = t4[t4["run"] != "paper"]
     top = ours[ours["axis"] == ""]
     rows, cells = [], []
-    for v in dict.fromkeys(ours["role"]):
-        run = str(ours[ours["role"] == v]["run"].iloc[0])
-        row = {"model": label(v), "variant": run}
+    for run, (v, seed, name) in runs_of(t4).items():
+        row = {"model": name, "variant": run, "seed": seed}
 
         def val(metric: str, frame: pd.DataFrame = top, **eq):
-            r = one(frame, role=v, metric=metric, **eq)
-            return None if r is None else r
+            return one(frame, run=run, metric=metric, **eq)
 
         for task, t in NIAH_TASKS.items():
             acc = val(f"{task}.acc")
@@ -82,7 +92,7 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                 continue
             row[f"{t} acc"] = acc["value"]
             row[f"{t} acc (paper)"] = paper.get((paper_row("table4", v) or label(v), t), np.nan)
-            ch, chance = val(f"{task}.choice_acc"), chance_of(t4, v)
+            ch, chance = val(f"{task}.choice_acc"), chance_of(t4, run)
             if ch is not None and chance is not None:
                 row[f"{t} choice acc [95% CI]"] = _ci(ch, chance)[0]
             row[f"{t} logp value"] = val(f"{task}.logp_value")["value"]
@@ -91,7 +101,7 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         row["mean acc"] = val("all_tasks.acc")["value"]
         pm = one(t4, run="paper", role=v, metric="paper.all_tasks.acc")
         row["mean acc (paper)"] = np.nan if pm is None else pm["value"]
-        inside, chance = val("in_train_len.choice_acc"), chance_of(t4, v)
+        inside, chance = val("in_train_len.choice_acc"), chance_of(t4, run)
         if inside is not None and chance is not None:
             text, above = _ci(inside, chance)
             row["choice acc ≤ train len [95% CI]"] = text
@@ -101,7 +111,7 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         if tok is not None:
             row["train tokens (M)"] = tok["value"] / 1e6
         rows.append(row)
-        g = ours[(ours["role"] == v) & (ours["axis2"] == "depth")]
+        g = ours[(ours["run"] == run) & (ours["axis2"] == "depth")]
         for task, t in NIAH_TASKS.items():
             gt = g[g["metric"].str.startswith(f"{task}.")]
             if gt.empty:
@@ -109,7 +119,7 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
             w = gt.pivot_table(index=["axis_value", "axis2_value"], columns="metric", values="value", sort=True)
             n = gt[gt["metric"] == f"{task}.acc"].set_index(["axis_value", "axis2_value"])
             for (length, depth), c in w.iterrows():
-                cells.append({"model": label(v), "variant": run, "task": t, "length": int(length),
+                cells.append({"model": name, "variant": run, "task": t, "length": int(length),
                               "depth": round(depth * 100.0, 6), "n": int(n.loc[(length, depth), "n"]),
                               "acc": c[f"{task}.acc"],
                               "choice_acc": c[f"{task}.choice_acc"] if f"{task}.choice_acc" in c else np.nan,
@@ -117,6 +127,37 @@ def build(t4: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
                               "logp_distractor": c[f"{task}.logp_distractor"], "gain": c[f"{task}.gain"],
                               "extrapolated": bool(n.loc[(length, depth), "extrapolated"])})
     return pd.DataFrame(rows), pd.DataFrame(cells)
+
+
+def across_seeds(t4: pd.DataFrame) -> pd.DataFrame:
+    """Per model (role): the two-choice accuracy up to the training length and over every length of each training
+    seed, their mean and its 95% Student-t interval across seeds (df = seeds − 1; :func:`yocou.audit.decision.
+    t_interval`), and whether the interval lies above chance ("one seed" without an interval); empty without the
+    multiple choice. The prompts are the same for every seed, so the spread is that of training alone."""
+    rows = []
+    runs = runs_of(t4)
+    for role in dict.fromkeys(r[0] for r in runs.values()):
+        mine = [run for run, r in runs.items() if r[0] == role]
+        chance = chance_of(t4, mine[0])
+        if chance is None:
+            continue
+        row: dict = {"model": label(role), "runs": " ".join(mine), "n seeds": len(mine),
+                     "seeds": " ".join(str(runs[r][1]) for r in mine), "chance": chance}
+        for metric, what in (("in_train_len.choice_acc", "≤ train len"), ("all_tasks.choice_acc", "all lengths")):
+            v = pd.Series({runs[r][1]: float(one(t4, run=r, metric=metric, axis="")["value"]) for r in mine
+                           if one(t4, run=r, metric=metric, axis="") is not None}, dtype=float)
+            if v.empty:
+                continue
+            ci = t_interval(float(v.mean()), [(role, metric, v, 1.0)])
+            row[f"choice acc {what} by seed"] = " ".join(f"{x:.2f}" for x in v)
+            row[f"mean {what}"] = float(v.mean())
+            row[f"sd {what}"] = float(v.std(ddof=1)) if len(v) > 1 else np.nan
+            row[f"95% t CI {what}"] = "" if ci is None else f"[{ci['lo']:.2f}, {ci['hi']:.2f}]"
+            row[f"above chance across seeds ({what})"] = ("one seed" if ci is None else
+                                                          "yes" if ci["lo"] > chance else
+                                                          "below" if ci["hi"] < chance else "no")
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def heatmap(cells: pd.DataFrame, title: str, chance: float | None = None):
@@ -212,9 +253,12 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         f"the held-out book {books.iloc[0] if len(books) else '?'} (never trained on) excerpted at a seeded offset; RULER's Paul Graham essays are not available offline.",
     ]
     tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
-    if tok:
-        context.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
-                       + f", trained on {'/'.join(f'{t:.3g}' for t in tok)}M tokens each (one seed).")
+    n_seeds = df.groupby(df["variant"].map(lambda r: runs_of(t4)[r][0]), sort=False)["variant"].count()
+    seeds_text = ("one seed each" if n_seeds.max() == 1 else
+                  "training seeds: " + ", ".join(f"{label(r)} {n}" for r, n in n_seeds.items()))
+    context.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
+                   + (f", trained on {'/'.join(f'{t:.3g}' for t in tok)}M tokens each" if tok else "")
+                   + f" ({seeds_text}).")
     if protocol_note:
         context.insert(0, protocol_note)
     acc_note = ("acc: the 7-digit value appears in the greedy continuation (12 tokens, cached early-exit prefill and "
@@ -222,7 +266,7 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
                 "summed over its tokens; uniform digits would give 7·ln 10 = −16.1); gain: the same minus that of a "
                 "seeded distractor number that is not in the prompt (> 0: the model uses the needle).")
     choice_note = []
-    chances = sorted({c for c in (chance_of(t4, r) for r in dict.fromkeys(t4["role"])) if c is not None})
+    chances = sorted({c for c in (chance_of(t4, r) for r in runs_of(t4)) if c is not None})
     if chances:
         k = round(1 / chances[0])
         inside = "; ".join(f"{r['model']} {r['choice acc ≤ train len [95% CI]']} ({'above' if r['above chance ≤ train len'] == 'yes' else 'not above'} chance)"
@@ -236,6 +280,15 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
                        f"{train_len}: {inside or 'none evaluated'}. By length: table4_by_length.md."]
     write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})",
                 notes=context + [acc_note] + choice_note + [f"Measured: {summary}."], config=cfg)
+    seeds = across_seeds(t4)
+    write_table(seeds, str(out) + "_seeds", config=cfg,
+                title=f"Table 4 across training seeds: two-choice accuracy ({scale} scale, CPU{title_tag})",
+                notes=context + choice_note + (
+                    ["Each seed is one training run of the model, scored on the same prompts; mean and 95% "
+                     "Student-t interval across seeds (df = seeds − 1). 'yes': the interval lies above chance; "
+                     "'below': below it; 'no': it contains chance; 'one seed': no interval. The per-seed rows are "
+                     "in table4.md."] if not seeds.empty else
+                    ["No multiple-choice records in these results (rerun the niah rule)."]))
     write_table(cells, str(out) + "_cells", title=f"Table 4 cells: S-NIAH per length and depth ({scale}{title_tag})",
                 notes=context, config=cfg)
     bl = by_length(t4)
