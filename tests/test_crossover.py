@@ -80,4 +80,49 @@ def test_render_draws_and_writes_the_gap_table(tmp_path):
     v = render(tmp_path / "tidy" / "crossover.csv", out=tmp_path / "c.png", data=tmp_path / "c.csv", scale="t")
     assert (tmp_path / "c.png").stat().st_size > 1000 and (tmp_path / "c.pdf").is_file()
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
-    assert [r["gap"] for r in rows] == pytest.approx([0.305, -0.105]) and v["last"]["gap"] == pytest.approx(-0.105)
+    # both splits (code is book - 1 on both sides: the same gaps); no ppl results, so no final rows
+    assert [r["gap"] for r in rows if r["split"] == "book"] == pytest.approx([0.305, -0.105])
+    assert [r["gap"] for r in rows if r["split"] == "code"] == pytest.approx([0.305, -0.105])
+    assert v["book"]["last"]["gap"] == pytest.approx(-0.105) and v["book"]["final"] is None
+
+
+def _ppl(tmp_path, name, book, code, n=131071):
+    p = tmp_path / f"{name}.ppl.json"
+    p.write_text(json.dumps({"splits": {
+        f"heldout_{k}": {"ppl": math.exp(v), "nll": v, "n_tokens": n, "seq_len": 256, "stderr_nats": 0.005,
+                         "bits_per_byte": v / math.log(2) / 2.4, "docs": [{"id": "d"}]}
+        for k, v in (("book", book), ("code", code))}}))
+    return p
+
+
+def test_final_models_on_the_whole_held_out_set_give_the_last_word(tmp_path):
+    """The final rows (rule ppl) at the run's final token count; their gap is paired by seed and computed here by
+    hand; the figure and table carry it beside the checkpoint verdict."""
+    from yocou.render.crossover import render
+    from yocou.summarize.crossover import final_gap
+    from yocou.tidy import write_tidy
+
+    yoco = [_run(tmp_path, f"y{s}", s, [6.0, 5.5]) for s in range(3)]
+    new = [_run(tmp_path, f"u{s}", s, [6.2, 5.6]) for s in range(3)]
+    fy, fu = [5.00, 5.02, 4.98], [5.05, 5.09, 5.04]
+    ppl = {f"y{s}": _ppl(tmp_path, f"y{s}", fy[s], fy[s] - 2) for s in range(3)}
+    ppl |= {f"u{s}": _ppl(tmp_path, f"u{s}", fu[s], fu[s] - 2) for s in range(3)}
+    df = summarize_crossover({"yoco": yoco, "yocou": new}, ppl)
+    full = df[df["metric"] == "heldout_full.book"]
+    assert len(full) == 6 and set(full["axis_value"]) == {3000.0} and set(full["n"]) == {131071.0}
+    assert set(df[df["metric"] == "heldout_full_bpb.code"]["unit"]) == {"bits/byte"}
+    d = np.array(fu) - np.array(fy)
+    h = stats.t.ppf(0.975, 2) * d.std(ddof=1) / math.sqrt(3)
+    f = final_gap(df, "book")
+    assert (f["gap"], f["low"], f["high"]) == (pytest.approx(d.mean()), pytest.approx(d.mean() - h),
+                                               pytest.approx(d.mean() + h))
+    assert f["tokens"] == 3000.0 and f["n_tokens"] == 131071 and "paired" in f["method"]
+    write_tidy(df, tmp_path / "tidy" / "crossover")
+    v = render(tmp_path / "tidy" / "crossover.csv", out=tmp_path / "c.png", data=tmp_path / "c.csv", scale="t",
+               budget_tokens=1500)
+    assert v["code"]["final"]["gap"] == pytest.approx(d.mean())
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    fin = [r for r in rows if r["checkpoint"] == "final, whole held-out set"]
+    assert [r["split"] for r in fin] == ["book", "code"] and fin[0]["gap"] == pytest.approx(d.mean())
+    md = (tmp_path / "c.md").read_text()
+    assert "final models on the whole held-out set (131,071 tokens)" in md and "core runs' budget (1.5e+03" in md

@@ -114,6 +114,9 @@ rule summarize_crossover:
     input:
         metrics=lambda w: crossover_files("metrics.jsonl"),
         summaries=lambda w: crossover_files("summary.json"),
+        # the final models on the whole held-out set of each split (rule ppl)
+        ppl=lambda w: [f"{RES}/ppl/{os.path.basename(os.path.dirname(p))}.json" for p in crossover_files("summary.json")],
+        code=[f"{PKG}/summarize/crossover.py", f"{PKG}/readers.py"],
     output:
         csv=f"{RES}/tidy/crossover.csv",
         json=f"{RES}/tidy/crossover.json",
@@ -146,6 +149,7 @@ rule crossover:
         bench("crossover")
     params:
         scale=SCALE,
+        budget_tokens=config["train"]["steps"] * config["train"]["batch_size"] * config["train"]["seq_len"],
     conda: CONDA_ENV
     script:
         "../scripts/crossover.py"

@@ -1,5 +1,6 @@
 """Rules summarize_crossover and crossover: the crossover runs' held-out checkpoints -> results/<scale>/tidy/
 crossover.{csv,json} (yocou.summarize.crossover), then the figure and the gap table (yocou.render.crossover)."""
+import os
 import sys
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
@@ -9,12 +10,14 @@ if sm.rule == "summarize_crossover":
     from yocou.tidy import write_tidy
 
     runs = {role: [f"{sm.params.run_root}/{r}" for r in rs] for role, rs in sm.params.runs.items()}
-    df = summarize_crossover(runs)
+    ppl = {os.path.basename(p).removesuffix(".json"): p for p in sm.input.ppl}
+    df = summarize_crossover(runs, ppl)
     write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "crossover": sm.params.runs},
-               inputs=list(sm.input))
+               inputs=[*sm.input.metrics, *sm.input.summaries, *sm.input.ppl])
     print(f"crossover: {len(df)} tidy rows -> {sm.output.csv}")
 else:
     from yocou.render.crossover import render
 
-    v = render(sm.input.tidy, out=sm.output.png, data=sm.output.data, scale=sm.params.scale)
+    v = render(sm.input.tidy, out=sm.output.png, data=sm.output.data, scale=sm.params.scale,
+               budget_tokens=sm.params.budget_tokens)
     print(f"crossover: {v}")

@@ -9,16 +9,19 @@ from pathlib import Path
 import pandas as pd
 
 from ..names import COLORS, label
-from ..summarize.crossover import crossover_verdict, gap_by_tokens
+from ..summarize.crossover import crossover_verdict, final_gap, gap_by_tokens
 from ..tidy import read_tidy
 from .common import save_figure, stem_of, write_table
 
 __all__ = ["render"]
 
 
-def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = "", split: str = "book") -> dict:
-    """Draw ``out`` (png + pdf) and write ``data`` (csv/md/json: the gap per checkpoint and the verdict) from the
-    tidy crossover table; returns the verdict (:func:`yocou.summarize.crossover.crossover_verdict`).
+def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = "",
+           splits: tuple[str, ...] = ("book", "code"), budget_tokens: float | None = None) -> dict:
+    """Draw ``out`` (png + pdf; one row of panels per held-out split) and write ``data`` (csv/md/json: the gap per
+    checkpoint and split, the final models' gap on the whole held-out set, the verdicts) from the tidy crossover
+    table; ``budget_tokens``: the core runs' budget, marked on the token axis. Returns ``{split: verdict}``
+    (:func:`yocou.summarize.crossover.crossover_verdict`, with ``final``: :func:`final_gap` or None).
 
     Raises:
         ValueError: the table has no checkpoint that both roles reached (the message names the file).
@@ -29,44 +32,75 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = 
     import matplotlib.pyplot as plt
 
     t = read_tidy(tidy)
-    metric = f"heldout_loss.{split}"
-    g = gap_by_tokens(t, metric)
-    if g.empty:
-        raise ValueError(f"{tidy}: no checkpoint with both yoco and yocou rows of {metric}")
-    verdict = crossover_verdict(g)
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    for role in ("yoco", "yocou"):
-        c = t[(t["role"] == role) & (t["metric"] == metric)].groupby("axis_value")["value"]
-        m, lo, hi, n = c.mean(), c.min(), c.max(), int(t[t["role"] == role]["seed"].nunique())
-        axes[0].plot(m.index, m.values, color=COLORS.get(role), lw=1.6, label=f"{label(role)} (mean of {n} seeds)")
-        axes[0].fill_between(m.index, lo.values, hi.values, color=COLORS.get(role), alpha=0.2, lw=0)
-    axes[0].set_xscale("log")
-    axes[0].set_xlabel("Training tokens")
-    axes[0].set_ylabel(f"Held-out loss (nats/token), {split}")
-    axes[0].legend(frameon=False, fontsize=8, title="band: min-max over seeds", title_fontsize=8)
-    axes[1].axhline(0, color="black", lw=0.8)
-    axes[1].plot(g["tokens"], g["gap"], color=COLORS.get("yocou"), marker=".", lw=1.4, label="YOCO-U - YOCO")
-    axes[1].fill_between(g["tokens"], g["low"].clip(lower=-10), g["high"].clip(upper=10), color=COLORS.get("yocou"),
+    splits = tuple(sp for sp in splits if (t["metric"] == f"heldout_loss.{sp}").any())
+    gaps = {sp: gap_by_tokens(t, f"heldout_loss.{sp}") for sp in splits}
+    if not splits or any(g.empty for g in gaps.values()):
+        raise ValueError(f"{tidy}: no checkpoint with both yoco and yocou rows of heldout_loss.<split>")
+    verdicts = {sp: {**crossover_verdict(g), "final": final_gap(t, sp)} for sp, g in gaps.items()}
+    fig, axes = plt.subplots(len(splits), 2, figsize=(11, 3.6 * len(splits)), squeeze=False)
+    for row, sp in enumerate(splits):
+        ax0, ax1 = axes[row]
+        metric, g, v = f"heldout_loss.{sp}", gaps[sp], verdicts[sp]
+        for role in ("yoco", "yocou"):
+            c = t[(t["role"] == role) & (t["metric"] == metric)].groupby("axis_value")["value"]
+            m, lo, hi, n = c.mean(), c.min(), c.max(), int(t[t["role"] == role]["seed"].nunique())
+            ax0.plot(m.index, m.values, color=COLORS.get(role), lw=1.6, label=f"{label(role)} (mean of {n} seeds)")
+            ax0.fill_between(m.index, lo.values, hi.values, color=COLORS.get(role), alpha=0.2, lw=0)
+            full = t[(t["role"] == role) & (t["metric"] == f"heldout_full.{sp}")].groupby("axis_value")["value"]
+            if len(full):
+                ax0.errorbar(full.mean().index, full.mean().values,
+                             yerr=[full.mean().values - full.min().values, full.max().values - full.mean().values],
+                             color=COLORS.get(role), marker="D", ms=4, lw=0, elinewidth=1, capsize=2,
+                             label=f"{label(role)}, final model, whole held-out set")
+        ax0.set_ylabel(f"Held-out loss (nats/token), {sp}")
+        ax0.legend(frameon=False, fontsize=7, title="band / bars: min-max over seeds", title_fontsize=7)
+        ax1.axhline(0, color="black", lw=0.8)
+        ax1.plot(g["tokens"], g["gap"], color=COLORS.get("yocou"), marker=".", lw=1.4, label="YOCO-U - YOCO")
+        ax1.fill_between(g["tokens"], g["low"].clip(lower=-10), g["high"].clip(upper=10), color=COLORS.get("yocou"),
                          alpha=0.2, lw=0, label="95% interval across seeds")
-    axes[1].set_xscale("log")
-    axes[1].set_xlabel("Training tokens")
-    axes[1].set_ylabel("Gap in held-out loss (nats/token)")
-    axes[1].legend(frameon=False, fontsize=8)
-    for ax in axes:
-        ax.grid(alpha=0.3)
-    fig.suptitle(f"Crossover (ours, {scale} scale, CPU): does YOCO-U's equal-steps gap close? {verdict['status']}",
-                 fontsize=10)
+        if v["final"]:
+            f = v["final"]
+            ax1.errorbar([f["tokens"]], [f["gap"]], yerr=[[f["gap"] - max(f["low"], -10)], [min(f["high"], 10) - f["gap"]]],
+                         color="black", marker="D", ms=4, capsize=3, lw=0, elinewidth=1,
+                         label=f"final models, whole held-out set ({f['n_tokens']:,} tokens)")
+        ax1.set_ylabel(f"Gap in held-out loss (nats/token), {sp}")
+        ax1.set_title(f"{sp}: {v['status']}", fontsize=9)
+        for ax in (ax0, ax1):
+            ax.set_xscale("log")
+            ax.grid(alpha=0.3)
+            if budget_tokens:
+                ax.axvline(budget_tokens, color="grey", ls=":", lw=1, label="core runs' budget")
+            if row == len(splits) - 1:
+                ax.set_xlabel("Training tokens")
+        ax1.legend(frameon=False, fontsize=7)
+    fig.suptitle(f"Crossover (ours, {scale} scale, CPU): does YOCO-U's equal-steps gap to YOCO close with more "
+                 f"tokens? " + ", ".join(f"{sp}: {verdicts[sp]['status']}" for sp in splits), fontsize=10)
     fig.tight_layout()
-    cfg = {"tidy": str(tidy), "scale": scale, "split": split}
+    cfg = {"tidy": str(tidy), "scale": scale, "splits": list(splits), "budget_tokens": budget_tokens}
     save_figure(fig, stem_of(out), config=cfg)
     plt.close(fig)
-    last = verdict["last"]
-    notes = [f"Gap = YOCO-U minus YOCO held-out loss on the first train.eval_tokens tokens of the held-out {split}; "
-             f"positive: YOCO-U worse. Interval: {last['method']}, 95%.",
-             f"Verdict: {verdict['status']}" + (f" from {verdict['at_tokens']:.3g} tokens" if verdict["at_tokens"]
-                                                 else "") +
-             f"; at {last['tokens']:.3g} tokens the gap is {last['gap']:+.3f} [{last['low']:+.3f}, {last['high']:+.3f}].",
-             "No published result answers this at small scale; the paper reports YOCO-U ahead at 1.3B+ (Figure 2)."]
-    write_table(pd.DataFrame(g), stem_of(data), title="Crossover: YOCO-U's held-out-loss gap to YOCO by tokens",
-                notes=notes, config=cfg | {"verdict": verdict})
-    return verdict
+    notes = ["Gap = YOCO-U minus YOCO held-out loss (nats/token); positive: YOCO-U worse. Checkpoints: the first "
+             "train.eval_tokens tokens of each held-out split, every train.eval_every steps; final: the final models "
+             "on the whole held-out split (rule ppl)."]
+    rows = []
+    for sp in splits:
+        v, last = verdicts[sp], verdicts[sp]["last"]
+        rows += [{"split": sp, "checkpoint": "held-out subset", **r} for r in gaps[sp].to_dict("records")]
+        text = (f"{sp}: {v['status']}" + (f" from {v['at_tokens']:.3g} tokens" if v["at_tokens"] else "")
+                + f"; at {last['tokens']:.3g} tokens the checkpoint gap is {last['gap']:+.3f} "
+                  f"[{last['low']:+.3f}, {last['high']:+.3f}] ({last['method']}, 95%)")
+        if v["final"]:
+            f = v["final"]
+            rows.append({"split": sp, "checkpoint": "final, whole held-out set", **{k: f[k] for k in gaps[sp].columns}})
+            side = "above 0" if f["low"] > 0 else "below 0" if f["high"] < 0 else "contains 0"
+            text += (f"; final models on the whole held-out set ({f['n_tokens']:,} tokens): {f['gap']:+.3f} "
+                     f"[{f['low']:+.3f}, {f['high']:+.3f}] ({f['method']}, 95%; the interval {side})")
+        notes.append(text + ".")
+    if budget_tokens:
+        notes.append(f"The core runs' budget ({budget_tokens:.3g} tokens) is the dotted line; the crossover runs are "
+                     "the same models trained longer (their own cosine schedule, so their curve at the budget is not "
+                     "the core runs' end point).")
+    notes.append("No published result answers this at small scale; the paper reports YOCO-U ahead at 1.3B+ (Figure 2).")
+    write_table(pd.DataFrame(rows), stem_of(data), title="Crossover: YOCO-U's held-out-loss gap to YOCO by tokens",
+                notes=notes, config=cfg | {"verdict": verdicts})
+    return verdicts

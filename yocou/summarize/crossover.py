@@ -5,7 +5,11 @@ the tiny budget with ``crossover.seeds`` seeds; each run logs its held-out loss 
 (``heldout_loss`` in ``metrics.jsonl``, nats per token on the first ``train.eval_tokens`` tokens of each held-out
 split). This module turns those rows into a tidy table (:func:`summarize_crossover`) and the gap between the two
 runs at each checkpoint with a 95% interval across seeds (:func:`gap_by_tokens`), and states what happened
-(:func:`crossover_verdict`). No published result answers this at small scale; the verdict is ours.
+(:func:`crossover_verdict`). The final models are also scored on the whole held-out set of each split by the
+``ppl`` rule (``results/<scale>/ppl/<run>.json``, at least 10^5 tokens at tiny): rows ``heldout_full.<split>``
+(nats/token) and ``heldout_full_bpb.<split>`` (bits per byte) at the run's final token count, whose gap
+(:func:`final_gap`) is the verdict's last word on ``split``. No published result answers this at small scale; the
+verdict is ours.
 
 Intervals: when both sides have the same seeds the gap is paired by seed (the same seed gives both runs the same
 data order): mean of the per-seed differences ± t(0.975, n-1) · sd / sqrt(n). Otherwise Welch's interval.
@@ -20,11 +24,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..readers import ResultFileError, read_jsonl
+from ..readers import ResultFileError, read_jsonl, read_ppl, read_summary
 from ..tidy import tidy_frame
 from . import run_seed
 
-__all__ = ["summarize_crossover", "gap_by_tokens", "crossover_verdict", "t_interval"]
+__all__ = ["summarize_crossover", "gap_by_tokens", "crossover_verdict", "final_gap", "t_interval"]
 
 
 def t_interval(a: Sequence[float], b: Sequence[float] | None = None, *, paired: bool = False,
@@ -60,22 +64,40 @@ def t_interval(a: Sequence[float], b: Sequence[float] | None = None, *, paired: 
     return m, lo, hi, how
 
 
-def summarize_crossover(runs: Mapping[str, Sequence[str | Path]]) -> pd.DataFrame:
-    """Tidy rows (study ``crossover``) of the held-out loss at every checkpoint of each run.
+def summarize_crossover(runs: Mapping[str, Sequence[str | Path]],
+                        ppl: Mapping[str, str | Path] | None = None) -> pd.DataFrame:
+    """Tidy rows (study ``crossover``) of the held-out loss at every checkpoint of each run, and of its final model
+    on the whole held-out set.
 
     Args:
         runs: role (``yoco``, ``yocou``) → the run folders of its seeds (each with ``metrics.jsonl`` and
             ``summary.json``).
+        ppl: run name (the folder's name) → its held-out perplexity result (:func:`yocou.readers.read_ppl`;
+            splits ``heldout_<split>``), for the final rows; a run without one has none.
 
     Returns:
-        rows ``metric = heldout_loss.<split>``, ``axis = tokens``, unit ``nats``, ``seed`` the run's seed.
+        rows ``metric = heldout_loss.<split>`` (checkpoints), ``heldout_full.<split>`` (nats/token, stderr over
+        windows, ``n`` = tokens) and ``heldout_full_bpb.<split>`` (bits/byte), ``axis = tokens``, ``seed`` the run's
+        seed.
 
     Raises:
-        ResultFileError: a run's metrics.jsonl has no ``heldout_loss`` row (trained without ``train.eval_every``).
+        ResultFileError: a run's metrics.jsonl has no ``heldout_loss`` row (trained without ``train.eval_every``),
+            or a result file is malformed (naming it).
     """
     rows: list[dict[str, Any]] = []
     for role, dirs in runs.items():
         for d in map(Path, dirs):
+            if ppl and d.name in ppl:
+                tokens = float(read_summary(d / "summary.json")["tokens"])
+                for split, r in read_ppl(ppl[d.name])["splits"].items():
+                    short = split.removeprefix("heldout_")
+                    base = {"study": "crossover", "run": d.name, "role": role, "seed": run_seed(d), "axis": "tokens",
+                            "axis_value": tokens, "n": float(r["n_tokens"])}
+                    rows.append({**base, "metric": f"heldout_full.{short}", "value": float(r["nll"]), "unit": "nats",
+                                 "stderr": float(r.get("stderr_nats", math.nan))})
+                    if isinstance(r.get("bits_per_byte"), (int, float)):
+                        rows.append({**base, "metric": f"heldout_full_bpb.{short}", "value": float(r["bits_per_byte"]),
+                                     "unit": "bits/byte"})
             seed, path = run_seed(d), d / "metrics.jsonl"
             evals = [r for _, r in read_jsonl(path, what="metrics log") if isinstance(r.get("heldout_loss"), Mapping)]
             if not evals:
@@ -105,6 +127,20 @@ def gap_by_tokens(df: pd.DataFrame, metric: str, a: str = "yocou", b: str = "yoc
         out.append({"tokens": float(tok), "gap": m, "low": lo, "high": hi, "method": how,
                     "n_a": len(sa), "n_b": len(sb)})
     return pd.DataFrame(out, columns=["tokens", "gap", "low", "high", "method", "n_a", "n_b"])
+
+
+def final_gap(df: pd.DataFrame, split: str, a: str = "yocou", b: str = "yoco") -> dict[str, Any] | None:
+    """The gap ``a - b`` of the final models on the whole held-out ``split`` (rows ``heldout_full.<split>``), at the
+    last token count both roles reached with every seed: ``{tokens, gap, low, high, method, n_a, n_b, n_tokens}``
+    (95%, paired by seed when both have the same seeds); None without such rows."""
+    g = gap_by_tokens(df, f"heldout_full.{split}", a, b)
+    if g.empty:
+        return None
+    r = g.sort_values("tokens").iloc[-1]
+    sub = df[(df["metric"] == f"heldout_full.{split}") & (df["axis_value"].astype(float) == float(r["tokens"]))]
+    return {"tokens": float(r["tokens"]), "gap": float(r["gap"]), "low": float(r["low"]), "high": float(r["high"]),
+            "method": str(r["method"]), "n_a": int(r["n_a"]), "n_b": int(r["n_b"]),
+            "n_tokens": int(sub["n"].min()) if "n" in sub and sub["n"].notna().all() else None}
 
 
 def crossover_verdict(gaps: pd.DataFrame) -> dict[str, Any]:
