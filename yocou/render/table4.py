@@ -253,7 +253,8 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         f"the held-out book {books.iloc[0] if len(books) else '?'} (never trained on) excerpted at a seeded offset; RULER's Paul Graham essays are not available offline.",
     ]
     tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
-    n_seeds = df.groupby(df["variant"].map(lambda r: runs_of(t4)[r][0]), sort=False)["variant"].count()
+    role = {run: r[0] for run, r in runs_of(t4).items()}
+    n_seeds = df.groupby(df["variant"].map(role), sort=False)["variant"].count()
     seeds_text = ("one seed each" if n_seeds.max() == 1 else
                   "training seeds: " + ", ".join(f"{label(r)} {n}" for r, n in n_seeds.items()))
     context.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
