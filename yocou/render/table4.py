@@ -282,7 +282,7 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
     write_table(df, out, title=f"Table 4: needle in a haystack ({scale} scale, CPU{title_tag})",
                 notes=context + [acc_note] + choice_note + [f"Measured: {summary}."], config=cfg)
     seeds = across_seeds(t4)
-    write_table(seeds, str(out) + "_seeds", config=cfg,
+    write_table(seeds, str(out) + "_seeds", config=cfg, floatfmt=".3f",
                 title=f"Table 4 across training seeds: two-choice accuracy ({scale} scale, CPU{title_tag})",
                 notes=context + choice_note + (
                     ["Each seed is one training run of the model, scored on the same prompts; mean and 95% "
