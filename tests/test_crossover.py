@@ -126,3 +126,24 @@ def test_final_models_on_the_whole_held_out_set_give_the_last_word(tmp_path):
     assert [r["split"] for r in fin] == ["book", "code"] and fin[0]["gap"] == pytest.approx(d.mean())
     md = (tmp_path / "c.md").read_text()
     assert "final models on the whole held-out set (131,071 tokens)" in md and "core runs' budget (1.5e+03" in md
+
+
+def test_a_gap_decided_at_the_budget_and_gone_at_the_end_is_closed(tmp_path):
+    """Reference = the checkpoint nearest the core budget (2000 tokens here: +0.2, seed noise +-0.01, so its
+    interval lies above 0); end = the final whole-held-out-set gap, which contains 0: closed, from the first
+    checkpoint whose interval (and every later one's) reaches 0. Without the reference (the first checkpoint,
+    gap ~0) the same data are undecided."""
+    from yocou.summarize.crossover import final_gap
+
+    yoco = [_run(tmp_path, f"y{s}", s, [6.0, 5.5, 5.0]) for s in range(3)]
+    e = [0.0, 0.01, -0.01]
+    new = [_run(tmp_path, f"u{s}", s, [6.0 + 3 * e[s], 5.7 + e[s], 5.0 + 3 * e[s]]) for s in range(3)]
+    ppl = {f"y{s}": _ppl(tmp_path, f"y{s}", 4.9, 3.0) for s in range(3)}
+    ppl |= {f"u{s}": _ppl(tmp_path, f"u{s}", 4.9 + 2 * e[s], 3.0) for s in range(3)}
+    df = summarize_crossover({"yoco": yoco, "yocou": new}, ppl)
+    g, fin = gap_by_tokens(df, "heldout_loss.book"), final_gap(df, "book")
+    assert fin["low"] < 0 < fin["high"]
+    v = crossover_verdict(g, ref_tokens=2100, final=fin)
+    assert v["status"] == "closed" and v["reference"]["tokens"] == 2000.0 and v["at_tokens"] == 3000.0
+    assert v["end"] == "final models, whole held-out set"
+    assert crossover_verdict(g, final=fin)["status"] == "undecided"

@@ -36,7 +36,9 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = 
     gaps = {sp: gap_by_tokens(t, f"heldout_loss.{sp}") for sp in splits}
     if not splits or any(g.empty for g in gaps.values()):
         raise ValueError(f"{tidy}: no checkpoint with both yoco and yocou rows of heldout_loss.<split>")
-    verdicts = {sp: {**crossover_verdict(g), "final": final_gap(t, sp)} for sp, g in gaps.items()}
+    finals = {sp: final_gap(t, sp) for sp in splits}
+    verdicts = {sp: {**crossover_verdict(g, ref_tokens=budget_tokens, final=finals[sp]), "final": finals[sp]}
+                for sp, g in gaps.items()}
     fig, axes = plt.subplots(len(splits), 2, figsize=(11, 3.6 * len(splits)), squeeze=False)
     for row, sp in enumerate(splits):
         ax0, ax1 = axes[row]
@@ -84,9 +86,14 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = 
              "on the whole held-out split (rule ppl)."]
     rows = []
     for sp in splits:
-        v, last = verdicts[sp], verdicts[sp]["last"]
+        v, last, ref = verdicts[sp], verdicts[sp]["last"], verdicts[sp]["reference"]
         rows += [{"split": sp, "checkpoint": "held-out subset", **r} for r in gaps[sp].to_dict("records")]
-        text = (f"{sp}: {v['status']}" + (f" from {v['at_tokens']:.3g} tokens" if v["at_tokens"] else "")
+        text = (f"{sp}: {v['status']} (judged at the {v['end']})"
+                + (f", every checkpoint's interval contains or lies below 0 from {v['at_tokens']:.3g} tokens"
+                   if v["status"] == "closed" and v["at_tokens"] else
+                   f", below 0 from {v['at_tokens']:.3g} tokens" if v["at_tokens"] else "")
+                + f"; reference: at {ref['tokens']:.3g} tokens the gap is {ref['gap']:+.3f} "
+                  f"[{ref['low']:+.3f}, {ref['high']:+.3f}]"
                 + f"; at {last['tokens']:.3g} tokens the checkpoint gap is {last['gap']:+.3f} "
                   f"[{last['low']:+.3f}, {last['high']:+.3f}] ({last['method']}, 95%)")
         if v["final"]:

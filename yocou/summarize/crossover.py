@@ -143,12 +143,18 @@ def final_gap(df: pd.DataFrame, split: str, a: str = "yocou", b: str = "yoco") -
             "n_tokens": int(sub["n"].min()) if "n" in sub and sub["n"].notna().all() else None}
 
 
-def crossover_verdict(gaps: pd.DataFrame) -> dict[str, Any]:
+def crossover_verdict(gaps: pd.DataFrame, *, ref_tokens: float | None = None,
+                      final: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What the gap (:func:`gap_by_tokens`, YOCO-U minus YOCO; positive: YOCO-U worse) did over training.
 
-    ``status``: ``reversed`` (the last interval lies below 0: YOCO-U better), ``persists`` (above 0), ``closed``
-    (the first checkpoint's interval lies above 0, the last one contains 0) or ``undecided``; ``at_tokens``: the
-    first checkpoint from which every later interval lies below 0 (reversed) or contains or lies below 0 (closed).
+    The end point is ``final`` (:func:`final_gap`: the final models on the whole held-out set) where given, else the
+    last checkpoint; the reference is the checkpoint nearest ``ref_tokens`` (the core runs' budget: the gap the
+    question is about) where given, else the first checkpoint.
+
+    ``status``: ``reversed`` (the end point's interval lies below 0: YOCO-U better), ``persists`` (above 0),
+    ``closed`` (the reference's interval lies above 0 and the end point's contains 0) or ``undecided``;
+    ``at_tokens``: the first checkpoint from which every later checkpoint's interval lies below 0 (reversed) or
+    contains or lies below 0 (closed).
 
     Raises:
         ValueError: no checkpoint.
@@ -157,12 +163,14 @@ def crossover_verdict(gaps: pd.DataFrame) -> dict[str, Any]:
         raise ValueError("crossover_verdict: no checkpoint with both runs")
     g = gaps.sort_values("tokens").reset_index(drop=True)
     last, first = g.iloc[-1], g.iloc[0]
+    ref = first if ref_tokens is None else g.iloc[int((g["tokens"] - float(ref_tokens)).abs().idxmin())]
+    end = final if final is not None else last
     below, above = g["high"] < 0, g["low"] > 0
-    if below.iloc[-1]:
+    if end["high"] < 0:
         status, ok = "reversed", below
-    elif above.iloc[-1]:
+    elif end["low"] > 0:
         status, ok = "persists", None
-    elif above.iloc[0]:
+    elif ref["low"] > 0:
         status, ok = "closed", ~above
     else:
         status, ok = "undecided", None
@@ -171,8 +179,8 @@ def crossover_verdict(gaps: pd.DataFrame) -> dict[str, Any]:
         k = len(g)
         while k > 0 and ok.iloc[k - 1]:
             k -= 1
-        at = float(g["tokens"].iloc[k])
-    return {"status": status, "at_tokens": at, "first": {"tokens": float(first["tokens"]), "gap": float(first["gap"]),
-            "low": float(first["low"]), "high": float(first["high"])},
-            "last": {"tokens": float(last["tokens"]), "gap": float(last["gap"]), "low": float(last["low"]),
-                     "high": float(last["high"]), "method": str(last["method"])}}
+        at = float(g["tokens"].iloc[min(k, len(g) - 1)])
+    pick = lambda r: {"tokens": float(r["tokens"]), "gap": float(r["gap"]), "low": float(r["low"]),  # noqa: E731
+                      "high": float(r["high"]), "method": str(r["method"])}
+    return {"status": status, "at_tokens": at, "first": pick(first), "reference": pick(ref), "last": pick(last),
+            "end": "final models, whole held-out set" if final is not None else "last checkpoint"}
