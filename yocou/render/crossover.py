@@ -83,7 +83,8 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = 
     plt.close(fig)
     notes = ["Gap = YOCO-U minus YOCO held-out loss (nats/token); positive: YOCO-U worse. Checkpoints: the first "
              "train.eval_tokens tokens of each held-out split, every train.eval_every steps; final: the final models "
-             "on the whole held-out split (rule ppl)."]
+             "on the whole held-out split (rule ppl). The two differ in level (the whole code split is harder than "
+             "its first train.eval_tokens tokens), so compare gaps, not a checkpoint's loss with a final one."]
     rows = []
     for sp in splits:
         v, last, ref = verdicts[sp], verdicts[sp]["last"], verdicts[sp]["reference"]
