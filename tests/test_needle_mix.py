@@ -271,14 +271,25 @@ def test_table4_says_when_the_models_were_trained_with_needles(tmp_path: Path, m
         assert "needle mix" not in md and "PROTOCOL DIFFERS" not in md
 
 
+def _niah_run(tmp_path: Path, run: str, variant: str, recs: list, train: dict) -> tuple[Path, Path]:
+    """(niah result JSON, run_config.json) of a fixture run with these per-prompt records and train section."""
+    import json
+
+    from yocou.longctx.niah import summarise
+
+    res = tmp_path / f"{run}.json"
+    res.write_text(json.dumps({"train_seq_len": 64, "book": "b", "records": recs, "cells": summarise(recs)}))
+    rc = tmp_path / run / "run_config.json"
+    rc.parent.mkdir()
+    rc.write_text(json.dumps({"variant": run, "model": C.preset(f"{variant}-smoke").to_dict(), "train": train}))
+    return res, rc
+
+
 def test_table4_decides_choice_accuracy_against_chance_per_model_and_length(tmp_path: Path, monkeypatch) -> None:
     """A retriever (the value chosen in 70 of 80 prompts up to the training length) is above chance and a coin is
     not; the by-length table pools both tasks and is computed here from the records independently."""
-    import json
-
     import pandas as pd
 
-    from yocou.longctx.niah import summarise
     from yocou.render import table4
     from yocou.summarize.niah import summarize_table4
     from yocou.tidy import write_tidy
@@ -300,14 +311,8 @@ def test_table4_decides_choice_accuracy_against_chance_per_model_and_length(tmp_
                                  "logp_value": lv, "logp_distractor": lc[0], "logp_choices": lc, "n_choices": 2,
                                  "choice_correct": int(right)})
         all_recs[v] = recs
-        niah[run] = tmp_path / f"{run}.json"
-        niah[run].write_text(json.dumps({"train_seq_len": 64, "book": "b", "records": recs,
-                                         "cells": summarise(recs)}))
-        rcs[run] = tmp_path / run / "run_config.json"
-        rcs[run].parent.mkdir()
-        rcs[run].write_text(json.dumps({"variant": run, "model": C.preset(f"{v}-smoke").to_dict(),
-                                        "train": {"seed": 0, "steps": 40, "batch_size": 2, "seq_len": 64,
-                                                  "needle_mix": {"fraction": 0.5}}}))
+        niah[run], rcs[run] = _niah_run(tmp_path, run, v, recs, {"seed": 0, "steps": 40, "batch_size": 2,
+                                                                 "seq_len": 64, "needle_mix": {"fraction": 0.5}})
     write_tidy(summarize_table4(niah, core, rcs), tmp_path / "tidy/table4")
     monkeypatch.setattr(table4, "save_figure", lambda fig, *a, **k: None)
     table4.render(tmp_path / "tidy/table4.csv", tmp_path / "table4.csv", tmp_path / "h.png", scale="t", seed=0)
@@ -334,12 +339,9 @@ def test_table4_takes_seed_replicas_as_one_models_seeds_with_a_t_interval(tmp_pa
     """niah_train.seeds: three training seeds of YOCO that retrieve (36, 34, 38 of 40 prompts up to the training
     length) are above chance across seeds and three of YOCO-U at 20, 18, 22 are not; the mean and 95% t interval
     are computed here with scipy; one-seed models say so; the paper's row is written once per model."""
-    import json
-
     import pandas as pd
     from scipy import stats
 
-    from yocou.longctx.niah import summarise
     from yocou.render import table4
     from yocou.summarize.niah import summarize_table4
     from yocou.tidy import write_tidy
@@ -354,13 +356,7 @@ def test_table4_takes_seed_replicas_as_one_models_seeds_with_a_t_interval(tmp_pa
                      "n_choices": 2, "choice_correct": int(right)}
                     for length in (64, 128) for j, t in enumerate(("s_niah_1", "s_niah_2")) for i in range(20)
                     for right in [(j * 20 + i < k) if length == 64 else (i % 2 == 0)]]
-            niah[run] = tmp_path / f"{run}.json"
-            niah[run].write_text(json.dumps({"train_seq_len": 64, "book": "b", "records": recs,
-                                             "cells": summarise(recs)}))
-            rcs[run] = tmp_path / run / "run_config.json"
-            rcs[run].parent.mkdir()
-            rcs[run].write_text(json.dumps({"variant": run, "model": C.preset(f"{v}-smoke").to_dict(),
-                                            "train": {"seed": seed, "needle_mix": {"fraction": 0.5}}}))
+            niah[run], rcs[run] = _niah_run(tmp_path, run, v, recs, {"seed": seed, "needle_mix": {"fraction": 0.5}})
     df = summarize_table4(niah, roles, rcs)
     assert len(df[df["metric"] == "paper.all_tasks.acc"]) == 4
     assert sorted(df[(df["role"] == "yoco") & (df["metric"] == "in_train_len.choice_acc")]["seed"]) == [0, 1, 2]
