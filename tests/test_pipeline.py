@@ -56,6 +56,21 @@ def test_dry_run_plans_every_core_model(tmp_path: Path, scale: str) -> None:
         assert f"runs/{scale}/models/{r}/model.pt" not in out, r
 
 
+def test_crossover_plans_its_runs_their_whole_held_out_scores_and_the_figure(tmp_path: Path) -> None:
+    """`snakemake -n crossover` (issue 15 item 4): each crossover run is trained and scored on the whole held-out
+    set (rule ppl, the verdict's end point), then summarized and drawn; nothing of reproduce_all's own studies."""
+    wd = _workdir(tmp_path)
+    out = _snakemake(wd, "-n", "--cores", "2", "crossover", "--config", "scale=smoke").stdout
+    cfg = resolve_config(yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text()), root=ROOT)
+    runs = crossover_runs(cfg)
+    assert len(runs) == 2 * cfg["crossover"]["seeds"] and out.count("rule train:") == len(runs)
+    for r in runs:
+        assert f"runs/smoke/models/{r}/model.pt" in out and f"results/smoke/ppl/{r}.json" in out, r
+    assert out.count("rule ppl:") == len(runs)
+    assert "figures/smoke/crossover.png" in out and "results/smoke/crossover.md" in out
+    assert "table3.md" not in out
+
+
 def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
     wd = _workdir(tmp_path)
     p = wd / "workflows/config/smoke.yaml"
