@@ -144,8 +144,8 @@ def across_seeds(t4: pd.DataFrame) -> pd.DataFrame:
         row: dict = {"model": label(role), "runs": " ".join(mine), "n seeds": len(mine),
                      "seeds": " ".join(str(runs[r][1]) for r in mine), "chance": chance}
         for metric, what in (("in_train_len.choice_acc", "≤ train len"), ("all_tasks.choice_acc", "all lengths")):
-            v = pd.Series({runs[r][1]: float(one(t4, run=r, metric=metric, axis="")["value"]) for r in mine
-                           if one(t4, run=r, metric=metric, axis="") is not None}, dtype=float)
+            got = {runs[r][1]: one(t4, run=r, metric=metric, axis="") for r in mine}
+            v = pd.Series({seed: float(x["value"]) for seed, x in got.items() if x is not None}, dtype=float)
             if v.empty:
                 continue
             ci = t_interval(float(v.mean()), [(role, metric, v, 1.0)])
@@ -253,8 +253,8 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
         f"the held-out book {books.iloc[0] if len(books) else '?'} (never trained on) excerpted at a seeded offset; RULER's Paul Graham essays are not available offline.",
     ]
     tok = sorted(set(df["train tokens (M)"])) if "train tokens (M)" in df else []
-    role = {run: r[0] for run, r in runs_of(t4).items()}
-    n_seeds = df.groupby(df["variant"].map(role), sort=False)["variant"].count()
+    runs = runs_of(t4)
+    n_seeds = df.groupby(df["variant"].map({run: r[0] for run, r in runs.items()}), sort=False)["variant"].count()
     seeds_text = ("one seed each" if n_seeds.max() == 1 else
                   "training seeds: " + ", ".join(f"{label(r)} {n}" for r, n in n_seeds.items()))
     context.insert(0, "Models: " + ", ".join(f"{r['model']} = {r['variant']}" for r in df.to_dict("records"))
@@ -267,7 +267,7 @@ def render(table4: str | Path, out: str | Path, fig: str | Path, *, scale: str =
                 "summed over its tokens; uniform digits would give 7·ln 10 = −16.1); gain: the same minus that of a "
                 "seeded distractor number that is not in the prompt (> 0: the model uses the needle).")
     choice_note = []
-    chances = sorted({c for c in (chance_of(t4, r) for r in runs_of(t4)) if c is not None})
+    chances = sorted({c for c in (chance_of(t4, r) for r in runs) if c is not None})
     if chances:
         k = round(1 / chances[0])
         inside = "; ".join(f"{r['model']} {r['choice acc ≤ train len [95% CI]']} ({'above' if r['above chance ≤ train len'] == 'yes' else 'not above'} chance)"

@@ -130,9 +130,10 @@ def gap_by_tokens(df: pd.DataFrame, metric: str, a: str = "yocou", b: str = "yoc
 
 
 def final_gap(df: pd.DataFrame, split: str, a: str = "yocou", b: str = "yoco") -> dict[str, Any] | None:
-    """The gap ``a - b`` of the final models on the whole held-out ``split`` (rows ``heldout_full.<split>``), at the
-    last token count both roles reached with every seed: ``{tokens, gap, low, high, method, n_a, n_b, n_tokens}``
-    (95%, paired by seed when both have the same seeds); None without such rows."""
+    """The gap ``a - b`` (nats/token) of the final models on the whole held-out ``split`` (rows
+    ``heldout_full.<split>``), at the last token count both roles reached with every seed: ``{tokens, gap, low, high,
+    method, n_a, n_b, n_tokens}`` (95%, paired by seed when both have the same seeds; ``n_tokens``: the fewest
+    held-out tokens a run was scored on); None without such rows."""
     g = gap_by_tokens(df, f"heldout_full.{split}", a, b)
     if g.empty:
         return None
@@ -180,7 +181,9 @@ def crossover_verdict(gaps: pd.DataFrame, *, ref_tokens: float | None = None,
         while k > 0 and ok.iloc[k - 1]:
             k -= 1
         at = float(g["tokens"].iloc[min(k, len(g) - 1)])
-    pick = lambda r: {"tokens": float(r["tokens"]), "gap": float(r["gap"]), "low": float(r["low"]),  # noqa: E731
-                      "high": float(r["high"]), "method": str(r["method"])}
+    def pick(r: Mapping[str, Any]) -> dict[str, Any]:
+        return {"tokens": float(r["tokens"]), "gap": float(r["gap"]), "low": float(r["low"]), "high": float(r["high"]),
+                "method": str(r["method"])}
+
     return {"status": status, "at_tokens": at, "first": pick(first), "reference": pick(ref), "last": pick(last),
             "end": "final models, whole held-out set" if final is not None else "last checkpoint"}

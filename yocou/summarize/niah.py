@@ -94,7 +94,6 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
 
     paper = load_table(4)
     out: list[dict[str, Any]] = []
-    paper_done: set[str] = set()  # the paper's row once per role, however many seed replicas it has
     for run, role in role_of(roles).items():
         if run not in niah:
             raise ValueError(f"table4: no needle-in-a-haystack result for run {run!r} (role {role!r})")
@@ -161,8 +160,8 @@ def summarize_table4(niah: Mapping[str, str | Path], roles: Mapping[str, Any],
         if train_len:
             out.append({**base, "metric": "train_seq_len", "axis": "", "value": float(train_len), "unit": "tokens",
                         "haystack": "", "extrapolated": False})
-        prow = paper_row("table4", role) if role not in paper_done else None
-        paper_done.add(role)
+    for role in dict.fromkeys(role_of(roles).values()):  # the paper's row once per role, whatever its seeds
+        prow = paper_row("table4", role)
         pv = paper[(paper["model"] == prow) & paper["column"].isin(list(NIAH_TASKS.values()))]["value"]
         if prow and len(pv):
             out.append({"study": "table4", "run": "paper", "role": role, "seed": NO_SEED,
