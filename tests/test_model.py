@@ -333,3 +333,31 @@ def test_causal_attend_matches_slow_reference(n: int) -> None:
     torch.testing.assert_close(out.double(), ref, rtol=0, atol=2e-5)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got.double(), want, rtol=0, atol=1e-4)
+
+
+def test_fused_linear_both_paths_match_float64_reference() -> None:
+    """``fused_linear``'s training path (a matmul per weight block) and its inference path (one matmul, split)
+    give ``x @ W.T`` split into the row blocks, computed in float64; the training path's gradients of ``x`` and
+    ``W`` equal the float64 ones, and the inference path records no graph."""
+    from yocou.model import fused_linear
+
+    g = torch.Generator().manual_seed(7)
+    sizes = [96, 48, 48]
+    x = torch.randn(3, 17, 64, generator=g, requires_grad=True)
+    w = torch.randn(sum(sizes), 64, generator=g, requires_grad=True)
+    x64, w64 = (t.detach().double().requires_grad_() for t in (x, w))
+    ref = list((x64 @ w64.T).split(sizes, dim=-1))
+    got = fused_linear(x, w, sizes)
+    assert [t.shape[-1] for t in got] == sizes and all(t.is_contiguous() for t in got)
+    gos = [torch.randn(t.shape, generator=g) for t in got]
+    grads = torch.autograd.grad(got, (x, w), gos)
+    ref_grads = torch.autograd.grad(ref, (x64, w64), [t.double() for t in gos])
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a.double(), b, rtol=0, atol=1e-4)
+    for a, b in zip(grads, ref_grads):
+        torch.testing.assert_close(a.double(), b, rtol=0, atol=1e-3)
+    with torch.no_grad():
+        inf = fused_linear(x, w, sizes)
+    assert all(t.grad_fn is None for t in inf)
+    for a, b in zip(inf, ref):
+        torch.testing.assert_close(a.double(), b, rtol=0, atol=1e-4)

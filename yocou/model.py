@@ -68,6 +68,21 @@ def apply_rope(x_BHND: torch.Tensor, cos_ND: torch.Tensor, sin_ND: torch.Tensor)
     return x_BHND * cos_ND + rot * sin_ND
 
 
+def fused_linear(x: torch.Tensor, weight: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
+    """``x @ weight.T`` split along the last dim into pieces of ``sizes`` (weight rows stacked in that order).
+
+    ``x [..., D]``, ``weight [sum(sizes), D]`` -> one ``[..., s]`` per size. Without autograd (inference, a
+    decode step) one matmul, split: fewer operators. When a gradient will flow (training), one matmul per
+    row block of ``weight`` instead: each output is contiguous, so the backward needs no ``cat`` of strided
+    activation gradients (only the small weight slices are gathered) and elementwise ops on the pieces run
+    on dense memory; same parameters, same math up to rounding. Measured at the tiny shape (fp32, one thread,
+    forward + backward + AdamW of the 6-layer Transformer, 6 interleaved rounds): 4% faster a step.
+    """
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
+        return [F.linear(x, w) for w in weight.split(sizes, dim=0)]
+    return list(F.linear(x, weight).split(sizes, dim=-1))
+
+
 CPU_FLASH_KV_SPLIT = 512
 """Key block of PyTorch's CPU flash-attention kernel (``kvSplitSize``, aten FlashAttentionKernel.cpp, torch 2.13)."""
 
@@ -226,7 +241,7 @@ class SwiGLU(nn.Module):
     """``w2(silu(w1 x) * w3 x)``; ``[B, N, D] -> [B, N, D]``.
 
     ``w1`` (gate) and ``w3`` (up) are one fused matrix ``w13`` of shape ``[2·d_ff, D]``, rows
-    ``[w1; w3]``: one matmul instead of two (faster on CPU at small widths, same math).
+    ``[w1; w3]``: one matmul at inference, one per half in training (:func:`fused_linear`).
     """
 
     def __init__(self, d_model: int, d_ff: int) -> None:
@@ -236,7 +251,7 @@ class SwiGLU(nn.Module):
         self.w2 = nn.Linear(d_ff, d_model, bias=False)
 
     def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
-        gate, up = self.w13(x_BND).chunk(2, dim=-1)
+        gate, up = fused_linear(x_BND, self.w13.weight, [self.d_ff, self.d_ff])
         return self.w2(F.silu(gate) * up)
 
 
@@ -299,7 +314,7 @@ class SelfLayer(nn.Module):
         self.cfg = cfg
         H, G, Dh, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_model
         self.attn_norm = RMSNorm(D, cfg.norm_eps)
-        # Q, K and V projections fused into one matrix, rows [W_Q; W_K; W_V]: one matmul instead of three.
+        # Q, K and V projections in one matrix, rows [W_Q; W_K; W_V] (one matmul at inference: fused_linear).
         self.wqkv = nn.Linear(D, (H + 2 * G) * Dh, bias=False)
         self.qkv_sizes = [H * Dh, G * Dh, G * Dh]
         self.wo = nn.Linear(H * Dh, D, bias=False)
@@ -311,7 +326,7 @@ class SelfLayer(nn.Module):
         cfg = self.cfg
         B, N, _ = x_BND.shape
         h = self.attn_norm(x_BND)
-        q, k, v = self.wqkv(h).split(self.qkv_sizes, dim=-1)
+        q, k, v = fused_linear(h, self.wqkv.weight, self.qkv_sizes)
         q = q.view(B, N, cfg.n_heads, cfg.head_dim).transpose(1, 2)
         k = k.view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
         v = v.view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
@@ -341,13 +356,13 @@ class SharedKV(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.wkv = nn.Linear(cfg.d_model, 2 * cfg.d_kv, bias=False)  # rows [W_K; W_V], one matmul
+        self.wkv = nn.Linear(cfg.d_model, 2 * cfg.d_kv, bias=False)  # rows [W_K; W_V] (fused_linear)
 
     def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         B, N, _ = x_BND.shape
         h = self.norm(x_BND)
-        k, v = self.wkv(h).chunk(2, dim=-1)
+        k, v = fused_linear(h, self.wkv.weight, [self.cfg.d_kv, self.cfg.d_kv])
         k = k.view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
         v = v.view(B, N, self.cfg.n_kv_heads, self.cfg.head_dim).transpose(1, 2)
         if rope is not None:
