@@ -85,6 +85,27 @@ def test_seeded_and_deterministic() -> None:
     assert niah.depths_percent(5) == [0.0, 25.0, 50.0, 75.0, 100.0]
 
 
+
+def test_train_key_words_change_only_the_key() -> None:
+    """With the training needles' word lists (the ``--train-keys`` diagnostic) each prompt's key is built from those
+    lists (none of the eval's words), and the value, distractors and haystack are the eval prompt's."""
+    from yocou.data import needles
+
+    tok = byte_tok()
+    book = book_ids(tok)
+    lists = (needles.TRAIN_KEY_ADJECTIVES, needles.TRAIN_KEY_NOUNS)
+    kw = dict(tasks=niah.TASKS, lengths=[600, 800], n_depths=3, n_samples=2, seed=4, book_ids=book)
+    base, train = niah.make_prompts(tok, **kw), niah.make_prompts(tok, **kw, key_words=lists)
+    eval_words = set(niah.PROTOCOL["key_adjectives"]) | set(niah.PROTOCOL["key_nouns"])
+    for b, t in zip(base, train):
+        adj, noun = t["key"].split("-")
+        assert adj in lists[0] and noun in lists[1] and not {adj, noun} & eval_words
+        assert b["key"].split("-")[0] in niah.PROTOCOL["key_adjectives"]
+        assert t["key"] in tok.decode(t["input_ids"]) and b["key"] not in tok.decode(t["input_ids"])
+        for f in ("task", "length", "depth", "value", "distractors", "haystack_offset"):
+            assert t[f] == b[f], f
+
+
 def test_errors_name_the_field() -> None:
     tok = byte_tok()
     with pytest.raises(ValueError, match="eval.niah.lengths"):

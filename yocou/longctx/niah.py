@@ -112,7 +112,8 @@ def _rng(seed: int, task: str, length: int, depth: float, sample: int) -> np.ran
 
 def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, seed: int,
                 book_ids: np.ndarray | None = None, book_name: str = "",
-                boundary_ids: set[int] | None = None) -> dict[str, Any]:
+                boundary_ids: set[int] | None = None,
+                key_words: tuple[Sequence[str], Sequence[str]] | None = None) -> dict[str, Any]:
     """One S-NIAH prompt of exactly ``length`` tokens with the needle at ``depth`` percent.
 
     Args:
@@ -125,6 +126,9 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
         book_ids: token ids of the haystack book (required for ``s_niah_2``).
         book_name: name of the book, recorded in the sample.
         boundary_ids: from :func:`boundary_token_ids` (computed if ``None``).
+        key_words: (adjectives, nouns) the key is drawn from; ``None``: the eval's (``niah.key_adjectives``,
+            ``niah.key_nouns``). A diagnostic passes the training needles' lists
+            (:data:`yocou.data.needles.TRAIN_KEY_ADJECTIVES`, ``TRAIN_KEY_NOUNS``): retrieval without new key words.
 
     Returns:
         dict with ``task, length, depth, sample, key, value, distractor, input_ids, answer_ids,
@@ -142,7 +146,8 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
     if not 0.0 <= depth <= 100.0:
         raise ValueError(f"niah depth must be in 0..100 percent, got {depth}")
     rng = _rng(seed, task, length, depth, sample)
-    key = f"{_ADJ[rng.integers(len(_ADJ))]}-{_NOUN[rng.integers(len(_NOUN))]}"
+    adj, noun = key_words if key_words is not None else (_ADJ, _NOUN)
+    key = f"{adj[rng.integers(len(adj))]}-{noun[rng.integers(len(noun))]}"
     value = str(int(rng.integers(*_VALUE_RANGE)))
     distractor = value
     while distractor == value:
@@ -202,8 +207,10 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
 
 
 def make_prompts(tok: Any, *, tasks: Sequence[str], lengths: Sequence[int], n_depths: int, n_samples: int,
-                 seed: int, book_ids: np.ndarray | None = None, book_name: str = "") -> list[dict[str, Any]]:
-    """Every (task, length, depth, sample) prompt of :func:`make_sample`, in that nesting order.
+                 seed: int, book_ids: np.ndarray | None = None, book_name: str = "",
+                 key_words: tuple[Sequence[str], Sequence[str]] | None = None) -> list[dict[str, Any]]:
+    """Every (task, length, depth, sample) prompt of :func:`make_sample` (``key_words`` passed on), in that
+    nesting order.
 
     Raises:
         ValueError: as :func:`make_sample`, or ``n_samples < 1`` / empty ``lengths``.
@@ -219,7 +226,7 @@ def make_prompts(tok: Any, *, tasks: Sequence[str], lengths: Sequence[int], n_de
             for d in depths_percent(n_depths):
                 for s in range(n_samples):
                     out.append(make_sample(tok, task, int(L), d, s, seed=seed, book_ids=book_ids,
-                                           book_name=book_name, boundary_ids=bset))
+                                           book_name=book_name, boundary_ids=bset, key_words=key_words))
     return out
 
 
@@ -387,8 +394,12 @@ def _cmd_prompts(a: argparse.Namespace) -> int:
         stream = TokenStream(a.book)
         book = stream.document(0)
         name = stream.doc_ids[0] if stream.doc_ids else Path(a.book).stem
+    key_words = None
+    if a.train_keys:
+        from ..data.needles import TRAIN_KEY_ADJECTIVES, TRAIN_KEY_NOUNS
+        key_words = (TRAIN_KEY_ADJECTIVES, TRAIN_KEY_NOUNS)
     prompts = make_prompts(tok, tasks=a.tasks, lengths=a.lengths, n_depths=a.n_depths, n_samples=a.n_samples,
-                           seed=a.seed, book_ids=book, book_name=name)
+                           seed=a.seed, book_ids=book, book_name=name, key_words=key_words)
     head = {"kind": "niah_prompts", "n_prompts": len(prompts), "book": name,
             "provenance": provenance({k: v for k, v in vars(a).items() if k != "func"}, a.seed)}
     lines = [json.dumps(head)] + [json.dumps(p) for p in prompts]
@@ -454,6 +465,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n-depths", type=int, default=5)
     p.add_argument("--n-samples", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--train-keys", action="store_true",
+                   help="diagnostic, not Table 4: keys from the training needles' word lists (yocou.data.needles)")
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_prompts)
     e = sub.add_parser("eval", help="score one model on the prompts")
