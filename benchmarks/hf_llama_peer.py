@@ -27,7 +27,7 @@ provenance (load average included).
 
 Run (the numbers in README.md come from this command, at the tiny shape on the 2-core CPU)::
 
-    python benchmarks/hf_llama_peer.py --scale tiny --rounds 8 --out benchmarks/results/hf_llama_peer.json
+    python benchmarks/hf_llama_peer.py --scale tiny --compile --rounds 16 --out benchmarks/results/hf_llama_peer.json
 """
 
 from __future__ import annotations
