@@ -10,12 +10,14 @@ the seeds that failed) and scores them, beside every retrieval and crossover mod
 * the same prompts with the *training* needles' key words (``python -m yocou.longctx.niah prompts --train-keys``):
   whether a model that fails Table 4 retrieves at all, or only fails on key words it never saw in a needle.
 
-Arms (``ARMS``): a copy of the retrieval run's ``run_config.json`` (``runs/tiny/models/<base>_seed<k>``) with the
-needle fraction and the step factor changed (warm-up and held-out checkpoints scaled with the steps, as
-``niah_train.factor`` does). Each arm trains into ``--work/<arm>_s<k>`` with ``yocou train`` (one thread per job,
+Arms (``ARMS``): a copy of the core run's ``run_config.json`` (``runs/tiny/models/<base>_seed<k>``) with the
+steps times a factor (warm-up and held-out checkpoints scaled alike, as ``niah_train.factor`` does) and the needle
+fraction set. Each arm trains into ``--work/<arm>_s<k>`` with ``yocou train`` (one thread per job,
 two at a time; resumable: a rerun continues from ``ckpt.pt``); ``--no-train`` only scores what exists.
 
-    python benchmarks/niah_pilot.py --root . [--work runs/tiny/niah_pilot] [--no-train]
+    python benchmarks/niah_pilot.py --root . [--work runs/tiny/niah_pilot] [--no-train] [--extra-models DIR ...]
+
+Scores are kept in ``--work/scores``, keyed by the model file's SHA-256, so a retrained run is scored again.
 
 Writes ``--out`` (default ``benchmarks/results/niah_pilot_tiny.json``) with provenance. A pilot, not a test.
 """
@@ -23,6 +25,7 @@ Writes ``--out`` (default ``benchmarks/results/niah_pilot_tiny.json``) with prov
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -37,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 from yocou.entry import run_main  # noqa: E402
 from yocou.io import atomic_write_json, provenance  # noqa: E402
 
-#: name -> (base retrieval run, seeds, needle fraction, step factor over the base run's steps)
+#: name -> (core run, seeds, needle fraction, step factor over the core run's steps: 4 is the committed recipe)
 ARMS: dict[str, dict[str, Any]] = {
-    "yoco_f09": {"base": "yoco_niah", "seeds": [1, 2], "needle_fraction": 0.9, "steps_factor": 1},
-    "yoco_x8n": {"base": "yoco_niah", "seeds": [1, 2], "needle_fraction": 0.5, "steps_factor": 2},
+    "yoco_f09": {"base": "yoco", "seeds": [1, 2], "needle_fraction": 0.9, "steps_factor": 4},
+    "yoco_x8n": {"base": "yoco", "seeds": [1, 2], "needle_fraction": 0.5, "steps_factor": 8},
 }
 
 
@@ -72,10 +75,11 @@ def score(path: Path) -> dict[str, Any]:
 
 
 def arm_config(root: Path, base: str, seed: int, fraction: float, factor: int, name: str) -> dict[str, Any]:
+    """The core run ``base`` (its seed replica ``seed``) with the steps, warm-up and held-out checkpoints times
+    ``factor`` and the needle fraction ``fraction``: what ``niah_train`` builds for a retrieval run."""
     src = root / "runs/tiny/models" / (base if seed == 0 else f"{base}_seed{seed}") / "run_config.json"
     if not src.is_file():
-        raise FileNotFoundError(f"{src}: the base retrieval run's config (train it first: snakemake ... "
-                                f"{src.parent}/model.pt)")
+        raise FileNotFoundError(f"{src}: the core run's config (make it first: snakemake --cores 1 {src})")
     rc = json.loads(src.read_text())
     t = rc["train"]
     for f in ("steps", "warmup_steps", "eval_every"):
@@ -96,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work", default=None, help="arm runs and scores (default <root>/runs/tiny/niah_pilot)")
     ap.add_argument("--no-train", action="store_true", help="score only the arms already trained")
     ap.add_argument("--jobs", type=int, default=2, help="trainings at once (one thread each)")
+    ap.add_argument("--extra-models", nargs="*", default=[],
+                    help="more folders of run folders to score (e.g. runs moved aside), labelled <folder>/<run>")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/niah_pilot_tiny.json"))
     a = ap.parse_args(argv)
     root = Path(a.root).resolve()
@@ -144,14 +150,19 @@ def main(argv: list[str] | None = None) -> int:
                         *head["tasks"], "--lengths", *map(str, lens), "--n-depths", str(head["n_depths"]),
                         "--n-samples", str(head["n_samples"]), "--seed", str(head["seed"]), "--out",
                         str(tk_prompts)], check=True, cwd=root)
-    models = {m.name: m for m in sorted((tiny / "models").iterdir())
-              if ("_niah" in m.name or "_x8" in m.name) and (m / "model.pt").is_file()}
+    models: dict[str, Path] = {}
+    for folder, label in [(tiny / "models", "")] + [(Path(x).resolve(), Path(x).name + "/") for x in a.extra_models]:
+        if not folder.is_dir():
+            raise FileNotFoundError(f"--extra-models {folder}: not a folder")
+        models.update({label + m.name: m for m in sorted(folder.iterdir())
+                       if ("_niah" in m.name or "_x8" in m.name) and (m / "model.pt").is_file()})
     models.update({n: d for n, d in arm_dirs.items() if (d / "model.pt").is_file()})
     rows = []
     for name, d in models.items():
         out = {}
+        digest = hashlib.sha256((d / "model.pt").read_bytes()).hexdigest()[:12]  # a retrained run is rescored
         for kind, pr in (("table4_prompts", prompts), ("train_key_prompts", tk_prompts)):
-            f = work / "scores" / f"{name}.{kind}.json"
+            f = work / "scores" / f"{name.replace('/', '__')}.{digest}.{kind}.json"
             if not f.is_file():
                 f.parent.mkdir(exist_ok=True)
                 subprocess.run([py, "-m", "yocou.longctx.niah", "eval", "--model", str(d / "model.pt"),
@@ -162,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         summ = json.loads((d / "summary.json").read_text()) if (d / "summary.json").is_file() else {}
         rows.append({"model": name, "arm": next((n for n in ARMS if name.startswith(n + "_s")), None),
                      "seed": rc["seed"], "steps": rc["steps"], "tokens": rc["steps"] * rc["batch_size"] * rc["seq_len"],
-                     "needle_fraction": rc.get("needle_mix", {}).get("fraction", 0.0),
+                     "needle_fraction": rc.get("needle_mix", {}).get("fraction", 0.0), "model_sha256_12": digest,
                      "trained_at_commit": (summ.get("provenance") or {}).get("git_commit"), **out})
         t4, tk = out["table4_prompts"], out["train_key_prompts"]
         print(f"{name:22s} seed {rc['seed']} steps {rc['steps']:5d} fraction {rows[-1]['needle_fraction']:.2f}  "
