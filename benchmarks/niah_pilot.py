@@ -37,7 +37,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.entry import run_main  # noqa: E402
+from yocou.entry import int_at_least, run_main  # noqa: E402
 from yocou.io import atomic_write_json, provenance  # noqa: E402
 
 #: name -> (core run, seeds, needle fraction, step factor over the core run's steps: 4 is the committed recipe)
@@ -63,6 +63,8 @@ def score(path: Path) -> dict[str, Any]:
     d = json.loads(path.read_text())
     L = d["train_seq_len"]
     inside = [r for r in d["records"] if r["length"] <= L]
+    if not inside:
+        raise ValueError(f"{path}: no prompt up to the training length {L} (the prompts' lengths are too long)")
     k = sum(int(r["choice_correct"]) for r in inside)
     by: dict[int, list[int]] = {}
     for r in d["records"]:
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="a checkout whose tiny run has the retrieval runs and Table 4")
     ap.add_argument("--work", default=None, help="arm runs and scores (default <root>/runs/tiny/niah_pilot)")
     ap.add_argument("--no-train", action="store_true", help="score only the arms already trained")
-    ap.add_argument("--jobs", type=int, default=2, help="trainings at once (one thread each)")
+    ap.add_argument("--jobs", type=int_at_least(1), default=2, help="trainings at once (one thread each)")
     ap.add_argument("--extra-models", nargs="*", default=[],
                     help="more folders of run folders to score (e.g. runs moved aside), labelled <folder>/<run>")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/niah_pilot_tiny.json"))
