@@ -1,0 +1,88 @@
+"""benchmarks/replicate_core.py: the audit's core verdicts on a replica's tidy tables beside the committed ones.
+
+The replica here is the committed tidy tables with a known change: YOCO-U's held-out loss raised by 0.1 nats on the
+book. The expected numbers are computed from the committed tables by hand (pandas), not by the script."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+TIDY = ROOT / "results/tiny/tidy"
+SHIFT = 0.1
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("replicate_core", ROOT / "benchmarks/replicate_core.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _replica(tmp_path: Path, shift: float) -> Path:
+    rep = tmp_path / "replica"
+    (rep / "runs/tiny/models/yocou").mkdir(parents=True)
+    metrics = rep / "runs/tiny/models/yocou/metrics.jsonl"
+    metrics.write_text("{}\n")
+    os.utime(metrics, (1_000_000_000, 1_000_000_000))  # trained long before the tables below were written
+    shutil.copytree(TIDY, rep / "results/tiny/tidy")
+    shutil.copytree(TIDY.parent / "ppl", rep / "results/tiny/ppl")
+    p = rep / "results/tiny/tidy/heldout_ppl.csv"
+    t = pd.read_csv(p)
+    t.loc[(t["role"] == "yocou") & (t["metric"] == "loss.book"), "value"] += shift
+    t.to_csv(p, index=False)
+    return rep
+
+
+@pytest.mark.skipif(not (TIDY / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
+def test_replica_shift_moves_exactly_the_rows_that_read_it(tmp_path: Path) -> None:
+    rep = _replica(tmp_path, SHIFT)
+    out = tmp_path / "rep.json"
+    assert _script().main(["--replica", str(rep), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    v = {r["id"]: r for r in res["verdicts"]}
+
+    # YOCO-U - YOCO on the book, paired by seed, by hand from the committed table
+    t = pd.read_csv(TIDY / "heldout_ppl.csv").query("metric == 'loss.book' and seed >= 0")
+    a = t[t.role == "yocou"].set_index("seed")["value"].sort_index()
+    b = t[t.role == "yoco"].set_index("seed")["value"].sort_index()
+    d = (a - b).to_numpy()
+    lo, hi = stats.ttest_1samp(d, 0.0).confidence_interval(0.95)
+    row = v["v.heldout.yocou_vs_yoco.book"]
+    assert row["reference"]["effect"] == pytest.approx(d.mean(), abs=1e-12)
+    assert (row["reference"]["ci_low"], row["reference"]["ci_high"]) == pytest.approx((lo, hi), abs=1e-12)
+    # the replica's effect moves by the shift, its interval (a constant added to every seed) by the same
+    assert row["replica"]["effect"] == pytest.approx(d.mean() + SHIFT, abs=1e-12)
+    assert (row["replica"]["ci_low"], row["replica"]["ci_high"]) == pytest.approx((lo + SHIFT, hi + SHIFT), abs=1e-12)
+    assert row["agree"] == (row["reference"]["verdict"] == row["replica"]["verdict"])
+
+    # rows that do not read YOCO-U's book loss are unchanged
+    for i in ("v.heldout.yocou_vs_yoco.code", "v.heldout.yoco_vs_transformer.book", "v.fig2.loss_gap_equal_flops",
+              "v.fig4.yocou_vs_yoco", "v.heldout_ppl.YOCO-U_vs_YOCO"):
+        assert v[i]["replica"] == v[i]["reference"] and v[i]["agree"], i
+
+    # per run: exactly YOCO-U's 5 book losses differ, by the shift
+    diffs = {(r["run"], r["metric"]): r["diff"] for r in res["runs"]}
+    moved = {k for k, x in diffs.items() if abs(x) > 1e-12}
+    assert moved == {(r, "loss.book") for r in ("yocou", *(f"yocou_seed{k}" for k in range(1, 5)))}
+    assert all(diffs[k] == pytest.approx(SHIFT, abs=1e-12) for k in moved)
+    assert res["summary"]["max_abs_run_diff_nats"] == pytest.approx(SHIFT, abs=1e-12)
+    assert (tmp_path / "rep.md").read_text().count("| v.") == len(res["verdicts"])
+
+
+@pytest.mark.skipif(not (TIDY / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
+def test_stale_replica_tables_are_refused(tmp_path: Path, capsys) -> None:
+    rep = _replica(tmp_path, 0.0)
+    os.utime(rep / "runs/tiny/models/yocou/metrics.jsonl")  # the run is now newer than the tables
+    with pytest.raises(SystemExit) as e:
+        _script().main(["--replica", str(rep), "--out", str(tmp_path / "x.json")])
+    assert "older than the replica's runs" in str(e.value) and "results/tiny/tidy/" in str(e.value)
+    assert not (tmp_path / "x.json").exists()
