@@ -71,6 +71,30 @@ def test_crossover_plans_its_runs_their_whole_held_out_scores_and_the_figure(tmp
     assert "table3.md" not in out
 
 
+@pytest.mark.parametrize("threads", [None, 1, 8])
+def test_eval_threads_set_each_evaluation_job_and_the_profile_keeps_every_core(tmp_path: Path, threads) -> None:
+    """eval.threads (issue 15 item 8): every evaluation job's snakemake threads and OMP_NUM_THREADS are
+    eval.threads, at most --cores (null: --cores); the profile, a timing, always takes every core."""
+    wd = _workdir(tmp_path)
+    cfg = [] if threads is None else ["eval={threads: %d}" % threads]
+    out = _snakemake(wd, "-n", "-p", "--cores", "2", "reproduce_all", "--config", "scale=smoke", *cfg).stdout
+    want = 2 if threads is None else min(threads, 2)
+    jobs = out.split("\n\n")
+    seen = set()
+    for job in jobs:
+        m = re.search(r"^(?:local)?rule (\w+):", job, re.M)
+        if not m or m.group(1) not in ("ppl", "kv_measure", "niah", "longppl", "angular", "downstream", "profile"):
+            continue
+        rule = m.group(1)
+        n = 2 if rule == "profile" else want
+        t = re.search(r"^\s+threads: (\d+)$", job, re.M)
+        got = int(t.group(1)) if t else 1  # snakemake prints no threads line for one thread
+        assert got == n, (rule, got, job[:400])
+        assert f"OMP_NUM_THREADS={n} " in job, (rule, job[-400:])
+        seen.add(rule)
+    assert seen == {"ppl", "kv_measure", "niah", "longppl", "angular", "downstream", "profile"}
+
+
 def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
     wd = _workdir(tmp_path)
     p = wd / "workflows/config/smoke.yaml"

@@ -21,6 +21,15 @@ def all_cores(wildcards):
     return workflow.cores
 
 
+def eval_threads(wildcards):
+    """``threads:`` of the evaluation rules: ``eval.threads`` (at most ``--cores``), or every core given when it is
+    null. At 1, ``--cores 2`` runs two evaluations side by side, or one beside a one-thread training job
+    (benchmarks/eval_threads.py measured which is faster). The profile, which times prefill and decode, keeps
+    :func:`all_cores` and so runs alone."""
+    n = config["eval"].get("threads")
+    return min(n, workflow.cores) if n else workflow.cores
+
+
 # A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
 # trigger), and the job reads its settings from its own command line, never from a file a later parse could rewrite.
 def _shell_json(obj):

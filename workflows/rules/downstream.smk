@@ -52,7 +52,7 @@ rule downstream:
         ds=_DS_JSON,
         pack=lambda wildcards, input: os.path.dirname(input.pack),
         out=lambda wildcards, output: os.path.dirname(output.tidy),
-    threads: all_cores
+    threads: eval_threads
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.lmeval.run --model {input.model} --tokenizer {input.tok} "

@@ -19,10 +19,10 @@ rule ppl:
         tokens=lambda w, input: os.path.dirname(input.data[0]),
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
-    threads: all_cores
+    threads: eval_threads
     conda: CONDA_ENV
     shell:
-        "python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
+        "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
         "--tokenizer {input.tok} --dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
 
 
@@ -70,10 +70,10 @@ rule kv_measure:
     params:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
         dtype=config["eval"]["kv_measure"]["dtype"],
-    threads: all_cores
+    threads: eval_threads
     conda: CONDA_ENV
     shell:
-        "python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
+        "OMP_NUM_THREADS={threads} python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
         "--out {output} > {log} 2>&1"
 
 

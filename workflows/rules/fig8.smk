@@ -21,7 +21,7 @@ rule angular:
         tokens=lambda w, input: os.path.dirname(input.data[0]),
         batch=config["eval"]["angular"]["batch"],
         dtype=config["eval"]["angular"]["dtype"],
-    threads: all_cores
+    threads: eval_threads
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.analysis.angular --model {input.model} --data {params.tokens} "

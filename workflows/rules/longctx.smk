@@ -44,7 +44,7 @@ rule niah:
         bench("niah", "variant")
     params:
         p=NIAH,
-    threads: all_cores
+    threads: eval_threads
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
@@ -67,7 +67,7 @@ rule longppl:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
         tokens_dir=lambda wildcards, input: os.path.dirname(input.data[0]),
-    threads: all_cores
+    threads: eval_threads
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} "
