@@ -116,10 +116,12 @@ def _check_fresh(replica: Path) -> None:
                              f"rerun its summarize_{s}")
 
 
-def _commits(results_dir: Path) -> list[str]:
+def _commits(results_dir: Path, runs: list[str]) -> list[str]:
+    """The git commits in the provenance of the compared runs' held-out results (``ppl/<run>.json``)."""
     seen = []
-    for p in sorted((results_dir / "ppl").glob("*.json")):
-        c = (json.loads(p.read_text()).get("provenance") or {}).get("git_commit")
+    for r in runs:
+        p = results_dir / "ppl" / f"{r}.json"
+        c = (json.loads(p.read_text()).get("provenance") or {}).get("git_commit") if p.is_file() else None
         if c and c not in seen:
             seen.append(c)
     return seen
@@ -161,20 +163,21 @@ def main(argv: list[str] | None = None) -> int:
     runs = [{"run": r, "metric": m, "role": x.role, "seed": int(x.seed), "reference": x.value,
              "replica": x.value_replica, "diff": x["diff"], "role_seed_sd": float(spread.loc[(x.role, m)])}
             for (r, m), x in both.iterrows()]
+    names = sorted({r["run"] for r in runs})
     dec = [t for t in table if t["decided_in_reference"]]
     summary = {
         "rows": len(table), "decided_in_reference": len(dec),
         "decided_in_replica": sum(t["replica"]["verdict"] != "inconclusive" for t in table),
         "decided_agree": sum(t["agree"] for t in dec),
         "all_agree": sum(t["agree"] for t in table),
-        "runs_compared": len({r["run"] for r in runs}),
+        "runs_compared": len(names),
         "max_abs_run_diff_nats": float(both["diff"].abs().max()),
         "mean_run_diff_nats": float(both["diff"].mean()),
         "median_role_seed_sd_nats": float(spread.median()),
     }
     res = {"summary": summary, "verdicts": table, "runs": runs,
-           "reference": {"results": str(ref), "run_commits": _commits(ref)},
-           "replica": {"results": str(rep), "run_commits": _commits(rep), "cpu": _cpu_flags()},
+           "reference": {"results": str(ref), "run_commits": _commits(ref, names)},
+           "replica": {"results": str(rep), "run_commits": _commits(rep, names), "cpu": _cpu_flags()},
            "provenance": provenance({"studies": list(STUDIES), "scale": SCALE}, None)}
     out = Path(a.out)
     atomic_write_json(out, res)
@@ -190,14 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {t['id']} | {t['reference']['verdict']} | {_fmt(t['reference'])} | {t['replica']['verdict']} | "
               f"{_fmt(t['replica'])} | {'yes' if t['agree'] else '**no**'} |" for t in table]
     lines += ["", f"Per run (same name: same seed and data order), held-out loss in nats/token: largest |replica - "
-              f"reference| {summary['max_abs_run_diff_nats']:.4f}, mean {summary['mean_run_diff_nats']:+.4f}; the "
+              f"reference| {summary['max_abs_run_diff_nats']:.1e}, mean {summary['mean_run_diff_nats']:+.1e}; the "
               f"median seed sd of a role is {summary['median_role_seed_sd_nats']:.4f}.", "",
               "| run | split | reference | replica | diff | role's seed sd |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['metric'].split('.')[1]} | {r['reference']:.4f} | {r['replica']:.4f} | "
-              f"{r['diff']:+.4f} | {r['role_seed_sd']:.4f} |" for r in runs]
+              f"{r['diff']:+.1e} | {r['role_seed_sd']:.4f} |" for r in runs]
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     print(f"{out}: {summary['decided_agree']}/{summary['decided_in_reference']} decided verdicts agree; "
-          f"max |run diff| {summary['max_abs_run_diff_nats']:.4f} nats")
+          f"max |run diff| {summary['max_abs_run_diff_nats']:.1e} nats")
     return 0
 
 
