@@ -328,6 +328,14 @@ def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture
     (out / "stale.txt").write_text("old")
     assert _cli(["export-hf", str(run_dir), str(out), "--overwrite"], capsys)[0] == 0
     assert not (out / "stale.txt").exists() and (out / "model.safetensors").is_file()
+    # --overwrite never replaces the run itself or a folder holding it (that would delete the run)
+    held = tmp_path / "held" / "sub" / "run"
+    shutil.copytree(run_dir, held)
+    before = sorted(p.name for p in held.iterdir())
+    for target in (held, held.parents[1]):
+        fails(["export-hf", str(held), str(target), "--overwrite", "--tokenizer",
+               str(runs["yoco"][1].parents[1] / "tokenizer.json")], "OUT_DIR", "RUN_DIR")
+    assert sorted(p.name for p in held.iterdir()) == before
 
     lone = tmp_path / "lone" / "run"  # no tokenizer.json beside it nor two folders up
     lone.parent.mkdir()

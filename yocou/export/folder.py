@@ -135,7 +135,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     Raises:
         FileNotFoundError: ``run_dir``, the checkpoint or the tokenizer does not exist.
         NotADirectoryError: ``run_dir`` is not a folder.
-        FileExistsError: ``out_dir`` is a file, or a non-empty folder without ``overwrite``.
+        FileExistsError: ``out_dir`` is a file, a non-empty folder without ``overwrite``, or ``run_dir`` itself or
+            a folder above it (whatever ``overwrite`` says).
         ValueError: an unreadable checkpoint, a ``run_config.json`` whose model differs from the
             checkpoint's, or a tokenizer with more ids than the model's ``vocab_size``.
     """
@@ -155,6 +156,10 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         raise FileExistsError(f"OUT_DIR {out_dir} exists and is a file")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"OUT_DIR {out_dir} exists and is not empty (pass --overwrite to replace it)")
+    src, dst = run_dir.resolve(), out_dir.resolve()
+    if dst == src or dst in src.parents:  # replacing OUT_DIR would delete the run being exported
+        raise FileExistsError(f"OUT_DIR {out_dir} is RUN_DIR {run_dir} or a folder that holds it: the export "
+                              "would replace the run (choose another OUT_DIR)")
     ckpt = Path(model_file) if Path(model_file).is_absolute() else run_dir / model_file
     if not ckpt.is_file():
         raise FileNotFoundError(f"RUN_DIR {run_dir} has no {model_file} ({ckpt}; train the run first, or pass "
