@@ -13,7 +13,8 @@ and reports, per evaluation, the wall time of each mode and their ratio serial /
 faster) per round, with the median. The outputs are thrown away. Timings on a shared machine are noisy: the
 1-minute load average is recorded before and after; run it on an otherwise idle machine.
 
-    python benchmarks/eval_threads.py --root <checkout with runs/tiny> --models yoco_seed1 rins_seed3 [--rounds 2]
+    python benchmarks/eval_threads.py --root <checkout with runs/tiny> --models yoco_seed1 yocou_seed3 --rounds 2 \
+        --out benchmarks/results/eval_threads_tiny.json
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def commands(cfg: dict, run_root: Path, res_root: Path, model: str, out: Path) -
     }
 
 
+def _child_failed(cmd: list[str], stderr: bytes) -> None:
+    """One line: which evaluation failed and the last line it printed; exit status 2."""
+    last = (stderr.decode(errors="replace").strip().splitlines() or ["(no output)"])[-1]
+    print(f"eval_threads: error: {' '.join(cmd[2:4])} failed: {last}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def _run(cmds: list[list[str]], threads: int, parallel: bool, cwd: Path) -> float:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": str(cwd)}
     t0 = time.perf_counter()
@@ -67,12 +75,12 @@ def _run(cmds: list[list[str]], threads: int, parallel: bool, cwd: Path) -> floa
         procs = [subprocess.Popen(c, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for c in cmds]
         for c, pr in zip(cmds, procs):
             if pr.wait() != 0:
-                raise SystemExit(f"eval_threads: error: {' '.join(c[2:4])} failed: {pr.stderr.read().decode()[-400:]}")
+                _child_failed(c, pr.stderr.read())
     else:
         for c in cmds:
             r = subprocess.run(c, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             if r.returncode != 0:
-                raise SystemExit(f"eval_threads: error: {' '.join(c[2:4])} failed: {r.stderr.decode()[-400:]}")
+                _child_failed(c, r.stderr)
     return time.perf_counter() - t0
 
 
@@ -83,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs=2, required=True, help="two trained runs (names under runs/<scale>/models)")
     ap.add_argument("--evals", nargs="+", default=list(EVALS), choices=EVALS)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/eval_threads_tiny.json"))
+    ap.add_argument("--out", required=True, help="result JSON, e.g. benchmarks/results/eval_threads_<scale>.json")
     a = ap.parse_args(argv)
     if a.rounds < 1:
         ap.error(f"--rounds must be >= 1, got {a.rounds}")
@@ -92,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     for m in a.models:
         if not (run_root / "models" / m / "model.pt").is_file():
             ap.error(f"--models: {run_root / 'models' / m / 'model.pt'} not found (train it first)")
-    cfg = resolve_config(read_scale_file(root / f"workflows/config/{a.scale}.yaml"))
+    try:
+        cfg = resolve_config(read_scale_file(root / f"workflows/config/{a.scale}.yaml"))
+    except (ValueError, OSError) as e:  # ConfigError names the file and the key
+        ap.error(f"--root/--scale: {str(e).splitlines()[0]}")
     load_before = os.getloadavg()[0]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

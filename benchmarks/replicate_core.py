@@ -21,10 +21,11 @@ Make the replica (about 40 min on a 2-core CPU; nothing else is retrained)::
 
 then, from this checkout::
 
-    python benchmarks/replicate_core.py --replica /tmp/replica [--out benchmarks/results/replicate_core_tiny.json]
+    python benchmarks/replicate_core.py --replica /tmp/replica --out benchmarks/results/replicate_core_tiny.json
 
-The replica's clone carries the committed tidy tables; the three above must be newer than its runs' metrics
-files, i.e. rewritten by its own pipeline (checked: the script stops with one line naming the table otherwise).
+The replica must have trained every compared core run itself, and its three tidy tables must be newer than those
+runs' metrics files, i.e. rewritten by its own pipeline rather than the clone's committed copies, with the same runs
+and finite values as the reference's; otherwise the script stops with one line naming the file (exit status 2).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +50,10 @@ from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E
 STUDIES = ("heldout_ppl", "fig2", "fig4")
 """The studies every decided training-side verdict of the committed tiny audit reads (all from the core runs)."""
 SCALE = "tiny"
+
+
+class Refused(Exception):
+    """Bad input: printed as one line ``replicate_core: error: <message>``, exit status 2."""
 
 
 def _cpu_flags() -> dict:
@@ -78,11 +84,13 @@ def _num(x) -> float | None:
 
 def _verdicts(results_dir: Path, rows: list[dict], src) -> dict[str, dict]:
     """The verdict of every row on the tidy tables under ``results_dir`` (``axis_max`` as in ``reproduce``)."""
-    tidy = load_tidy(results_dir, rows)
-    missing = [s for s in STUDIES if s not in tidy]
+    missing = [s for s in STUDIES if not (results_dir / f"tidy/{s}.csv").is_file()]
     if missing:
-        raise SystemExit(f"replicate_core: error: {results_dir}/tidy/{missing[0]}.csv not found "
-                         f"(run the pipeline's summarize_{missing[0]} there)")
+        raise Refused(f"{results_dir}/tidy/{missing[0]}.csv not found (run the pipeline's summarize_{missing[0]} there)")
+    try:
+        tidy = load_tidy(results_dir, rows)
+    except (ValueError, OSError) as e:  # ResultFileError is a ValueError: it names the file and what is wrong
+        raise Refused(str(e).splitlines()[0]) from None
     out = {}
     for r in rows:
         r = dict(r)
@@ -97,23 +105,30 @@ def _verdicts(results_dir: Path, rows: list[dict], src) -> dict[str, dict]:
 
 def _losses(results_dir: Path) -> pd.DataFrame:
     """Per run: held-out loss (nats/token) on book and code, with the run's role, seed and tokens scored."""
-    t = pd.read_csv(results_dir / "tidy/heldout_ppl.csv")
+    p = results_dir / "tidy/heldout_ppl.csv"
+    t = pd.read_csv(p)
     t = t[t["metric"].isin(["loss.book", "loss.code"]) & (t["seed"] >= 0)]
+    bad = t[~np.isfinite(t["value"].astype(float)) | ~np.isfinite(t["n"].astype(float))]
+    if len(bad):
+        raise Refused(f"{p}: {bad.iloc[0]['run']} {bad.iloc[0]['metric']}: value or n is not a finite number "
+                      f"(a truncated table?)")
+    if t.duplicated(["run", "metric"]).any():
+        raise Refused(f"{p}: a run's held-out loss appears twice")
     return t[["run", "role", "seed", "metric", "value", "n"]].set_index(["run", "metric"])
 
 
-def _check_fresh(replica: Path) -> None:
-    """The replica's three tidy tables must have been rewritten after its runs trained (not the clone's copies)."""
-    runs = list((replica / f"runs/{SCALE}/models").glob("*/metrics.jsonl"))
-    if not runs:
-        raise SystemExit(f"replicate_core: error: {replica}/runs/{SCALE}/models: no trained run (expected the "
-                         f"replica's core runs)")
-    newest = max(p.stat().st_mtime for p in runs)
+def _check_replica(replica: Path, runs: list[str]) -> None:
+    """The replica must have trained every compared run itself (``runs/<scale>/models/<run>/metrics.jsonl``), and
+    its three tidy tables must be newer than all of them: rewritten by its own pipeline, not the clone's copies."""
+    missing = [r for r in runs if not (replica / f"runs/{SCALE}/models/{r}/metrics.jsonl").is_file()]
+    if missing:
+        raise Refused(f"{replica}/runs/{SCALE}/models/{missing[0]}/metrics.jsonl not found: the replica must train "
+                      f"every core run it is compared on ({len(missing)} of {len(runs)} missing)")
+    newest = max((replica / f"runs/{SCALE}/models/{r}/metrics.jsonl").stat().st_mtime for r in runs)
     for s in STUDIES:
         p = replica / f"results/{SCALE}/tidy/{s}.csv"
-        if not p.is_file() or p.stat().st_mtime < newest:
-            raise SystemExit(f"replicate_core: error: {p}: older than the replica's runs (the clone's committed copy?); "
-                             f"rerun its summarize_{s}")
+        if p.stat().st_mtime < newest:
+            raise Refused(f"{p}: older than the replica's runs (the clone's committed copy?); rerun its summarize_{s}")
 
 
 def _commits(results_dir: Path, runs: list[str]) -> list[str]:
@@ -139,31 +154,44 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="replicate_core", description=__doc__.split("\n\n")[0])
     ap.add_argument("--replica", required=True, help="the checkout whose pipeline retrained the core runs")
     ap.add_argument("--reference", default=str(ROOT), help="the checkout with the committed results (default: this)")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/replicate_core_tiny.json"))
+    ap.add_argument("--out", required=True, help="result JSON (a .md beside it), e.g. "
+                    "benchmarks/results/replicate_core_tiny.json")
     a = ap.parse_args(argv)
     ref, rep = Path(a.reference) / f"results/{SCALE}", Path(a.replica) / f"results/{SCALE}"
     for p in (ref, rep):
         if not (p / "tidy").is_dir():
             ap.error(f"{p}/tidy: no such folder (expected a checkout's results/{SCALE})")
-    _check_fresh(Path(a.replica))
+    try:
+        return _main(a, ref, rep)
+    except Refused as e:
+        print(f"replicate_core: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _main(a: argparse.Namespace, ref: Path, rep: Path) -> int:
     rows, src = _rows(), load_sources()
-    vr, vp = _verdicts(ref, rows, src), _verdicts(rep, rows, src)
+    vr, vp = _verdicts(ref, rows, src), _verdicts(rep, rows, src)  # each table exists and reads
+    names = sorted(_losses(ref).index.get_level_values("run").unique())
+    _check_replica(Path(a.replica), names)
     table = []
     for i in vr:
         table.append({"id": i, "reference": vr[i], "replica": vp[i], "agree": vr[i]["verdict"] == vp[i]["verdict"],
                       "decided_in_reference": vr[i]["verdict"] != "inconclusive"})
     lr, lp = _losses(ref), _losses(rep)
+    if set(lp.index) != set(lr.index):
+        gone = sorted(set(lr.index) ^ set(lp.index))[0]
+        raise Refused(f"{rep}/tidy/heldout_ppl.csv: its core runs and splits differ from the reference's (first: "
+                      f"{gone[0]} {gone[1]}; {len(lp)} rows against {len(lr)}): a partial or another scale's table")
     both = lr.join(lp[["value", "n"]].add_suffix("_replica"), how="inner")
     if (both["n"] != both["n_replica"]).any():
         bad = both[both["n"] != both["n_replica"]].index[0]
-        raise SystemExit(f"replicate_core: error: {bad}: tokens scored differ ({both.loc[bad, 'n']} vs "
-                         f"{both.loc[bad, 'n_replica']}): the replica's tokenizer or held-out split is not the reference's")
+        raise Refused(f"{bad}: tokens scored differ ({both.loc[bad, 'n']} vs {both.loc[bad, 'n_replica']}): the "
+                      f"replica's tokenizer or held-out split is not the reference's")
     both["diff"] = both["value_replica"] - both["value"]
     spread = lr.reset_index().groupby(["role", "metric"])["value"].std(ddof=1)
     runs = [{"run": r, "metric": m, "role": x.role, "seed": int(x.seed), "reference": x.value,
              "replica": x.value_replica, "diff": x["diff"], "role_seed_sd": float(spread.loc[(x.role, m)])}
             for (r, m), x in both.iterrows()]
-    names = sorted({r["run"] for r in runs})
     dec = [t for t in table if t["decided_in_reference"]]
     summary = {
         "rows": len(table), "decided_in_reference": len(dec),
@@ -172,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "all_agree": sum(t["agree"] for t in table),
         "runs_compared": len(names),
         "max_abs_run_diff_nats": float(both["diff"].abs().max()),
+        "bit_identical_values": int((both["diff"] == 0).sum()), "values_compared": len(both),
         "mean_run_diff_nats": float(both["diff"].mean()),
         "median_role_seed_sd_nats": float(spread.median()),
     }
@@ -193,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     lines += [f"| {t['id']} | {t['reference']['verdict']} | {_fmt(t['reference'])} | {t['replica']['verdict']} | "
               f"{_fmt(t['replica'])} | {'yes' if t['agree'] else '**no**'} |" for t in table]
     lines += ["", f"Per run (same name: same seed and data order), held-out loss in nats/token: largest |replica - "
-              f"reference| {summary['max_abs_run_diff_nats']:.1e}, mean {summary['mean_run_diff_nats']:+.1e}; the "
+              f"reference| {summary['max_abs_run_diff_nats']:.1e}, mean {summary['mean_run_diff_nats']:+.1e}, "
+              f"{summary['bit_identical_values']} of {summary['values_compared']} values bit-identical; the "
               f"median seed sd of a role is {summary['median_role_seed_sd_nats']:.4f}.", "",
               "| run | split | reference | replica | diff | role's seed sd |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['run']} | {r['metric'].split('.')[1]} | {r['reference']:.4f} | {r['replica']:.4f} | "

@@ -45,6 +45,11 @@ def _replica(tmp_path: Path, shift: float) -> Path:
 @pytest.mark.skipif(not (TIDY / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
 def test_replica_shift_moves_exactly_the_rows_that_read_it(tmp_path: Path) -> None:
     rep = _replica(tmp_path, SHIFT)
+    for r in _core_runs():
+        m = rep / f"runs/tiny/models/{r}/metrics.jsonl"
+        m.parent.mkdir(parents=True, exist_ok=True)
+        m.write_text("{}\n")
+        os.utime(m, (1_000_000_000, 1_000_000_000))
     out = tmp_path / "rep.json"
     assert _script().main(["--replica", str(rep), "--out", str(out)]) == 0
     res = json.loads(out.read_text())
@@ -78,11 +83,38 @@ def test_replica_shift_moves_exactly_the_rows_that_read_it(tmp_path: Path) -> No
     assert (tmp_path / "rep.md").read_text().count("| v.") == len(res["verdicts"])
 
 
+def _core_runs() -> list[str]:
+    t = pd.read_csv(TIDY / "heldout_ppl.csv")
+    return sorted(t.loc[t["seed"] >= 0, "run"].unique())
+
+
 @pytest.mark.skipif(not (TIDY / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
-def test_stale_replica_tables_are_refused(tmp_path: Path, capsys) -> None:
+def test_bad_replicas_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
+    """Exit status 2 and one line naming the file: tables older than the runs, a core run the replica did not
+    train, a truncated table, a missing table; nothing is written."""
+    out = tmp_path / "x.json"
+
+    def refused(rep: Path, *needles: str) -> None:
+        assert _script().main(["--replica", str(rep), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("replicate_core: error: ") and len(err.strip().splitlines()) == 1, err
+        for n in needles:
+            assert n in err, err
+        assert not out.exists()
+
     rep = _replica(tmp_path, 0.0)
-    os.utime(rep / "runs/tiny/models/yocou/metrics.jsonl")  # the run is now newer than the tables
-    with pytest.raises(SystemExit) as e:
-        _script().main(["--replica", str(rep), "--out", str(tmp_path / "x.json")])
-    assert "older than the replica's runs" in str(e.value) and "results/tiny/tidy/" in str(e.value)
-    assert not (tmp_path / "x.json").exists()
+    refused(rep, "rins/metrics.jsonl", "not found", "19 of 20")  # only yocou was "trained"
+    for r in _core_runs():
+        (rep / f"runs/tiny/models/{r}").mkdir(parents=True, exist_ok=True)
+        (rep / f"runs/tiny/models/{r}/metrics.jsonl").write_text("{}\n")  # now newer than the tables
+    refused(rep, "older than the replica's runs", "results/tiny/tidy/")
+    old = 1_000_000_000
+    for r in _core_runs():
+        os.utime(rep / f"runs/tiny/models/{r}/metrics.jsonl", (old, old))
+    p = rep / "results/tiny/tidy/heldout_ppl.csv"
+    text = p.read_text()
+    p.write_text(text[: len(text) // 2])  # cut mid-row
+    refused(rep, "heldout_ppl.csv")
+    p.write_text(text)
+    (rep / "results/tiny/tidy/fig4.csv").unlink()
+    refused(rep, "fig4.csv not found")
