@@ -160,6 +160,22 @@ def test_resume_refuses_a_different_config(tmp_path: Path, token_dir: Path) -> N
         train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
 
 
+def test_a_finished_run_of_another_config_is_not_replaced(tmp_path: Path, token_dir: Path) -> None:
+    """Training into a folder that holds a finished run (model.pt, no ckpt.pt) of another model or train config
+    stops before touching it, naming the folder; the same configs retrain in place."""
+    tc = TrainConfig(steps=2, batch_size=2, seq_len=8, ckpt_every=2, dtype="fp32")
+    train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    other = C.yoco(n_layers=2, window=8, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64)
+    for m, t, what in ((other, tc, "model"), (MODEL, TrainConfig(**{**tc.__dict__, "lr": 0.5}), "train")):
+        with pytest.raises(ValueError, match=f"holds a finished run .* another {what} config"):
+            train(m, t, token_dir / "train.bin", tmp_path, progress=False)
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+    train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)  # same configs: retrains
+    assert torch.equal(_weights(tmp_path)["embed.weight"], torch.load(  # deterministic: the same weights
+        __import__("io").BytesIO(before["model.pt"]), weights_only=False)["model"]["embed.weight"])
+
+
 def test_bad_train_config_names_the_field() -> None:
     from yocou.train import train_config_from_dict
     with pytest.raises(ValueError, match="stepz"):

@@ -645,7 +645,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         NonFiniteLossError: (a FloatingPointError and ValueError) the loss became NaN or infinite, naming the
             run folder, the step and the learning rate.
         ValueError: a token stream's vocabulary exceeds ``model_cfg.vocab_size``; ``tc.eval_every`` without
-            ``heldout``.
+            ``heldout``; ``out_dir`` holds the ``model.pt`` of a run with another config (without ``ckpt.pt``).
     """
     from tqdm.auto import tqdm
 
@@ -653,7 +653,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     if tc.tensorboard and rank == 0:
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_finished_run(out, model_cfg, tc)  # and make the folder
     stream = _open_stream(data_path, model_cfg, tc, world, tokenizer)
     evaluator = HeldoutEval.open(heldout, tc, model_cfg)
     prov = _run_provenance(model_cfg, tc, run_config, world)
@@ -745,6 +745,28 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
     with atomic_path(path) as tmp:
         torch.save({"model": msd, "optimizer": osd, "step": step,
                     "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
+
+
+def _check_finished_run(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> None:
+    """Make ``out``; ValueError when it holds a finished run (``model.pt``, no ``ckpt.pt`` to resume) whose model
+    config or TrainConfig differs from this one: training would replace another run's weights and metrics. The
+    same configs retrain in place, as before; an unreadable ``model.pt`` is left to the run to replace."""
+    out.mkdir(parents=True, exist_ok=True)
+    final = out / "model.pt"
+    if not final.is_file() or (out / "ckpt.pt").exists():
+        return
+    try:
+        ck = torch.load(final, map_location="cpu", weights_only=False, mmap=True)
+        mc, ck_tc = ck["model_config"], ck.get("train_config") or {}
+    except Exception:  # noqa: BLE001 - not a readable checkpoint: nothing of value to protect
+        return
+    ours = dataclasses.asdict(tc)
+    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    theirs = {**defaults, **ck_tc, **{k: ours[k] for k in _NO_RESULT_FIELDS}}
+    if mc != model_cfg.to_dict() or theirs != ours:
+        what = "model" if mc != model_cfg.to_dict() else "train"
+        raise ValueError(f"{out} holds a finished run ({final}) with another {what} config: training there would "
+                         "replace it (choose another --out, or remove the folder to retrain)")
 
 
 def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", mmap: bool = False,
