@@ -113,6 +113,26 @@ def test_yocou_console_script_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
     assert capsys.readouterr().err.startswith("yocou kv-table: error: --preset 'nope'")
 
 
+def test_tokenizer_inputs_are_user_errors(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`yocou tokenizer` without a vocabulary size or with one below the byte alphabet, and a tokenizer file that
+    is not a tokenizer.json (garbage, truncated), each fail in one line naming it, status 2."""
+    from yocou.cli import main
+    from yocou.data.tokenizer import load_tokenizer
+
+    monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
+    out = str(tmp_path / "tok.json")
+    assert main(["tokenizer", "--corpus", str(tmp_path), "--out", out]) == EXIT_USER_ERROR
+    assert "--vocab-size" in capsys.readouterr().err
+    assert main(["tokenizer", "--corpus", str(tmp_path), "--out", out, "--vocab-size", "0"]) == EXIT_USER_ERROR
+    assert "expected an integer >= 256, got 0" in capsys.readouterr().err.replace(" (the byte alphabet)", "")
+    for i, text in enumerate(["garbage", '{"version": "1.0", "model": {"type": "BPE", "vocab": {"a"']):
+        bad = tmp_path / f"bad{i}.json"
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=f"tokenizer {bad}: not a readable tokenizer.json"):
+            load_tokenizer(bad)
+
+
 def _entry_modules() -> list[Path]:
     return sorted(p for p in (ROOT / "yocou").rglob("*.py") if 'if __name__ == "__main__":' in p.read_text())
 

@@ -223,7 +223,8 @@ def load_tokenizer(spec: str | os.PathLike) -> TokenizerAdapter:
     Raises:
         FileNotFoundError: ``spec`` is neither a known name nor an existing file.
         ImportError: the package a named tokenizer needs is not installed (message has the pip command).
-        ValueError: the tokenizer has no ``<|endoftext|>`` token.
+        ValueError: the file is not a readable ``tokenizer.json`` (naming it), or the tokenizer has no
+            ``<|endoftext|>`` token.
     """
     s = str(spec)
     if s == "gpt2-offline":
@@ -241,7 +242,12 @@ def load_tokenizer(spec: str | os.PathLike) -> TokenizerAdapter:
         return load_tokenizer(ref)
     from tokenizers import Tokenizer
 
-    return _hf_adapter(str(path), Tokenizer.from_file(str(path)))
+    try:
+        tok = Tokenizer.from_file(str(path))
+    except Exception as e:  # noqa: BLE001 - the tokenizers library raises a bare Exception for a bad file
+        why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"tokenizer {path}: not a readable tokenizer.json ({why})") from None
+    return _hf_adapter(str(path), tok)
 
 
 REF_KEY = "yocou_tokenizer_ref"
