@@ -389,6 +389,14 @@ def test_summarize_study_resolves_roles_from_the_config_and_round_trips(tmp_path
         assert one(back, metric="token_saving")["value"] == pytest.approx(one(df, metric="token_saving")["value"])
     r = T.summarize_study("runs", {"runs": ["yoco", "yocou"]}, run_root=tmp_path / "models")
     assert set(r["run"]) == {"yoco", "yocou"}
+    # a CSV cut mid-row (here: inside the last row's optional trailing columns, where every required field is
+    # present) is refused, naming the file, instead of being read as a shorter table
+    csv = paths["csv"] if isinstance(paths, dict) and "csv" in paths else next(p for p in paths.values()
+                                                                              if str(p).endswith(".csv"))
+    text = csv.read_text()
+    csv.write_text(text[:-3])
+    with pytest.raises(ResultFileError, match="does not end with a newline: truncated"):
+        read_tidy(csv)
     with pytest.raises(ValueError, match="unknown"):
         T.summarize_study("table3", cfg, run_root=tmp_path)
     with pytest.raises(ValueError, match="ppl_root"):

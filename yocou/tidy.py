@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -136,7 +137,8 @@ def read_tidy(path: str | Path) -> pd.DataFrame:
 
     Raises:
         FileNotFoundError: no such file.
-        ResultFileError: unreadable, a missing column, a non-finite value or a duplicate key, naming the file.
+        ResultFileError: unreadable, cut short (a CSV whose last row has no newline), a missing column, a
+            non-finite value or a duplicate key, naming the file.
     """
     p = Path(path)
     if not p.is_file():
@@ -148,6 +150,11 @@ def read_tidy(path: str | Path) -> pd.DataFrame:
                 raise ResultFileError(p, "top level", "expected an object with a 'rows' list")
             df = pd.DataFrame(d["rows"])
         else:
+            with open(p, "rb") as fh:  # write_tidy ends every row with a newline: without one, the file was cut
+                fh.seek(0, os.SEEK_END)
+                if fh.tell() and (fh.seek(-1, os.SEEK_END), fh.read(1))[1] != b"\n":
+                    raise ResultFileError(p, "last row", "the file does not end with a newline: truncated (rerun "
+                                          "its summarize step)")
             df = pd.read_csv(p, keep_default_na=False, na_values={c: [""] for c in
                                                                    ("axis_value", "stderr", "n", "value")})
     except ResultFileError:
