@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from yocou import timing
-from yocou.timing import JOB_COLUMNS, collect, main, read_benchmark, summarize
+from yocou.timing import JOB_COLUMNS, collect, main, read_benchmark, summarize, write_timing
 
 from conftest import workflow_copy
 
@@ -98,11 +98,22 @@ def test_the_cli_writes_csv_md_and_json_with_provenance(bench: Path, tmp_path: P
     assert "not the pipeline's elapsed time" in md and "(5 of 6 jobs have CPU seconds)" in md
 
 
-def test_no_benchmarks_yet_is_an_empty_table(tmp_path: Path) -> None:
+def test_no_benchmarks_yet_is_an_empty_table_and_a_cli_error(tmp_path: Path, capsys) -> None:
+    """The library writes an empty table (readable markdown); the command refuses, in one line, a folder without
+    benchmark files and a scale name that is not safe, writing nothing."""
     stem = tmp_path / "timing"
-    assert main(["--scale", "x", "--bench", str(tmp_path / "none"), "--out", str(stem)]) == 0
+    write_timing(tmp_path / "none", stem, "x")
     doc = json.loads(Path(f"{stem}.json").read_text())
     assert doc["rows"] == [] and doc["totals"]["jobs"] == 0 and doc["totals"]["training_share"] is None
+    assert "n/a (no job)" in Path(f"{stem}.md").read_text()
+    for args, needle in ((["--scale", "x", "--bench", str(tmp_path / "none")], "no Snakemake benchmark files"),
+                         (["--scale", "../x"], "not a usable scale name")):
+        with pytest.raises(SystemExit) as e:
+            main([*args, "--out", str(tmp_path / "o")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("yocou.timing: error: ") and needle in err[-1]
+    assert not list(tmp_path.glob("o.*"))
 
 
 def test_a_file_snakemake_writes_is_read() -> None:

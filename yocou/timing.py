@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .io import atomic_write_json, atomic_write_text, provenance
+from .scales import check_scale_name
 
 __all__ = ["GROUPS", "JOB_COLUMNS", "Job", "group_of", "read_benchmark", "collect", "summarize", "write_timing",
            "main"]
@@ -256,7 +257,7 @@ def render_markdown(summary: dict[str, Any], scale: str, prov: dict[str, Any]) -
     t = summary["totals"]
     out = io.StringIO()
     out.write(f"### Wall time of the pipeline's jobs ({scale})\n\n")
-    share = "" if t["training_share"] is None else f"{100 * t['training_share']:.1f}%"
+    share = "n/a (no job)" if t["training_share"] is None else f"{100 * t['training_share']:.1f}%"
     out.write(f"- jobs measured: {t['jobs']}\n")
     out.write(f"- summed job wall time: {t['sum_wall_s']:.1f} s ({_hms(t['sum_wall_s'])}); training "
               f"{t['training_wall_s']:.1f} s ({_hms(t['training_wall_s'])}), **{share} of it**\n")
@@ -309,17 +310,25 @@ def write_timing(bench_dir: str | Path, out_stem: str | Path, scale: str) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="yocou.timing", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", required=True, help="the scale (names the default folders)")
     ap.add_argument("--bench", help="benchmark folder (default logs/<scale>/bench)")
     ap.add_argument("--out", help="output stem (default results/<scale>/timing -> timing.{csv,md,json})")
     a = ap.parse_args(argv)
+    try:
+        check_scale_name(a.scale, "--scale")
+    except ValueError as e:
+        ap.error(str(e))
     bench = a.bench or f"logs/{a.scale}/bench"
     out = a.out or f"results/{a.scale}/timing"
+    if not any(Path(bench).rglob("*.tsv")):
+        ap.error(f"--bench {bench}: no Snakemake benchmark files (*.tsv) there: run the scale's pipeline (or some "
+                 f"of its targets) first")
     try:
         summary = write_timing(bench, out, a.scale)
     except ValueError as e:
-        print(f"yocou.timing: {e}", file=sys.stderr)
+        print(f"yocou.timing: error: {e}", file=sys.stderr)
         return 2
     t = summary["totals"]
     print(f"{t['jobs']} jobs, summed wall {t['sum_wall_s']:.1f} s, training share {t['training_share']}, "
