@@ -192,6 +192,27 @@ def test_rule_resources_merge_and_errors() -> None:
     with pytest.raises(ValueError, match="train.gpu.*launch"):
         cluster.rule_resources(bad, "train")
     assert cluster.rule_resources({}, "train") == {}  # CPU scales: no resources section, nothing changes
+    for k, v in (("runtime", -5), ("mem_mb", "two"), ("nodes", 0), ("cpus_per_task", 1.5), ("gpu", True)):
+        with pytest.raises(ValueError, match=rf"resources.rules.ppl.{k}: expected a positive integer, got {v!r}"):
+            cluster.rule_resources({"resources": {"rules": {"ppl": {k: v}}}}, "ppl")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (lambda r: r.setdefault("rules", {}).update(train={"runtime": -5}), "resources.rules.train.runtime"),
+    (lambda r: r.update(rulez={}), "resources.rulez"),
+])
+def test_cli_resources_validates_as_planning_does(tmp_path: Path, edit, needle: str) -> None:
+    """`python -m yocou.cluster resources` reads the config as the pipeline does: a bad value or a misplaced
+    section fails in one line naming it (it used to print them back)."""
+    cfg = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
+    edit(cfg.setdefault("resources", {}))
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config", str(p), "train"],
+                         capture_output=True, text=True)
+    assert res.returncode == 2 and not res.stdout, res.stdout + res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("python -m yocou.cluster: error: ") and needle in lines[0], lines
 
 
 # --------------------------------------------------------------------------------------------------

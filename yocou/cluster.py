@@ -61,10 +61,19 @@ RULES = frozenset({
 })
 
 
+#: Resources that are counts or sizes (runtime in minutes, memory and disk in MB): a positive integer.
+COUNT_KEYS = frozenset({"runtime", "mem_mb", "mem_mb_per_cpu", "disk_mb", "cpus_per_task", "cpus_per_gpu", "gpu",
+                        "nodes", "tasks", "tasks_per_node", "tasks_per_gpu"})
+
+
 def _check_keys(res: Mapping[str, Any], where: str) -> None:
     unknown = set(res) - RESOURCE_KEYS
     if unknown:
         raise ValueError(f"{where}: unknown resource key(s) {sorted(unknown)}; allowed: {sorted(RESOURCE_KEYS)}")
+    for k in sorted(COUNT_KEYS & set(res)):
+        v = res[k]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{where}.{k}: expected a positive integer, got {v!r}")
 
 
 def configured_rules(cfg: Mapping[str, Any]) -> list[str]:
@@ -335,9 +344,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not a.command:
             g.error("give the command to run after --")
         return _gpu_run(a)
-    from .io import load_config_file
+    from .wfconfig import read_scale_file, resolve_config
 
-    print(json.dumps(rule_resources(load_config_file(a.config), a.rule), indent=2))
+    # validated as the pipeline validates it (the schema: types, ranges, unknown keys), so this prints what a
+    # run would ask for or fails as planning would
+    print(json.dumps(rule_resources(resolve_config(read_scale_file(a.config)), a.rule), indent=2))
     return 0
 
 
