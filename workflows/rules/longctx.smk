@@ -119,9 +119,16 @@ rule table4:
     output:
         csv=in_report(f"{RES}/table4.csv", "table4"),
         md=in_report(f"{RES}/table4.md", "table4"),
+        json=f"{RES}/table4.json",
         cells=f"{RES}/table4_cells.csv",
+        cells_md=f"{RES}/table4_cells.md",
+        cells_json=f"{RES}/table4_cells.json",
         by_length=in_report(f"{RES}/table4_by_length.md", "table4"),
+        by_length_csv=f"{RES}/table4_by_length.csv",
+        by_length_json=f"{RES}/table4_by_length.json",
         seeds=in_report(f"{RES}/table4_seeds.md", "table4"),
+        seeds_csv=f"{RES}/table4_seeds.csv",
+        seeds_json=f"{RES}/table4_seeds.json",
         png=in_report(f"{FIG}/niah_heatmap.png", "table4"),
         pdf=f"{FIG}/niah_heatmap.pdf",
     log:

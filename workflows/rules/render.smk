@@ -77,6 +77,7 @@ rule heldout_ppl:
     output:
         csv=in_report(f"{RES}/heldout_ppl.csv", "heldout_ppl"),
         md=in_report(f"{RES}/heldout_ppl.md", "heldout_ppl"),
+        json=f"{RES}/heldout_ppl.json",
     log:
         f"logs/{SCALE}/heldout_ppl.log",
     benchmark:
@@ -96,8 +97,13 @@ rule table10:
     output:
         csv=in_report(f"{RES}/table10.csv", "tables8_10"),
         md=in_report(f"{RES}/table10.md", "tables8_10"),
+        json=f"{RES}/table10.json",
         cells=f"{RES}/table10_cells.csv",
+        cells_md=f"{RES}/table10_cells.md",
+        cells_json=f"{RES}/table10_cells.json",
         measured=in_report(f"{RES}/table10_measured.md", "tables8_10"),
+        measured_csv=f"{RES}/table10_measured.csv",
+        measured_json=f"{RES}/table10_measured.json",
     log:
         f"logs/{SCALE}/table10.log",
     benchmark:
