@@ -265,8 +265,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     k = sub.add_parser("kv", help="analytic (and measured) KV-cache bytes of a preset")
     k.add_argument("--preset", required=True, help="<variant>-<size>, e.g. yocou-paper-1.3b, yoco-tiny")
-    k.add_argument("--seq-len", type=int, required=True, help="tokens per sequence N")
-    k.add_argument("--batch", type=int, default=1)
+    k.add_argument("--seq-len", type=int_at_least(1), required=True, help="tokens per sequence N")
+    k.add_argument("--batch", type=int_at_least(1), default=1)
     k.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
     k.add_argument("--measure", action="store_true", help="also prefill N tokens and count the cache's bytes")
     k.set_defaults(func=_cmd_kv)

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from .data import load_tokenizer
     from .io import atomic_write_json, load_config_file
 
-    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python -m yocou.pipeline", description=main.__doc__)
     ap.add_argument("--config", required=True, help="pipeline config: a file, or inline JSON (what the rule passes)")
     ap.add_argument("--variant", required=True)
     ap.add_argument("--tokenizer", default=None, help="take vocab_size from this tokenizer")

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..entry import int_at_least
 from ..evaldefs import protocol
 
 # the held-out token streams scored, by the name the results use (eval/protocols.yaml, longppl.splits)
@@ -160,7 +161,7 @@ def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m yocou.longctx.longppl", description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--tokens-dir", required=True, help="folder with heldout_book.bin and heldout_code.bin")
-    ap.add_argument("--lengths", nargs="+", type=int, required=True)
+    ap.add_argument("--lengths", nargs="+", type=int_at_least(2), required=True, help="input lengths, each >= 2")
     ap.add_argument("--span", type=int, default=256)
     ap.add_argument("--book-docs", type=int, default=4)
     ap.add_argument("--code-docs", type=int, default=4)
