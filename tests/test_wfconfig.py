@@ -85,6 +85,21 @@ def _keys_the_rules_read() -> set[str]:
     return keys
 
 
+@pytest.mark.parametrize("where", ["train", "variants.yoco.train"])
+def test_warmup_longer_than_the_run_is_refused_naming_the_field(where: str) -> None:
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    steps = cfg["train"]["steps"]
+    if where == "train":
+        cfg["train"]["warmup_steps"] = steps + 1
+    else:
+        cfg["variants"]["yoco"]["train"] = {"warmup_steps": steps + 1}
+    with pytest.raises(ConfigError, match=rf"{re.escape(where)}.warmup_steps: {steps + 1} exceeds its steps \({steps}\)"):
+        resolve_config(cfg)
+    cfg2 = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    cfg2["train"]["warmup_steps"] = steps  # equal is allowed
+    resolve_config(cfg2)
+
+
 def test_every_key_a_rule_reads_is_required_or_has_a_schema_default() -> None:
     kinds = dict(required_and_defaulted(load_schema(ROOT)))
     read = _keys_the_rules_read()

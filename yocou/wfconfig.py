@@ -198,6 +198,7 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
     if best is not None:
         raise ConfigError(f"{source}: {_one_line(best)}")
     _check_sizes(config, source)
+    _check_warmup(config, source)
     expand_runs(config, source)
     from .data.corpus import resolve_corpus_config  # light: no torch
 
@@ -206,6 +207,16 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
     except ValueError as e:
         raise ConfigError(f"{source}: data.corpus: {e}") from None
     return config
+
+
+def _check_warmup(config: Mapping, source: str) -> None:
+    """train.warmup_steps (and a variant's own) must not exceed its steps: the run would never reach its rate."""
+    base = config.get("train") or {}
+    for where, tr in [("train", base)] + [(f"variants.{n}.train", {**base, **(v.get("train") or {})})
+                                          for n, v in config["variants"].items()]:
+        w, n = tr.get("warmup_steps"), tr.get("steps")
+        if isinstance(w, int) and isinstance(n, int) and w > n:
+            raise ConfigError(f"{source}: {where}.warmup_steps: {w} exceeds its steps ({n}); expected at most steps")
 
 
 def _check_sizes(config: Mapping, source: str) -> None:
