@@ -121,7 +121,7 @@ rule table4:
         md=in_report(f"{RES}/table4.md", "table4"),
         json=f"{RES}/table4.json",
         cells=f"{RES}/table4_cells.csv",
-        cells_md=f"{RES}/table4_cells.md",
+        cells_md=in_report(f"{RES}/table4_cells.md", "table4"),
         cells_json=f"{RES}/table4_cells.json",
         by_length=in_report(f"{RES}/table4_by_length.md", "table4"),
         by_length_csv=f"{RES}/table4_by_length.csv",

@@ -99,7 +99,7 @@ rule table10:
         md=in_report(f"{RES}/table10.md", "tables8_10"),
         json=f"{RES}/table10.json",
         cells=f"{RES}/table10_cells.csv",
-        cells_md=f"{RES}/table10_cells.md",
+        cells_md=in_report(f"{RES}/table10_cells.md", "tables8_10"),
         cells_json=f"{RES}/table10_cells.json",
         measured=in_report(f"{RES}/table10_measured.md", "tables8_10"),
         measured_csv=f"{RES}/table10_measured.csv",
