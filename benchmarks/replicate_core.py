@@ -36,7 +36,6 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,8 +43,9 @@ sys.path.insert(0, str(ROOT))
 
 from yocou.audit.claims import load_sources  # noqa: E402
 from yocou.audit.spread import load_tidy  # noqa: E402
-from yocou.audit.verdicts import evaluate, load_comparisons  # noqa: E402
+from yocou.audit.verdicts import evaluate, load_comparisons, set_axis_max  # noqa: E402
 from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
+from yocou.tidy import read_tidy  # noqa: E402
 
 STUDIES = ("heldout_ppl", "fig2", "fig4")
 """The studies every decided training-side verdict of the committed tiny audit reads (all from the core runs)."""
@@ -91,12 +91,10 @@ def _verdicts(results_dir: Path, rows: list[dict], src) -> dict[str, dict]:
         tidy = load_tidy(results_dir, rows)
     except (ValueError, OSError) as e:  # ResultFileError is a ValueError: it names the file and what is wrong
         raise Refused(str(e).splitlines()[0]) from None
+    rows = [dict(r) for r in rows]
+    set_axis_max(rows, tidy)
     out = {}
     for r in rows:
-        r = dict(r)
-        if "axis_max" in r:
-            lim = tidy["runs"].query("metric == @r['axis_max']")["value"] if "runs" in tidy else pd.Series([], dtype=float)
-            r["_axis_max"] = None if lim.empty else float(lim.min())
         v = evaluate(r, tidy, src, SCALE)
         out[v.id] = {"verdict": v.verdict, "effect": _num(v.effect), "ci_low": _num(v.ci_low), "ci_high": _num(v.ci_high),
                      "ci_method": v.ci_method, "ours": v.ours, "paper": v.paper, "qualifier": v.qualifier}
@@ -106,14 +104,13 @@ def _verdicts(results_dir: Path, rows: list[dict], src) -> dict[str, dict]:
 def _losses(results_dir: Path) -> pd.DataFrame:
     """Per run: held-out loss (nats/token) on book and code, with the run's role, seed and tokens scored."""
     p = results_dir / "tidy/heldout_ppl.csv"
-    t = pd.read_csv(p)
+    try:
+        t = read_tidy(p)  # validated: finite values, unique keys, a complete last row
+    except (ValueError, OSError) as e:
+        raise Refused(str(e).splitlines()[0]) from None
     t = t[t["metric"].isin(["loss.book", "loss.code"]) & (t["seed"] >= 0)]
-    bad = t[~np.isfinite(t["value"].astype(float)) | ~np.isfinite(t["n"].astype(float))]
-    if len(bad):
-        raise Refused(f"{p}: {bad.iloc[0]['run']} {bad.iloc[0]['metric']}: value or n is not a finite number "
-                      f"(a truncated table?)")
-    if t.duplicated(["run", "metric"]).any():
-        raise Refused(f"{p}: a run's held-out loss appears twice")
+    if t["n"].isna().any():
+        raise Refused(f"{p}: {t[t['n'].isna()].iloc[0]['run']}: no token count n (expected the tokens scored)")
     return t[["run", "role", "seed", "metric", "value", "n"]].set_index(["run", "metric"])
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -132,6 +131,16 @@ def write_tidy(df: pd.DataFrame | Iterable[Mapping[str, Any]], stem: str | Path,
     return {"csv": stem.with_suffix(".csv"), "json": stem.with_suffix(".json")}
 
 
+def _ends_with_newline(path: Path) -> bool:
+    """True for an empty file or one whose last byte is a newline."""
+    size = path.stat().st_size
+    if not size:
+        return True
+    with open(path, "rb") as fh:
+        fh.seek(size - 1)
+        return fh.read(1) == b"\n"
+
+
 def read_tidy(path: str | Path) -> pd.DataFrame:
     """A tidy table (``.csv``, or ``.json`` written by :func:`write_tidy`), validated as :func:`tidy_frame` does.
 
@@ -150,11 +159,9 @@ def read_tidy(path: str | Path) -> pd.DataFrame:
                 raise ResultFileError(p, "top level", "expected an object with a 'rows' list")
             df = pd.DataFrame(d["rows"])
         else:
-            with open(p, "rb") as fh:  # write_tidy ends every row with a newline: without one, the file was cut
-                fh.seek(0, os.SEEK_END)
-                if fh.tell() and (fh.seek(-1, os.SEEK_END), fh.read(1))[1] != b"\n":
-                    raise ResultFileError(p, "last row", "the file does not end with a newline: truncated (rerun "
-                                          "its summarize step)")
+            if not _ends_with_newline(p):  # write_tidy ends every row with one: without it, the file was cut
+                raise ResultFileError(p, "last row", "the file does not end with a newline: truncated (rerun its "
+                                      "summarize step)")
             df = pd.read_csv(p, keep_default_na=False, na_values={c: [""] for c in
                                                                    ("axis_value", "stderr", "n", "value")})
     except ResultFileError:

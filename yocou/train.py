@@ -358,9 +358,7 @@ class Checkpointer:
     def _check_config(self, ck: Mapping[str, Any]) -> None:
         """ValueError unless ``ck`` was written with this run's configs; a TrainConfig field added after the
         checkpoint was written counts as its default, and fields that change no result may differ."""
-        ck_tc = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
-        same = {**ck_tc, **ck["train_config"], **{k: getattr(self.tc, k) for k in _NO_RESULT_FIELDS}}
-        if ck["model_config"] != self.model_cfg.to_dict() or same != dataclasses.asdict(self.tc):
+        if _config_differs(ck, self.model_cfg, self.tc):
             raise ValueError(f"{self.path} was written with a different config; remove {self.out} to start over")
 
     def save(self, step: int, metrics_path: Path) -> None:
@@ -653,7 +651,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     if tc.tensorboard and rank == 0:
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
-    _check_finished_run(out, model_cfg, tc)  # and make the folder
+    _prepare_out_dir(out, model_cfg, tc)
     stream = _open_stream(data_path, model_cfg, tc, world, tokenizer)
     evaluator = HeldoutEval.open(heldout, tc, model_cfg)
     prov = _run_provenance(model_cfg, tc, run_config, world)
@@ -747,7 +745,19 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
                     "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
 
 
-def _check_finished_run(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> None:
+def _config_differs(ck: Mapping[str, Any], model_cfg: ModelConfig, tc: TrainConfig) -> str | None:
+    """Which of a checkpoint's configs (``"model"`` or ``"train"``) differs from ``model_cfg`` / ``tc``, else None.
+    A TrainConfig field added after the checkpoint was written counts as its default, and the fields that change
+    no result (:data:`_NO_RESULT_FIELDS`) may differ."""
+    if ck["model_config"] != model_cfg.to_dict():
+        return "model"
+    ours = dataclasses.asdict(tc)
+    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    theirs = {**defaults, **(ck.get("train_config") or {}), **{k: ours[k] for k in _NO_RESULT_FIELDS}}
+    return "train" if theirs != ours else None
+
+
+def _prepare_out_dir(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> None:
     """Make ``out``; ValueError when it holds a finished run (``model.pt``, no ``ckpt.pt`` to resume) whose model
     config or TrainConfig differs from this one: training would replace another run's weights and metrics. The
     same configs retrain in place, as before; an unreadable ``model.pt`` is left to the run to replace."""
@@ -757,14 +767,10 @@ def _check_finished_run(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> N
         return
     try:
         ck = torch.load(final, map_location="cpu", weights_only=False, mmap=True)
-        mc, ck_tc = ck["model_config"], ck.get("train_config") or {}
-    except Exception:  # noqa: BLE001 - not a readable checkpoint: nothing of value to protect
+        what = _config_differs(ck, model_cfg, tc)
+    except Exception:  # noqa: BLE001 - not a readable checkpoint of a run: nothing of value to protect
         return
-    ours = dataclasses.asdict(tc)
-    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
-    theirs = {**defaults, **ck_tc, **{k: ours[k] for k in _NO_RESULT_FIELDS}}
-    if mc != model_cfg.to_dict() or theirs != ours:
-        what = "model" if mc != model_cfg.to_dict() else "train"
+    if what:
         raise ValueError(f"{out} holds a finished run ({final}) with another {what} config: training there would "
                          "replace it (choose another --out, or remove the folder to retrain)")
 

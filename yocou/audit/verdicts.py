@@ -319,7 +319,13 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
     """
     rows = load_comparisons(comparisons)
     tidy = load_tidy(results_dir, rows)
+    set_axis_max(rows, tidy)
+    return [evaluate(r, tidy, src, scale) for r in rows]
+
+
+def set_axis_max(rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
+    """Fill ``_axis_max`` of each row with ``axis_max: <metric>``: the smallest value of that metric in the tidy
+    ``runs`` table (e.g. ``seq_len``, the training length), None where the table or the metric is absent."""
     for r in (r for r in rows if "axis_max" in r):
         lim = tidy["runs"].query("metric == @r['axis_max']")["value"] if "runs" in tidy else pd.Series([], dtype=float)
         r["_axis_max"] = None if lim.empty else float(lim.min())
-    return [evaluate(r, tidy, src, scale) for r in rows]

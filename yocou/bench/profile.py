@@ -371,7 +371,8 @@ def fit_linear(n: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
 # CLI
 # ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m yocou.bench.profile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m yocou.bench.profile", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run-configs", nargs="+", required=True,
                     help="run_config.json of each variant (its 'model' section; weights are random)")
     ap.add_argument("--profile-config", help="JSON/YAML mapping of ProfileConfig fields (overridden by flags)")
