@@ -85,6 +85,7 @@ include: "workflows/rules/studies.smk"
 include: "workflows/rules/fig8.smk"
 include: "workflows/rules/audit.smk"
 include: "workflows/rules/timing.smk"
+include: "workflows/rules/committed.smk"
 
 
 rule reproduce_all:
@@ -119,3 +120,4 @@ rule reproduce_all:
         rules.efficiency.input,
         rules.audit.output,
         rules.timing.output,
+        rules.committed_config.output,

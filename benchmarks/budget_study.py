@@ -1,4 +1,4 @@
-"""The tiny scale's budget, from measurement (issue 15, item 1). Writes benchmarks/results/budget_study_tiny.json.
+"""The tiny scale's budget, from measurement. Writes benchmarks/results/budget_study_tiny.json.
 
 On this machine's CPU, in the training dtype, for candidate shapes of YOCO and YOCO-U:
 

@@ -1,5 +1,5 @@
 """How should evaluation jobs use 2 cores? One two-thread job at a time, or two one-thread jobs side by side?
-(issue 15, item 8: wall time as a measured budget).
+(Wall time as a measured budget.)
 
 Training jobs already run one thread each, two side by side (``launch.threads: 1``; budget_study.py measured it).
 The evaluation rules (``ppl``, ``longppl``, ``niah``) took every core given, so under ``--cores 2`` they ran one at

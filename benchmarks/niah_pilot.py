@@ -1,4 +1,4 @@
-"""Table 4's retrieval recipe at tiny: which change makes the retrieval runs learn (issue 15, item 7).
+"""Table 4's retrieval recipe at tiny: which change makes the retrieval runs learn.
 
 Table 4 at tiny evaluates the retrieval runs ``<run>_niah`` (``niah_train`` in ``workflows/config/tiny.yaml``: 4x the
 core steps, half of the training sequences carrying a needle). Of the 8 committed ones only YOCO seed 0 chose the

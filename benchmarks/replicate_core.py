@@ -1,4 +1,4 @@
-"""Do the tiny audit's decided training-side verdicts replicate? (issue 15)
+"""Do the tiny audit's decided training-side verdicts replicate?
 
 Every training-side verdict the committed tiny audit decides comes from the core runs (Transformer, YOCO, RINS,
 YOCO-U, 5 seeds each) through three studies: ``heldout_ppl`` (held-out loss and perplexity), ``fig2`` (the loss

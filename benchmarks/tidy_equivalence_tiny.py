@@ -1,4 +1,4 @@
-"""Issue 14: does the tidy layer + declared audit give the verdicts the old file-parsing audit gave?
+"""Does the tidy layer + declared audit give the verdicts the old file-parsing audit gave?
 
 Runs the new summarize steps (yocou.summarize) on the raw tiny outputs committed under results/tiny/ by the old
 pipeline (downstream/, niah/, ppl/, longppl/, profile.json, kv_measure.json), then the declared comparisons

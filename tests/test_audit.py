@@ -1,4 +1,4 @@
-"""Tests of yocou.audit (issue 7): the claims registry, the consistency checks, the verdicts and ``yocou audit``.
+"""Tests of yocou.audit: the claims registry, the consistency checks, the verdicts and ``yocou audit``.
 
 - Every table of the paper's page is in the registry (counted on the page independently, by its "Table N:"
   captions), every printed cell of each table is a claim, and every printed prose claim is quoted from the page.
@@ -9,8 +9,9 @@
 - The committed baseline equals the current check results; ``yocou audit`` exits 1 on a regression and 2 on a
   malformed baseline.
 
-The page is ../shared/paper/000_c190a1253fdf94ee.txt (or $YOCOU_SHARED/paper/...); tests that read it skip
-when it is absent.
+Only the tests that compare the registry with the paper's own text (arXiv 2604.01220 as a plain-text page) read
+the page, from ../shared/paper/000_c190a1253fdf94ee.txt (beside the repository root) or $YOCOU_SHARED/paper/...;
+they skip when it is absent. Everything else reads what the repository holds (yocou/reported, claims.yaml).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def _page_path() -> Path | None:
 def page() -> str:
     path = _page_path()
     if path is None:
-        pytest.skip(f"paper page {PAGE_NAME} not found under ../shared/paper or $YOCOU_SHARED")
+        pytest.skip(f"paper page {PAGE_NAME} not found: put the paper's page at ../shared/paper/{PAGE_NAME} (beside "
+                    f"the repository) or set YOCOU_SHARED to a folder holding paper/{PAGE_NAME}")
     return path.read_text(encoding="utf-8")
 
 
@@ -72,8 +74,13 @@ def test_every_table_of_the_page_is_in_the_registry(page, src):
     assert on_page, "no 'Table N:' caption found on the page"
     registered = sorted(t["table"] for t in src.registry["tables"])
     assert registered == on_page, f"page has tables {on_page}, registry {registered}"
+
+
+def test_every_transcribed_table_is_in_the_registry_one_claim_per_cell(src):
+    registered = sorted(t["table"] for t in src.registry["tables"])
+    assert registered == available_tables(), f"reported CSVs {available_tables()}, registry {registered}"
     claims = load_claims(src)
-    for n in on_page:
+    for n in registered:
         cells = claims[(claims["kind"] == "table_cell") & (claims["table"] == n)]
         df = load_table(n)
         expected = len(df) * (len(df.columns) - 1) if n == 7 else len(df)  # Table 7 is stored wide
@@ -117,7 +124,7 @@ def test_checks_results_and_baseline(src, base_results):
     groups = {r.group for r in base_results.values()}
     assert groups >= {"averages", "cross-table", "kv-formula", "throughput-vs-compute", "params-vs-shapes",
                       "quoted-numbers", "complexity"}
-    # SPEC.md section 8's findings
+    # docs/design.md section 8's findings
     assert base_results["avg.T3.YOCO"].result == FAILS
     assert base_results["xt.T3_T5.YOCO.Avg."].result == HOLDS
     assert all(base_results[f"kv.T10.{m}.{n}"].result == HOLDS

@@ -54,7 +54,7 @@ def test_paper_preset_is_the_1_3b_configuration() -> None:
     assert cfg.stages[0].window == 512 and cfg.stages[0].n_loops == 3 and cfg.stages[1].kind == "cross"
 
 
-# -- KV bytes: the generic plan walk against SPEC.md section 5's closed forms --
+# -- KV bytes: the generic plan walk against docs/design.md section 5's closed forms --
 @pytest.mark.parametrize("N", [8192, 65536, 262144])
 def test_kv_formulas_closed_form(N: int) -> None:
     b, L, dkv, Wn, T = 2, 20, 512, 512, 3

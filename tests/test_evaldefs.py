@@ -1,4 +1,4 @@
-"""eval/ holds evaluation as data (issue 14, item 1): the column maps, the lm-eval task templates, the long-context
+"""eval/ holds evaluation as data: the column maps, the lm-eval task templates, the long-context
 protocols and the audit's comparisons. The pipeline and the package read them there; a scale config that redefines
 one fails in one line naming the key and the file; the scale configs carry none of them; the pack made from the
 templates is the pack the if/elif chain made (golden digests of the old pack)."""

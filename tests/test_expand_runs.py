@@ -1,4 +1,4 @@
-"""Seeds, learning-rate runs, crossover runs and the scale's own sizes (yocou.wfconfig.expand_runs, issue 15)."""
+"""Seeds, learning-rate runs, crossover runs and the scale's own sizes (yocou.wfconfig.expand_runs)."""
 
 import copy
 

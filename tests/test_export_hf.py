@@ -1,4 +1,4 @@
-"""``yocou export-hf`` (issue 16): the exported Hugging Face folder against yocou itself.
+"""``yocou export-hf``: the exported Hugging Face folder against yocou itself.
 
 Every preset is saved as a real run folder (``model.pt`` by yocou's checkpoint writer, ``run_config.json``,
 the pipeline's ``runs/<scale>/tokenizer.json`` two folders up), exported, and loaded back with transformers:

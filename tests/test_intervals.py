@@ -1,4 +1,4 @@
-"""Issue 15, item 6: training-side verdicts decided by the 95% interval of the effect across seeds
+"""Training-side verdicts decided by the 95% interval of the effect across seeds
 (yocou.audit.verdicts.t_interval / decide_interval), their counts in the audit summary and the seed-spread table.
 Expected intervals are computed here independently: scipy's paired, Welch and one-sample t-test confidence intervals,
 and the delta method written out by hand."""

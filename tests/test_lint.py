@@ -1,4 +1,4 @@
-"""`snakemake --lint` (issue 14): the workflow is lint-clean at every shipped scale, every rule names the conda
+"""`snakemake --lint`: the workflow is lint-clean at every shipped scale, every rule names the conda
 environment that environment.yml defines, and helper functions live in workflows/rules/common.smk, away from the
 rule files."""
 

@@ -1,4 +1,4 @@
-"""The lm-eval model class, the task pack and the sandbox (issue 3).
+"""The lm-eval model class, the task pack and the sandbox.
 
 Small random models built here (no trained checkpoints); every variant of the core comparison.
 """
@@ -128,7 +128,7 @@ JOIN_PAIRS = [("Ans", "wer"), ("hello wor", "ld"), ("Answer: ", "yes"), ("a lazy
 
 
 def test_join_token_with_trained_bpe(token_dir):
-    """A BPE token spanning context/continuation (issue 13.1) neither kills the run nor mis-scores: the
+    """A BPE token spanning context/continuation neither kills the run nor mis-scores: the
     project's trained tokenizer (conftest) merges "jum"+"ps" (lm-eval's split: empty) and "qu"+"ietly"."""
     from yocou.data.tokenizer import load_tokenizer
 

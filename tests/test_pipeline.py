@@ -57,7 +57,7 @@ def test_dry_run_plans_every_core_model(tmp_path: Path, scale: str) -> None:
 
 
 def test_crossover_plans_its_runs_their_whole_held_out_scores_and_the_figure(tmp_path: Path) -> None:
-    """`snakemake -n crossover` (issue 15 item 4): each crossover run is trained and scored on the whole held-out
+    """`snakemake -n crossover` (the crossover study): each crossover run is trained and scored on the whole held-out
     set (rule ppl, the verdict's end point), then summarized and drawn; nothing of reproduce_all's own studies."""
     wd = _workdir(tmp_path)
     out = _snakemake(wd, "-n", "--cores", "2", "crossover", "--config", "scale=smoke").stdout
@@ -73,7 +73,7 @@ def test_crossover_plans_its_runs_their_whole_held_out_scores_and_the_figure(tmp
 
 @pytest.mark.parametrize("threads", [None, 1, 8])
 def test_eval_threads_set_each_evaluation_job_and_the_profile_keeps_every_core(tmp_path: Path, threads) -> None:
-    """eval.threads (issue 15 item 8): every evaluation job's snakemake threads and OMP_NUM_THREADS are
+    """eval.threads (evaluation jobs at one thread each): every evaluation job's snakemake threads and OMP_NUM_THREADS are
     eval.threads, at most --cores (null: --cores); the profile, a timing, always takes every core."""
     wd = _workdir(tmp_path)
     cfg = [] if threads is None else ["eval={threads: %d}" % threads]
@@ -294,13 +294,13 @@ def test_smoke_pipeline_end_to_end(smoke_run: Path) -> None:
     kv = json.loads((res / "kv_measure.json").read_text())
     assert all(r["measured_bytes"] == r["analytic_bytes"] for r in kv["rows"])
     assert "git_commit" in kv["provenance"]
-    # Issue 6: every study rendered, with every run it names
+    # every study rendered, with every run it names
     cfg = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
     for f in ("fig5", "fig6", "fig8"):
         assert (wd / f"figures/smoke/{f}.png").stat().st_size > 1000, f
         assert (res / f"{f}_data.csv").is_file(), f
-    # fig5_data.md counts the held-out documents scored (issue 13: it said 20 where smoke holds 3): those of the
-    # corpus manifest up to eval.ppl.max_tokens per split (issue 15), as the runs' ppl JSON lists them
+    # fig5_data.md counts the held-out documents scored (a regression once said 20 where smoke holds 3): those of the
+    # corpus manifest up to eval.ppl.max_tokens per split, as the runs' ppl JSON lists them
     manifest = json.loads((wd / "runs/smoke/corpus/manifest.json").read_text())["splits"]
     scored = json.loads((res / "ppl/yoco.json").read_text())["splits"]
     fig5_md = (res / "fig5_data.md").read_text()
@@ -335,7 +335,7 @@ EXPECTED_NOT_RUN = {  # declared comparisons whose data the smoke config does no
 
 @pytest.mark.slow
 def test_every_declared_comparison_evaluates_on_the_smoke_runs_tidy_tables(smoke_run: Path) -> None:
-    """Issue 14: renderer, tidy writer and audit cannot drift apart. Every row of eval/comparisons.yaml is evaluated
+    """Renderer, tidy writer and audit cannot drift apart. Every row of eval/comparisons.yaml is evaluated
     on the tidy tables the real summarize steps wrote in the smoke run; each finds its data (only the columns in
     EXPECTED_NOT_RUN have none), every verdict at smoke is capped as decide() says, and the audit's verdicts.csv
     is the same evaluation."""

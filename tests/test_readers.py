@@ -1,5 +1,5 @@
 """Result files read back by the renderers are validated: a corrupt number, a duplicated or missing row or a
-truncated file fails in one line naming the file and the row, never renders silently (issue 13, item 6)."""
+truncated file fails in one line naming the file and the row, never renders silently."""
 
 from __future__ import annotations
 

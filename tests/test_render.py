@@ -1,4 +1,4 @@
-"""Renderers draw what the data say (issue 13 item 9): labelled ticks, limits that hold every plotted point,
+"""Renderers draw what the data say: labelled ticks, limits that hold every plotted point,
 legends clear of the data, labels that tell blocks apart, the paper's values where it has them (on axes of
 their own), load marked on timings, and notes that say what our averages and the paper's rows cover.
 

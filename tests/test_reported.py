@@ -1,8 +1,9 @@
 """Tests of yocou.reported: the paper's tables transcribed exactly, and the arithmetic they must satisfy.
 
-The page with the tables is ../shared/paper/000_c190a1253fdf94ee.txt (relative to the repository root),
-or $YOCOU_SHARED/paper/... when that variable is set and the default path is missing. Tests that read the
-page skip when it is absent; the others only need the package's CSVs.
+Most tests need only the package's CSVs. The ones that compare the CSVs with the paper's own text (arXiv
+2604.01220 as a plain-text page, tables tab-separated) read that page from
+../shared/paper/000_c190a1253fdf94ee.txt (beside the repository root), or from $YOCOU_SHARED/paper/... (or
+$YOCOU_SHARED/...) when that variable is set; they skip when it is absent.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def page() -> str:
     path = _page_path()
     if path is None:
         pytest.skip(
-            f"paper page {PAGE_NAME} not found under ../shared/paper or $YOCOU_SHARED; "
-            "cannot compare the CSVs with the printed tables"
+            f"paper page {PAGE_NAME} not found: put the paper's page at ../shared/paper/{PAGE_NAME} (beside the "
+            f"repository) or set YOCOU_SHARED to a folder holding paper/{PAGE_NAME}; without it the CSVs cannot be "
+            "compared with the printed tables"
         )
     return path.read_text(encoding="utf-8")
 
@@ -91,14 +93,24 @@ def test_every_table_on_page_has_a_csv(page):
     assert available_tables() == numbers, "one CSV per printed table, and no others"
 
 
-def test_meta_and_captions(page):
-    parsed = _page_tables(page)
+def test_one_csv_per_table_of_the_paper():
+    """arXiv 2604.01220 prints Tables 1 to 10; one CSV each, and no others."""
+    assert available_tables() == list(range(1, 11))
+
+
+def test_meta_cites_the_paper_and_has_units_and_caption():
     for n in available_tables():
         meta = table_meta(n)
-        assert meta["source"] == f"shared/paper/{PAGE_NAME}, Table {n}"
+        assert meta["source"] == f"arXiv 2604.01220 (Universal YOCO), Table {n}"
         assert meta["units"], f"Table {n} has no units line"
+        assert meta["caption"], f"Table {n} has no caption line"
+
+
+def test_captions_match_page(page):
+    parsed = _page_tables(page)
+    for n in available_tables():
         # The page breaks Table 1's and 4's captions at inline math; the first line must match.
-        assert meta["caption"].startswith(parsed[n]["caption"]), n
+        assert table_meta(n)["caption"].startswith(parsed[n]["caption"]), n
 
 
 @pytest.mark.parametrize("n", range(1, 11))
@@ -170,7 +182,7 @@ def test_csv_data_lines_have_no_comment_char():
         assert all("#" not in ln for ln in data), n
 
 
-# --------------------------------------------------------------------------- averages (SPEC section 8)
+# --------------------------------------------------------------------------- averages (docs/design.md section 8)
 
 
 def _row_cells(n: int) -> dict[str, dict[str, Decimal]]:
@@ -221,7 +233,7 @@ def test_table3_yoco_is_table5_yoco_rounded():
     assert t3["Avg."] == _half_up(t5["Avg."], Decimal("0.1")) == Decimal("47.0")
 
 
-# --------------------------------------------------------------------------- Table 10 (SPEC section 5)
+# --------------------------------------------------------------------------- Table 10 (docs/design.md section 5)
 
 
 def test_table10_equals_kv_cache_formulas():

@@ -1,4 +1,4 @@
-"""Scale-out (issue 8): the paper-scale DAG, the sbatch flags the SLURM profile's jobs get, the training
+"""Scale-out: the paper-scale DAG, the sbatch flags the SLURM profile's jobs get, the training
 launcher's shell plumbing (single node, multi-node srun + torchrun rendezvous), GPU slots on one machine."""
 
 from __future__ import annotations

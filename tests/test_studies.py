@@ -1,4 +1,4 @@
-"""Issue 6 studies: analytic FLOPs against a count of what runs, MoE routing against a dense
+"""The paper's studies: analytic FLOPs against a count of what runs, MoE routing against a dense
 reference, and the angular distance of Figure 8 against a slow reference.
 
 Upper Loop with T = 1 equals YOCO (shared and recomputed K̂V̂) is tested in

@@ -1,4 +1,4 @@
-"""yocou.summarize.downstream: lm-eval's per-run scores → the tidy studies table2/3/5 and fig3 (issue 14).
+"""yocou.summarize.downstream: lm-eval's per-run scores → the tidy studies table2/3/5 and fig3.
 
 Every expected number is computed here from the synthetic inputs (the averages and their standard errors written
 out), never read back from the code under test.

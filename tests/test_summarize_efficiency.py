@@ -1,8 +1,8 @@
-"""Summarize steps of the efficiency and NIAH area (issue 14): profile / KV measurement / NIAH results → tidy
+"""Summarize steps of the efficiency and NIAH area: profile / KV measurement / NIAH results → tidy
 rows, then the renderers read only those tidy files.
 
 Expected values are computed here by hand (power laws with known exponents, ratios of chosen numbers, the KV
-formula of SPEC.md section 5 written out, binomial standard errors), never taken from the code under test.
+formula of docs/design.md section 5 written out, binomial standard errors), never taken from the code under test.
 """
 
 from __future__ import annotations

@@ -403,7 +403,7 @@ def test_summarize_study_resolves_roles_from_the_config_and_round_trips(tmp_path
         T.summarize_study("heldout_ppl", cfg, run_root=tmp_path / "models")
 
 
-# ------------------------------------------------------------------------- held-out curves and seeds (issue 15)
+# ------------------------------------------------------------------------------- held-out curves and seeds
 def _heldout_run(root: Path, name: str, seed: int, book: list[float], code: list[float], loops=(1, 1)) -> Path:
     """A run whose metrics.jsonl logs steps 1..4 (training loss 5 - step) and held-out loss at steps 2 and 4."""
     d = _run(root, name, seed=seed, loops=list(loops))

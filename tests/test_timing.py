@@ -1,4 +1,4 @@
-"""Wall time as a measured budget (issue 15, item 8): yocou.timing reads the jobs' Snakemake benchmark files into
+"""Wall time as a measured budget: yocou.timing reads the jobs' Snakemake benchmark files into
 results/<scale>/timing.*; every job rule of the workflow writes one, and the rule `timing` runs last."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The pipeline config at planning time (issue 13, items 3, 5 and 8): every key a rule reads is required by the
+"""The pipeline config at planning time: every key a rule reads is required by the
 schema or defaulted there; parsing writes nothing and a job's settings reach it on its own command line; bad
 config fails in one line naming the key or file."""
 
@@ -61,7 +61,7 @@ def _delete(cfg: dict, dotted: str) -> None:
     node.pop(last, None)
 
 
-# --- item 3: keys the rules read ------------------------------------------------------------------------------
+# --- keys the rules read --------------------------------------------------------------------------------------
 
 #: config reads in the rules: config["a"]["b"] chains, DS["x"] (DS = config["eval"]["downstream"]) and the
 #: {params.p[x]} fields of the shell commands whose params.p is a config section.
@@ -176,7 +176,7 @@ def test_a_missing_eval_section_names_it(tmp_path: Path, section: str) -> None:
     assert "KeyError" not in out
 
 
-# --- item 5: parsing has no side effects ------------------------------------------------------------------------
+# --- parsing has no side effects --------------------------------------------------------------------------------
 
 def _tree_state(root: Path) -> dict[str, tuple[int, str]]:
     return {str(p.relative_to(root)): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
@@ -210,7 +210,7 @@ def test_a_jobs_settings_are_on_its_command_line(tmp_path: Path) -> None:
     assert '"corpus":' in corpus_cmd and "config.json" not in corpus_cmd
 
 
-# --- item 8: config silently ignored or misreported --------------------------------------------------------------
+# --- config silently ignored or misreported ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("override, needle", [
     ("model={size: nope}", "model.size: unknown size 'nope'"),
@@ -315,7 +315,7 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_naming_the_fields_and_the_o
     assert cpu_has_native_bf16(avx2) is False and cpu_has_native_bf16(amx) is True
     assert cpu_has_native_bf16(tmp_path / "missing") is None
     cfg = resolve_config(read_scale_file(ROOT / "workflows/config/tiny.yaml"))
-    assert bf16_warning(cfg, avx2) is None  # tiny trains and profiles in fp32 since issue 15
+    assert bf16_warning(cfg, avx2) is None  # tiny trains and profiles in fp32
     cfg["train"]["dtype"] = cfg["eval"]["profile"]["dtype"] = cfg["eval"]["kv_measure"]["dtype"] = "bf16"
     w = bf16_warning(cfg, avx2)
     assert w and "\n" not in w and "train.dtype" in w and "eval.profile.dtype" in w

@@ -1,11 +1,11 @@
 """Analytic accounting beside the model: parameters, FLOPs per token, KV bytes.
 
-Sources: SPEC.md section 5 (KV bytes, which reproduce the paper's Table 10
+Sources: docs/design.md section 5 (KV bytes, which reproduce the paper's Table 10
 exactly), paper Table 1 (complexities), nanoGPT/Chinchilla convention for
 training FLOPs (6 × matmul parameters applied per token + attention).
 
-FLOPs convention (SPEC.md section 7: "FLOPs counted analytically per token per
-variant (matmuls plus attention)"), for a plain training forward (``cache=None``)
+FLOPs convention (docs/design.md section 7: FLOPs per token counted analytically for
+each variant, matmuls plus attention), for a plain training forward (``cache=None``)
 over sequences of N tokens:
 
 * matmuls: 2 FLOPs per multiply-add of every weight matrix applied to the token,
@@ -70,7 +70,7 @@ def kv_cache_bytes(cfg: ModelConfig, seq_len: int, *, batch_size: int = 1, dtype
 
     Per sequence, with ``d_kv = n_kv_heads · head_dim`` and ``b`` bytes per element,
     each global self-attention application holds ``2·b·d_kv·N``, each sliding-window
-    application ``2·b·d_kv·W`` and each shared K̂V̂ slot ``2·b·d_kv·N`` (SPEC.md
+    application ``2·b·d_kv·W`` and each shared K̂V̂ slot ``2·b·d_kv·N`` (docs/design.md
     section 5). Summed over the plan this gives, e.g., YOCO-U
     ``2·b·d_kv·N + 2·b·T·L_s·W·d_kv``.
 

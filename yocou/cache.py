@@ -1,4 +1,4 @@
-"""The explicit KV cache of one batch of sequences (SPEC.md sections 4-5).
+"""The explicit KV cache of one batch of sequences (docs/design.md sections 4-5).
 
 Shape legend: B batch, H_kv key/value heads, S slot capacity (tokens), D_h head dim.
 
@@ -40,7 +40,7 @@ class KVCache:
         cfg: the model's config (its plan decides the slots).
         batch_size: B.
         max_len: the longest total length (prompt + generated) in tokens.
-        dtype: element dtype of cached K/V (bytes per element ``b`` in SPEC.md section 5).
+        dtype: element dtype of cached K/V (bytes per element ``b`` in docs/design.md section 5).
         device: where to allocate.
         fill: value of fresh slots. Tests use ``float('nan')`` so that a read of an
             unwritten position shows up in the logits.

@@ -82,7 +82,7 @@ def _cmd_kv_table(a: argparse.Namespace) -> int:
         for r in rows:
             print(",".join([r["model"]] + [fmt(r[str(n)]) for n in KV_TABLE_LENGTHS]))
         return 0
-    print(f"KV cache per sequence (MiB), {size}, {a.dtype}, from the formulas of SPEC.md section 5")
+    print(f"KV cache per sequence (MiB), {size}, {a.dtype}, from the formulas of docs/design.md section 5")
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))
     for r in rows:
@@ -253,7 +253,7 @@ def _cmd_export_hf(a: argparse.Namespace) -> int:
 
 
 def _cmd_audit(a: argparse.Namespace) -> int:
-    """Consistency checks and reproduced verdicts of the paper's numbers (issue 7); 1 on a baseline regression."""
+    """Consistency checks and reproduced verdicts of the paper's numbers; 1 on a baseline regression."""
     from .audit.report import run_from_args
 
     return run_from_args(a)

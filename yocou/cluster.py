@@ -56,7 +56,7 @@ RULES = frozenset({
     "summarize_efficiency", "summarize_efficiency_derived", "summarize_kv", "summarize_table10", "summarize_table4",
     "summarize_table2", "summarize_table3", "summarize_table5", "summarize_fig3", "summarize_runs", "summarize_fig2",
     "summarize_fig4", "summarize_fig5", "summarize_fig6", "summarize_fig8", "summarize_heldout_ppl",
-    # issue 15: the n-gram references, every run's held-out loss, the learning-rate study, the crossover target
+    # the n-gram references, every run's held-out loss, the learning-rate study, the crossover target
     "baselines", "ppl_all", "summarize_lr", "lr_sensitivity", "summarize_crossover", "crossover",
 })
 

@@ -4,7 +4,7 @@ The architecture is data (``Stage`` tuples), never branches in ``forward``.
 ``expand_plan`` turns the stages into the fixed sequence of layer applications
 that the model, the cache and the analytic accounting all walk.
 
-Variants (SPEC.md section 3; paper Sections 2-4):
+Variants (docs/design.md section 3; paper Sections 2-4):
 
 =========================  =====================================================
 Transformer                ``(Stage("self", L),)``
@@ -48,7 +48,7 @@ class Stage:
         kv_per_loop: cross stages only. ``False``: K̂V̂ is made once from the stage
             input and read by every loop (YOCO, Upper Loop). ``True``: K̂V̂ is
             recomputed from the hidden state entering each loop with the same
-            projection weights ("Upper Loop w/o shared KV", SPEC.md section 3
+            projection weights ("Upper Loop w/o shared KV", docs/design.md section 3
             [assume]).
     """
 
@@ -88,11 +88,11 @@ class ModelConfig:
         n_heads: query heads h.
         n_kv_heads: key/value heads h_kv (grouped-query attention); must divide h.
         head_dim: d_h.
-        d_ff: SwiGLU inner size (SPEC.md section 2: about 8/3·D rounded to 64).
+        d_ff: SwiGLU inner size (docs/design.md section 2: about 8/3·D rounded to 64).
         stages: the architecture, see module docstring.
-        rope_theta: RoPE base (SPEC.md section 2: 10000).
+        rope_theta: RoPE base (docs/design.md section 2: 10000).
         cross_rope: whether cross-decoder queries/keys get RoPE. The YOCO-U paper uses
-            none in the cross-decoder (SPEC.md section 3) [assume].
+            none in the cross-decoder (docs/design.md section 3) [assume].
         norm_eps: RMSNorm epsilon [assume].
         init_std: std of the normal init of every weight matrix [assume].
         init_scaled_out: scale output projections (wo, w2) by 1/sqrt(2·applications)
@@ -287,7 +287,7 @@ class Application:
 
 
 def expand_plan(cfg: ModelConfig) -> tuple[Application, ...]:
-    """Expand stages into the ordered layer applications (SPEC.md sections 3-4).
+    """Expand stages into the ordered layer applications (docs/design.md sections 3-4).
 
     Each ``self`` application of each loop gets its own cache slot (its inputs
     differ per loop: Table 10). A cross stage gets one ``kv`` application (one
@@ -316,7 +316,7 @@ def early_exit_index(plan: tuple[Application, ...]) -> int:
 
     During prefill, applications from this index on only matter at the last
     prompt position, because nothing after them is cached: YOCO's early exit
-    (SPEC.md section 4). For a Transformer it is ``len(plan)`` (only the head is
+    (docs/design.md section 4). For a Transformer it is ``len(plan)`` (only the head is
     skipped at non-final positions).
     """
     last = -1
@@ -327,10 +327,10 @@ def early_exit_index(plan: tuple[Application, ...]) -> int:
 
 
 # ---------------------------------------------------------------------------
-# Presets (SPEC.md section 3). Each returns a ModelConfig.
+# Presets (docs/design.md section 3). Each returns a ModelConfig.
 # ---------------------------------------------------------------------------
 def swiglu_hidden(d_model: int, multiple: int = 64) -> int:
-    """SwiGLU inner size: 8/3·D rounded up to a multiple (SPEC.md section 2)."""
+    """SwiGLU inner size: 8/3·D rounded up to a multiple (docs/design.md section 2)."""
     return int(math.ceil(8 * d_model / 3 / multiple) * multiple)
 
 
@@ -397,7 +397,7 @@ PRESETS = {
 }
 
 # Named sizes. Paper sizes: Table 7 (d_model, n_layers, n_heads) with head_dim 128,
-# 4 KV heads, W = 512, cl100k vocabulary (SPEC.md sections 5-6; Table 10's
+# 4 KV heads, W = 512, cl100k vocabulary (docs/design.md sections 5-6; Table 10's
 # configuration at 1.3b). "tiny" and "smoke" are CPU shapes for the CLI and the tests [assume]; the pipeline's
 # scales define their own shapes in their config's `sizes:`.
 SIZES: dict[str, dict[str, Any]] = {
@@ -413,9 +413,9 @@ SIZES: dict[str, dict[str, Any]] = {
                   d_ff=swiglu_hidden(64), window=16),
 }
 # The studies' shapes at the CPU scales (Table 5's "deep", Figure 5's ladder, the MoE of Table 2) live in each
-# scale config's `sizes:` (workflows/config/<scale>.yaml, issue 15), not here: a new scale needs no code edit.
+# scale config's `sizes:` (workflows/config/<scale>.yaml), not here: a new scale needs no code edit.
 
-# Loop counts of the paper's baselines (SPEC.md section 3): YOCO-U T = 3, RINS r = 3, Loop T_ut = 2.
+# Loop counts of the paper's baselines (docs/design.md section 3): YOCO-U T = 3, RINS r = 3, Loop T_ut = 2.
 DEFAULT_LOOPS = {"yocou": 3, "rins": 3, "upper_loop": 3, "loop": 2}
 _WINDOWED = ("yoco", "yocou", "upper_loop")
 

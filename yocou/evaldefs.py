@@ -1,4 +1,4 @@
-"""Evaluation defined as data: the readers of the top-level ``eval/`` folder (issue 14).
+"""Evaluation defined as data: the readers of the top-level ``eval/`` folder.
 
 ``eval/`` holds what every scale shares and the scale configs may not redefine:
 

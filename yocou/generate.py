@@ -1,4 +1,4 @@
-"""Inference: chunked prefill with early exit, then token-by-token decode (SPEC.md section 4)."""
+"""Inference: chunked prefill with early exit, then token-by-token decode (docs/design.md section 4)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Shape legend: B batch, N sequence (or chunk) length, K attended keys, D d_model,
 H query heads, G key/value heads, Dh head dim, V vocabulary, F SwiGLU inner size,
 E experts.
 
-Building block (SPEC.md section 2): pre-norm residual blocks
+Building block (docs/design.md section 2): pre-norm residual blocks
 ``h = x + Mix(RMSNorm(x))``, ``out = h + SwiGLU(RMSNorm(h))``, no biases, RoPE
 (theta 10000) on self-attention, grouped-query attention, untied LM head,
 final RMSNorm. YOCO cross-decoder (YOCO paper Sec. 2.2, official code):
@@ -156,7 +156,7 @@ def window_attend(q_BHND: torch.Tensor, k_BGSD: torch.Tensor, v_BGSD: torch.Tens
     Keys are in position order and contiguous: ``S = n_hist + N`` keys whose last
     ``N`` are the queries' own positions, so query ``i`` sits at key index
     ``n_hist + i`` and sees key indices ``n_hist + i - W + 1 .. n_hist + i`` (W keys
-    including itself, SPEC.md section 3). Queries go in blocks of ``block``
+    including itself, docs/design.md sections 1 and 3). Queries go in blocks of ``block``
     (default ``min(W, N)``); each block attends over a span of ``block + W - 1`` keys
     with one fixed band mask (the left padding of a short history masked out).
 
@@ -469,7 +469,7 @@ class LM(nn.Module):
                 prefill chunk or (N = 1) a decode step; the cache is written and
                 ``cache.pos`` advances by N.
             last_only: compute applications after the last cache write (YOCO's
-                cross-decoder; SPEC.md section 4 "early exit") and the LM head for the
+                cross-decoder; docs/design.md section 4 "early exit") and the LM head for the
                 last position only. Output ``[B, 1, V]``.
             compute_logits: ``False`` for a non-final prefill chunk: stop after the last
                 cache write (nothing after it is needed).

@@ -1,4 +1,4 @@
-"""Paper-facing names, in one place (issue 14): display labels of roles and runs, colours, the paper's length
+"""Paper-facing names, in one place: display labels of roles and runs, colours, the paper's length
 grid and the row labels the paper prints for each study role.
 
 Nothing here is parsed back: renderers turn identifiers into these strings; the audit maps study roles to the

@@ -4,7 +4,7 @@ The pipeline config (``workflows/config/<scale>.yaml``, schema in
 ``workflows/schemas/config.schema.yaml``) names a size, the variants and the
 training budget. :func:`resolve_run` turns one variant into the exact
 ``ModelConfig`` and ``TrainConfig`` a run uses, together with the [assume]
-fields of SPEC.md, so that every run logs them.
+fields of docs/design.md, so that every run logs them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .accounting import train_flops_per_token
 from .config import ModelConfig, check_variant, config_from_dict, preset
 from .train import TrainConfig, train_config_from_dict
 
-# Fields of ModelConfig that SPEC.md marks [assume]; logged with every run.
+# Fields of ModelConfig that docs/design.md marks [assume]; logged with every run.
 ASSUMPTION_FIELDS = ("init_std", "init_scaled_out", "norm_eps", "cross_rope", "moe_aux_weight")
 
 
@@ -54,7 +54,7 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
     ``cfg["train"]`` is shared; ``cfg["variants"][variant]["train"]`` (optional)
     overrides it for this run (e.g. a different budget). ``equal_flops_to: <other variant>``
     adds a snapshot at the last step whose training FLOPs (analytic, :mod:`yocou.accounting`) do
-    not exceed the other run's full budget (Table 2 "equal FLOPs", SPEC.md section 6) and records
+    not exceed the other run's full budget (Table 2 "equal FLOPs", docs/design.md section 6) and records
     it under ``"equal_flops"``.
 
     Raises:

@@ -1,7 +1,7 @@
-"""The paper's studies (issue 6): the equal-FLOPs model of Table 2, and the numbers read off Figure 2.
+"""The paper's studies: the equal-FLOPs model of Table 2, and the numbers read off Figure 2.
 
 * :func:`equal_flops_model`: Table 2's "YOCO-U (Equal FLOPS)" is the equal-steps YOCO-U run stopped at the step
-  where its analytic training FLOPs reach those of YOCO's full run (SPEC.md section 6). The run writes that
+  where its analytic training FLOPs reach those of YOCO's full run (docs/design.md section 6). The run writes that
   step's weights as ``model_step<N>.pt`` (``TrainConfig.snapshot_steps``, set by
   :func:`yocou.pipeline.resolve_run` from ``equal_flops_to``); this turns the snapshot into a model folder of
   its own (``model.pt``, ``summary.json``) that every evaluation rule can read.

@@ -1,4 +1,4 @@
-"""The tidy results layer (issue 14): one long-format table per study, one row per observation.
+"""The tidy results layer: one long-format table per study, one row per observation.
 
 Flow: runs (``runs/<scale>/``) and per-run evaluation outputs → a *summarize* step per study (library functions in
 :mod:`yocou.summarize`, which do every fit, interpolation and ratio) → ``results/<scale>/tidy/<study>.{csv,json}``

@@ -1,4 +1,4 @@
-"""Wall time as a measured budget (issue 15, item 8): the pipeline's Snakemake ``benchmark:`` files ->
+"""Wall time as a measured budget: the pipeline's Snakemake ``benchmark:`` files ->
 ``results/<scale>/timing.{csv,md,json}``.
 
 Every rule of the workflow that runs a job writes Snakemake's benchmark TSV (``benchmark:`` directive) under

@@ -48,7 +48,7 @@ from .model import LM
 
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    """Optimisation settings. [assume] fields follow the YOCO code (SPEC.md section 6).
+    """Optimisation settings. [assume] fields follow the YOCO code (docs/design.md section 6).
 
     Attributes:
         seed: seeds the model init and the per-step data generator.

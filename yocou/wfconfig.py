@@ -279,7 +279,7 @@ def _niah_train(config: Mapping, spec: Mapping, nt: Mapping) -> dict:
 
 def expand_runs(config: dict, source: str = "the config") -> dict:
     """Add the runs that ``seeds:``, ``lr_sensitivity:`` and ``crossover:`` derive from the variants to
-    ``config["variants"]`` (in place; idempotent) and return the config (issue 15).
+    ``config["variants"]`` (in place; idempotent) and return the config.
 
     * ``lr_sensitivity: {runs, factors}``: ``<run>_lr<f>x`` (``0.5`` → ``lr0p5x``) with ``train.lr`` = the run's
       learning rate × f (study ``lr``: the base run is factor 1).

@@ -1,12 +1,12 @@
-# Audit of the paper's reported numbers (issue 7): consistency checks of the printed tables (no training) and
+# Audit of the paper's reported numbers: consistency checks of the printed tables (no training) and
 # verdicts from our results at this scale: the declared comparisons of eval/comparisons.yaml, evaluated on the tidy
-# tables results/<scale>/tidy/ (issue 14). Writes results/<scale>/audit/{report.md,report.html,...}; the baseline
+# tables results/<scale>/tidy/. Writes results/<scale>/audit/{report.md,report.html,...}; the baseline
 # of the consistency checks is the committed results/audit/baseline.json (see `yocou audit`).
 #
 # The inputs are the render outputs the audit reads. They are gathered by an input function (a lambda), so rules that are
 # included after this file (or do not exist in this checkout) are handled: every rule named in AUDIT_FROM that
 # exists, plus whatever else reproduce_all lists under results/<scale>/ or figures/<scale>/ (not timing's outputs:
-# the rule timing runs after the audit, timing.smk).
+# the rule timing runs after the audit, timing.smk; nor results/<scale>/config.json, written after it, committed.smk).
 
 AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "table3", "table5", "fig3", "fig7",
               "tables8_9", "table1", "profile", "fig2_summary", "fig5", "fig6", "fig8"]
@@ -29,7 +29,8 @@ rule audit:
             [str(f) for name in AUDIT_FROM if rules.has(name) for f in getattr(rules, name).output]
             + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
                if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")
-               and not str(f).startswith(f"{RES}/timing.")])),  # timing comes after the audit (timing.smk)
+               and not str(f).startswith(f"{RES}/timing.")
+               and str(f) != f"{RES}/config.json"])),  # timing comes after the audit (timing.smk)
         tidy=[f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES],
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
         baseline="results/audit/baseline.json",
@@ -38,6 +39,7 @@ rule audit:
                                            "arith.py")]
              + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         md=in_report(f"{AUDIT_OUT}/report.md", "audit"),
         html=in_report(f"{AUDIT_OUT}/report.html", "audit"),

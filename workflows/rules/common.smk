@@ -183,7 +183,7 @@ def needle_template(variant):
 from yocou.evaldefs import protocol as _protocol  # noqa: E402 - PyYAML only
 
 
-# Seed replicas and the runs reproduce_all trains (issue 15): the config expands the replicas `<run>_seed<k>`, the
+# Seed replicas and the runs reproduce_all trains: the config expands the replicas `<run>_seed<k>`, the
 # learning-rate runs and the crossover runs into config["variants"] (yocou.wfconfig.expand_runs).
 from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs, replicas, seed_of  # noqa: E402 - light
 
@@ -223,3 +223,76 @@ def _runs_tidy(wildcards):
     except Exception:  # noqa: BLE001 - not defined (yet) in this workflow: the notes go without budgets
         return []
     return [f"{RES}/tidy/runs.csv"]
+
+
+# Committed results as a source (yocou.committed; `mode:` of the config). The compute rules read runs/<scale>/ (or
+# logs/<scale>/) and write results/<scale>/; their inputs are given through from_runs(). In render mode a compute
+# job whose outputs all exist gets no inputs, so Snakemake leaves it alone and the render jobs read the committed
+# results (a fresh clone renders any table, figure or the audit in seconds); one with a missing output is planned
+# as usual. reproduce_all (also the default target) always recomputes.
+from snakemake.io import apply_wildcards  # noqa: E402
+from yocou.committed import RECOMPUTE_TARGETS as _RECOMPUTE_TARGETS, committed_state as _committed_state  # noqa: E402
+
+try:
+    COMMITTED = _committed_state(config, scale=SCALE, results_dir=RES, runs_dir=RUN)
+except ValueError as _e:
+    raise WorkflowError(str(_e)) from None
+if COMMITTED.message:
+    logger.warning(f"Warning: {COMMITTED.message}")
+
+
+def _recomputing():
+    """True when the targets of this invocation include reproduce_all (or none are given: the default target)."""
+    targets = set(getattr(workflow.dag_settings, "targets", None) or ())
+    return not targets or bool(targets & _RECOMPUTE_TARGETS)
+
+
+def _with_wildcards(value, wildcards):
+    if callable(value):
+        return value(wildcards)
+    if isinstance(value, str):
+        return apply_wildcards(value, wildcards) if "{" in value else value
+    return [_with_wildcards(v, wildcards) for v in value]
+
+
+# runs/<scale>/started.json, written by start_runs (committed.smk) when computing starts in a runs/<scale>/ without
+# it. Every compute job and every job writing under results/ or figures/ takes it as an input when computing, so the
+# first computation on a clone recomputes every committed result its targets need (Snakemake would otherwise keep a
+# result whose inputs are missing, or not, by the checkout order of modification times); after that Snakemake's own
+# triggers (params, code, mtime) decide.
+STARTED = f"{RUN}/started.json"
+
+
+def started_input(wildcards):
+    """The input ``started`` of the rules that write under results/ or figures/: :data:`STARTED` when computing,
+    none in render mode. A target that asks for it while it is missing makes rule start_runs run, and with it every
+    job downstream of the stamp ("input updated by another job")."""
+    return [] if COMMITTED.use and not _recomputing() else [STARTED]
+
+
+def from_runs(rule_name, **named):
+    """The named inputs of the compute rule ``rule_name`` (strings with its wildcards, lists, or functions of
+    the wildcards), as an input function for ``unpack()``: none at all in render mode when every output of the
+    job already exists (:data:`COMMITTED`), else all of them and ``started`` (:data:`STARTED`)."""
+
+    def inputs(wildcards):
+        if _committed_outputs(rule_name, wildcards):
+            return {}
+        return {**{k: _with_wildcards(v, wildcards) for k, v in named.items()}, "started": STARTED}
+
+    return inputs
+
+
+def _committed_outputs(rule_name, wildcards):
+    """True in render mode (not recomputing) when every output of this job of ``rule_name`` exists."""
+    if not COMMITTED.use or _recomputing():
+        return False
+    return all(os.path.exists(apply_wildcards(str(o), wildcards)) for o in getattr(rules, rule_name).output)
+
+
+def compute_script(rule_name, script):
+    """``params.script`` of a compute job whose script is ``"../scripts/{params.script}"``: ``script``, or in render
+    mode, where the job's outputs are all committed, a name that does not exist. Snakemake reruns a script job whose
+    outputs are older than its script (on a fresh clone that is checkout order); the job that from_runs() gave no
+    inputs must not be planned for that."""
+    return lambda wildcards: f"{script}.committed" if _committed_outputs(rule_name, wildcards) else script

@@ -37,9 +37,11 @@ rule eval_pack:
 
 rule downstream:
     input:
-        model=f"{RUN}/models/{{variant}}/model.pt",
-        tok=f"{RUN}/tokenizer.json",
-        pack=f"{RUN}/eval/pack/manifest.json",
+        unpack(from_runs("downstream",
+            model=f"{RUN}/models/{{variant}}/model.pt",
+            tok=f"{RUN}/tokenizer.json",
+            pack=f"{RUN}/eval/pack/manifest.json",
+        )),
     output:
         tidy=f"{RES}/downstream/{{variant}}/tidy.csv",
         raw=f"{RES}/downstream/{{variant}}/lm_eval_results.json",
@@ -50,7 +52,7 @@ rule downstream:
         bench("downstream", "variant")
     params:
         ds=_DS_JSON,
-        pack=lambda wildcards, input: os.path.dirname(input.pack),
+        pack=f"{RUN}/eval/pack",  # the folder of input.pack
         out=lambda wildcards, output: os.path.dirname(output.tidy),
     threads: eval_threads
     conda: CONDA_ENV
@@ -72,9 +74,11 @@ for _t in ("table2", "table3", "table5", "fig3"):
     rule:
         name: f"summarize_{_t}"
         input:
-            results=[f"{RES}/downstream/{v}/tidy.csv" for v in (CORE if _t == "fig3" else study_runs(_t))],
-            summaries=[f"{RUN}/models/{v}/summary.json" for v in (CORE if _t == "fig3" else study_runs(_t))],
-            code=_SUMMARIZE_CODE,
+            unpack(from_runs(f"summarize_{_t}",
+                results=[f"{RES}/downstream/{v}/tidy.csv" for v in (CORE if _t == "fig3" else study_runs(_t))],
+                summaries=[f"{RUN}/models/{v}/summary.json" for v in (CORE if _t == "fig3" else study_runs(_t))],
+                code=_SUMMARIZE_CODE,
+            )),
         output:
             csv=f"{RES}/tidy/{_t}.csv",
             json=f"{RES}/tidy/{_t}.json",
@@ -83,11 +87,12 @@ for _t in ("table2", "table3", "table5", "fig3"):
         benchmark:
             bench(f"summarize_{_t}")
         params:
+            script=compute_script(f"summarize_{_t}", "summarize_downstream.py"),
             study=_t,
             cfg=_summarize_cfg(_t),
         conda: CONDA_ENV
         script:
-            "../scripts/summarize_downstream.py"
+            "../scripts/{params.script}"  # summarize_downstream.py, see compute_script (common.smk)
 
 
 for _t in ("table2", "table3", "table5"):
@@ -98,6 +103,7 @@ for _t in ("table2", "table3", "table5"):
             tidy=f"{RES}/tidy/{_t}.csv",
             runs=_runs_tidy,
             code=[*_RENDER_CODE, f"{PKG}/reported/table0{_t[-1]}.csv"],
+            started=started_input,  # runs/<scale>/started.json when computing (common.smk)
         output:
             csv=in_report(f"{RES}/{_t}.csv", _t),
             md=in_report(f"{RES}/{_t}.md", _t),
@@ -122,6 +128,7 @@ rule fig3:
     input:
         tidy=f"{RES}/tidy/fig3.csv",
         code=_RENDER_CODE,
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         png=in_report(f"{FIG}/fig3.png", "fig3"),
         pdf=f"{FIG}/fig3.pdf",
@@ -132,6 +139,7 @@ rule fig3:
         bench("fig3")
     params:
         scale=SCALE,
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
         variants=" ".join(CORE),
         benchmarks=", ".join(c["label"] for c in _eval_columns("fig3")),  # the report's caption lists them
         cfg=_summarize_cfg("fig3"),

@@ -1,4 +1,4 @@
-# Efficiency (SPEC.md section 7; paper Figure 7, Tables 1, 8-10): prefill and decode throughput, time to
+# Efficiency (docs/design.md section 7; paper Figure 7, Tables 1, 8-10): prefill and decode throughput, time to
 # first token, KV bytes and peak memory against N, one profile per scale. Settings come from
 # config["eval"]["profile"] via params, so editing them reruns these rules and never retrains.
 # Weights are random (timing does not depend on them): the profile needs the run configs, not the models.
@@ -6,7 +6,9 @@
 
 rule profile:
     input:
-        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+        unpack(from_runs("profile",
+            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+        )),
     output:
         f"{RES}/profile.json",
     log:
@@ -34,6 +36,7 @@ rule summarize_efficiency:
     input:
         profile=f"{RES}/profile.json",
         code=TIDY_CODE + [f"{PKG}/readers.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/tidy/efficiency.csv",
         json=f"{RES}/tidy/efficiency.json",
@@ -54,6 +57,7 @@ rule summarize_efficiency_derived:
         efficiency=f"{RES}/tidy/efficiency.csv",
         code=TIDY_CODE + [f"{PKG}/bench/profile.py", f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv",
                           f"{PKG}/reported/table10.csv"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/tidy/efficiency_derived.csv",
         json=f"{RES}/tidy/efficiency_derived.json",
@@ -71,9 +75,11 @@ rule summarize_efficiency_derived:
 
 rule summarize_kv:
     input:
-        measured=f"{RES}/kv_measure.json",
-        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
-        code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/readers.py"],
+        unpack(from_runs("summarize_kv",
+            measured=f"{RES}/kv_measure.json",
+            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+            code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/readers.py"],
+        )),
     output:
         csv=f"{RES}/tidy/kv.csv",
         json=f"{RES}/tidy/kv.json",
@@ -82,16 +88,18 @@ rule summarize_kv:
     benchmark:
         bench("summarize_kv")
     params:
+        script=compute_script("summarize_kv", "summarize_kv.py"),
         core=CORE,
         scale=SCALE,
     conda: CONDA_ENV
     script:
-        "../scripts/summarize_kv.py"
+        "../scripts/{params.script}"  # summarize_kv.py, see compute_script (common.smk)
 
 
 rule summarize_table10:
     input:
         code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/config.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/tidy/table10.csv",
         json=f"{RES}/tidy/table10.json",
@@ -112,6 +120,7 @@ rule fig7:
         efficiency=f"{RES}/tidy/efficiency.csv",
         code=[f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
               f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv", f"{PKG}/reported/table10.csv"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         png=in_report(f"{FIG}/fig7.png", "fig7"),
         pdf=f"{FIG}/fig7.pdf",
@@ -122,6 +131,7 @@ rule fig7:
         bench("fig7")
     params:
         scale=SCALE,
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
     conda: CONDA_ENV
     script:
         "../scripts/fig7.py"
@@ -132,6 +142,7 @@ rule tables8_9:
         efficiency=f"{RES}/tidy/efficiency.csv",
         derived=f"{RES}/tidy/efficiency_derived.csv",
         code=[f"{PKG}/render/tables8_9.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         t8=in_report(f"{RES}/table8.md", "tables8_10"),
         t8_ours=in_report(f"{RES}/table8_ours.md", "tables8_10"),
@@ -158,6 +169,7 @@ rule table1:
         efficiency=f"{RES}/tidy/efficiency.csv",
         code=[f"{PKG}/render/table1.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
               f"{PKG}/reported/table01.csv"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=in_report(f"{RES}/table1.csv", "table1"),
         md=in_report(f"{RES}/table1.md", "table1"),

@@ -5,9 +5,11 @@ rule ppl:
     # Per held-out split: ppl, nats/token, bits/byte (bytes of the predicted tokens from the run's tokenizer),
     # stderr; eval.ppl.max_tokens caps the tokens read per split (yocou.heldout).
     input:
-        model=f"{RUN}/models/{{variant}}/model.pt",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
-        tok=f"{RUN}/tokenizer.json",
+        unpack(from_runs("ppl",
+            model=f"{RUN}/models/{{variant}}/model.pt",
+            data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+            tok=f"{RUN}/tokenizer.json",
+        )),
     output:
         f"{RES}/ppl/{{variant}}.json",
     log:
@@ -16,7 +18,7 @@ rule ppl:
         bench("ppl", "variant")
     params:
         p=config["eval"]["ppl"],
-        tokens=lambda w, input: os.path.dirname(input.data[0]),
+        tokens=f"{RUN}/tokens",  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
     threads: eval_threads
@@ -32,10 +34,12 @@ rule ppl:
 # and windows as rule ppl.
 rule baselines:
     input:
-        train=f"{RUN}/tokens/train.bin",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
-        tok=f"{RUN}/tokenizer.json",
-        code=[f"{PKG}/baselines.py", f"{PKG}/heldout.py"],
+        unpack(from_runs("baselines",
+            train=f"{RUN}/tokens/train.bin",
+            data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+            tok=f"{RUN}/tokenizer.json",
+            code=[f"{PKG}/baselines.py", f"{PKG}/heldout.py"],
+        )),
     output:
         f"{RES}/ppl/baselines.json",
     log:
@@ -44,7 +48,7 @@ rule baselines:
         bench("baselines")
     params:
         seq_len=config["eval"]["ppl"]["seq_len"],
-        tokens=lambda w, input: os.path.dirname(input.data[0]),
+        tokens=f"{RUN}/tokens",  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         budget=(f"--budget-steps {config['train']['steps']} --budget-batch {config['train']['batch_size']} "
@@ -60,7 +64,9 @@ ruleorder: baselines > ppl  # ppl/baselines.json is not a run's
 
 rule kv_measure:
     input:
-        expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+        unpack(from_runs("kv_measure",
+            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
+        )),
     output:
         f"{RES}/kv_measure.json",
     log:
@@ -73,12 +79,12 @@ rule kv_measure:
     threads: eval_threads
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.cli kv-measure --run-configs {input} --seq-lens {params.lens} --dtype {params.dtype} "
+        "OMP_NUM_THREADS={threads} python -m yocou.cli kv-measure --run-configs {input.rc} --seq-lens {params.lens} --dtype {params.dtype} "
         "--out {output} > {log} 2>&1"
 
 
 # Every run reproduce_all trains (seed replicas and learning-rate runs included; not the crossover runs, trained
-# by their own target) gets its held-out ppl JSON (issue 15), whether or not a table reads it (pipeline_runs:
+# by their own target) gets its held-out ppl JSON, whether or not a table reads it (pipeline_runs:
 # common.smk).
 rule ppl_all:
     input:

@@ -1,4 +1,4 @@
-# Figure 8: angular distance between consecutive layer applications on held-out text (SPEC.md section 7).
+# Figure 8: angular distance between consecutive layer applications on held-out text (docs/design.md section 7).
 # Settings from config["eval"]["angular"] via params (editing them reruns these rules, never training);
 # the variants from config["studies"]["fig8"] when the config has it, else the core variants.
 
@@ -7,9 +7,11 @@ FIG8_VARIANTS = config.get("studies", {}).get("fig8", CORE)
 
 rule angular:
     input:
-        model=f"{RUN}/models/{{variant}}/model.pt",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
-        code=f"{PKG}/analysis/angular.py",
+        unpack(from_runs("angular",
+            model=f"{RUN}/models/{{variant}}/model.pt",
+            data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+            code=f"{PKG}/analysis/angular.py",
+        )),
     output:
         f"{RES}/angular/{{variant}}.json",
     log:
@@ -18,7 +20,7 @@ rule angular:
         bench("angular", "variant")
     params:
         p=config["eval"]["angular"],
-        tokens=lambda w, input: os.path.dirname(input.data[0]),
+        tokens=f"{RUN}/tokens",  # the folder of input.data
         batch=config["eval"]["angular"]["batch"],
         dtype=config["eval"]["angular"]["dtype"],
     threads: eval_threads
@@ -31,9 +33,11 @@ rule angular:
 
 rule summarize_fig8:
     input:
-        angular=expand(f"{RES}/angular/{{variant}}.json", variant=FIG8_VARIANTS),
-        summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=FIG8_VARIANTS),
-        code=TRAINING_CODE,
+        unpack(from_runs("summarize_fig8",
+            angular=expand(f"{RES}/angular/{{variant}}.json", variant=FIG8_VARIANTS),
+            summaries=expand(f"{RUN}/models/{{variant}}/summary.json", variant=FIG8_VARIANTS),
+            code=TRAINING_CODE,
+        )),
     output:
         csv=f"{RES}/tidy/fig8.csv",
         json=f"{RES}/tidy/fig8.json",
@@ -42,17 +46,19 @@ rule summarize_fig8:
     benchmark:
         bench("summarize_fig8")
     params:
+        script=compute_script("summarize_fig8", "summarize_training.py"),
         cfg=training_cfg("fig8"),
         job={"study": "fig8", "roots": {"run_root": f"{RUN}/models", "angular_root": f"{RES}/angular"}},
     conda: CONDA_ENV
     script:
-        "../scripts/summarize_training.py"
+        "../scripts/{params.script}"  # summarize_training.py, see compute_script (common.smk)
 
 
 rule fig8:
     input:
         tidy=f"{RES}/tidy/fig8.json",
         code=[f"{PKG}/render/fig8.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         png=in_report(f"{FIG}/fig8.png", "fig8"),
         pdf=f"{FIG}/fig8.pdf",
@@ -63,6 +69,7 @@ rule fig8:
         bench("fig8")
     params:
         scale=SCALE,
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
     conda: CONDA_ENV
     script:
         "../scripts/fig8.py"

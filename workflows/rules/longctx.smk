@@ -1,4 +1,4 @@
-# Long context (SPEC.md section 7): needle in a haystack (Table 4) and perplexity against input
+# Long context (docs/design.md section 7): needle in a haystack (Table 4) and perplexity against input
 # length (Figure 4). Evaluation settings come from config["eval"]["niah"] / ["longppl"] (this scale's sizes)
 # and eval/protocols.yaml (what every scale shares: NIAH's tasks, template and max_new_tokens, the held-out
 # splits scored) via params, so editing them reruns these rules and never retrains.
@@ -10,9 +10,11 @@ LONGPPL_SPLITS = protocol("longppl")["splits"]  # {"book": "heldout_book", "code
 
 rule niah_prompts:
     input:
-        tok=f"{RUN}/tokenizer.json",
-        book=f"{RUN}/tokens/heldout_book.bin",
-        protocol=str(eval_dir() / "protocols.yaml"),  # the prompt template, key words, haystacks, depths
+        unpack(from_runs("niah_prompts",
+            tok=f"{RUN}/tokenizer.json",
+            book=f"{RUN}/tokens/heldout_book.bin",
+            protocol=str(eval_dir() / "protocols.yaml"),  # the prompt template, key words, haystacks, depths
+        )),
     output:
         f"{RES}/niah/prompts.jsonl",
     log:
@@ -33,9 +35,11 @@ rule niah_prompts:
 
 rule niah:
     input:
-        model=f"{RUN}/models/{{variant}}/model.pt",
-        tok=f"{RUN}/tokenizer.json",
-        prompts=f"{RES}/niah/prompts.jsonl",
+        unpack(from_runs("niah",
+            model=f"{RUN}/models/{{variant}}/model.pt",
+            tok=f"{RUN}/tokenizer.json",
+            prompts=f"{RES}/niah/prompts.jsonl",
+        )),
     output:
         f"{RES}/niah/{{variant}}.json",
     log:
@@ -54,8 +58,10 @@ rule niah:
 
 rule longppl:
     input:
-        model=f"{RUN}/models/{{variant}}/model.pt",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=list(LONGPPL_SPLITS.values())),
+        unpack(from_runs("longppl",
+            model=f"{RUN}/models/{{variant}}/model.pt",
+            data=expand(f"{RUN}/tokens/{{split}}.bin", split=list(LONGPPL_SPLITS.values())),
+        )),
     output:
         json=f"{RES}/longppl/{{variant}}.json",
         npz=f"{RES}/longppl/{{variant}}.npz",
@@ -66,7 +72,7 @@ rule longppl:
     params:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
-        tokens_dir=lambda wildcards, input: os.path.dirname(input.data[0]),
+        tokens_dir=f"{RUN}/tokens",  # the folder of input.data
     threads: eval_threads
     conda: CONDA_ENV
     shell:
@@ -89,10 +95,12 @@ TABLE4_ALL = [x for r in TABLE4_RUNS for x in replicas(config, r)]
 
 rule summarize_table4:
     input:
-        niah=expand(f"{RES}/niah/{{variant}}.json", variant=TABLE4_ALL),
-        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=TABLE4_ALL),
-        code=[f"{PKG}/summarize/niah.py", f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/readers.py",
-              f"{PKG}/reported/table04.csv"],
+        unpack(from_runs("summarize_table4",
+            niah=expand(f"{RES}/niah/{{variant}}.json", variant=TABLE4_ALL),
+            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=TABLE4_ALL),
+            code=[f"{PKG}/summarize/niah.py", f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/readers.py",
+                  f"{PKG}/reported/table04.csv"],
+        )),
     output:
         csv=f"{RES}/tidy/table4.csv",
         json=f"{RES}/tidy/table4.json",
@@ -101,6 +109,7 @@ rule summarize_table4:
     benchmark:
         bench("summarize_table4")
     params:
+        script=compute_script("summarize_table4", "summarize_table4.py"),
         core=CORE,
         runs=TABLE4_RUNS,
         replicas={r: replicas(config, r) for r in TABLE4_RUNS},
@@ -109,13 +118,14 @@ rule summarize_table4:
         scale=SCALE,
     conda: CONDA_ENV
     script:
-        "../scripts/summarize_table4.py"
+        "../scripts/{params.script}"  # summarize_table4.py, see compute_script (common.smk)
 
 
 rule table4:
     input:
         table4=f"{RES}/tidy/table4.csv",
         code=[f"{PKG}/render/table4.py", f"{PKG}/render/common.py", f"{PKG}/names.py", f"{PKG}/reported/table04.csv"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=in_report(f"{RES}/table4.csv", "table4"),
         md=in_report(f"{RES}/table4.md", "table4"),
@@ -137,6 +147,7 @@ rule table4:
         bench("table4")
     params:
         scale=SCALE,
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
         seed=config["seed"],
     conda: CONDA_ENV
     script:
@@ -147,6 +158,7 @@ rule fig4:
     input:
         tidy=f"{RES}/tidy/fig4.json",
         code=[f"{PKG}/render/fig4.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         png=in_report(f"{FIG}/fig4.png", "fig4"),
         pdf=f"{FIG}/fig4.pdf",
@@ -157,6 +169,7 @@ rule fig4:
         bench("fig4")
     params:
         scale=SCALE,
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
     conda: CONDA_ENV
     script:
         "../scripts/fig4.py"
@@ -164,10 +177,12 @@ rule fig4:
 
 rule summarize_fig4:
     input:
-        # every core run and its seed replicas (Figure 4's verdicts take their interval across seeds)
-        longppl=[f"{RES}/longppl/{r}.json" for v in CORE for r in replicas(config, v)],
-        summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in replicas(config, v)],
-        code=TRAINING_CODE,
+        unpack(from_runs("summarize_fig4",
+            # every core run and its seed replicas (Figure 4's verdicts take their interval across seeds)
+            longppl=[f"{RES}/longppl/{r}.json" for v in CORE for r in replicas(config, v)],
+            summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in replicas(config, v)],
+            code=TRAINING_CODE,
+        )),
     output:
         csv=f"{RES}/tidy/fig4.csv",
         json=f"{RES}/tidy/fig4.json",
@@ -176,8 +191,9 @@ rule summarize_fig4:
     benchmark:
         bench("summarize_fig4")
     params:
+        script=compute_script("summarize_fig4", "summarize_training.py"),
         cfg={**training_cfg("core"), "replicas": {v: replicas(config, v) for v in CORE}},
         job={"study": "fig4", "roots": {"run_root": f"{RUN}/models", "longppl_root": f"{RES}/longppl"}},
     conda: CONDA_ENV
     script:
-        "../scripts/summarize_training.py"
+        "../scripts/{params.script}"  # summarize_training.py, see compute_script (common.smk)

@@ -1,4 +1,4 @@
-# The paper's studies (issue 6): the equal-FLOPs model of Table 2, Figure 5 (parameter scaling) and Figure 6
+# The paper's studies: the equal-FLOPs model of Table 2, Figure 5 (parameter scaling) and Figure 6
 # (loop scaling). Which runs each study compares is config["studies"]; every run is trained once by train.smk
 # and shared by every study that names it.
 
@@ -40,10 +40,12 @@ rule summarize_runs:
     # {RES}/tidy/runs.{csv,json}: each run's parameters, tokens, FLOPs, steps and final training loss (the
     # budgets in the tables' and figures' notes).
     input:
-        summaries=[f"{RUN}/models/{r}/summary.json" for r in ALL_RUNS],
-        metrics=[f"{RUN}/models/{v}/metrics.jsonl" for v in PIPELINE_RUNS],
-        rc=[f"{RUN}/models/{v}/run_config.json" for v in PIPELINE_RUNS],
-        code=TRAINING_CODE,
+        unpack(from_runs("summarize_runs",
+            summaries=[f"{RUN}/models/{r}/summary.json" for r in ALL_RUNS],
+            metrics=[f"{RUN}/models/{v}/metrics.jsonl" for v in PIPELINE_RUNS],
+            rc=[f"{RUN}/models/{v}/run_config.json" for v in PIPELINE_RUNS],
+            code=TRAINING_CODE,
+        )),
     output:
         csv=f"{RES}/tidy/runs.csv",
         json=f"{RES}/tidy/runs.json",
@@ -52,11 +54,12 @@ rule summarize_runs:
     benchmark:
         bench("summarize_runs")
     params:
+        script=compute_script("summarize_runs", "summarize_training.py"),
         cfg={"scale": SCALE, "runs": ALL_RUNS},
         job={"study": "runs", "roots": {"run_root": f"{RUN}/models"}},
     conda: CONDA_ENV
     script:
-        "../scripts/summarize_training.py"
+        "../scripts/{params.script}"  # summarize_training.py, see compute_script (common.smk)
 
 
 for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r in rs for x in replicas(config, r)]),
@@ -65,11 +68,13 @@ for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r i
     rule:
         name: f"summarize_{_f}"
         input:
-            ppl=[f"{RES}/ppl/{r}.json" for r in _runs],
-            summaries=[f"{RUN}/models/{r}/summary.json" for r in _runs],
-            metrics=[f"{RUN}/models/{r}/metrics.jsonl" for r in _runs if r in _V],
-            rc=[f"{RUN}/models/{r}/run_config.json" for r in _runs if r in _V],
-            code=TRAINING_CODE,
+            unpack(from_runs(f"summarize_{_f}",
+                ppl=[f"{RES}/ppl/{r}.json" for r in _runs],
+                summaries=[f"{RUN}/models/{r}/summary.json" for r in _runs],
+                metrics=[f"{RUN}/models/{r}/metrics.jsonl" for r in _runs if r in _V],
+                rc=[f"{RUN}/models/{r}/run_config.json" for r in _runs if r in _V],
+                code=TRAINING_CODE,
+            )),
         output:
             csv=f"{RES}/tidy/{_f}.csv",
             json=f"{RES}/tidy/{_f}.json",
@@ -78,11 +83,12 @@ for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r i
         benchmark:
             bench(f"summarize_{_f}")
         params:
+            script=compute_script(f"summarize_{_f}", "summarize_training.py"),
             cfg=training_cfg(_f),
             job={"study": _f, "roots": {"run_root": f"{RUN}/models", "ppl_root": f"{RES}/ppl"}},
         conda: CONDA_ENV
         script:
-            "../scripts/summarize_training.py"
+            "../scripts/{params.script}"  # summarize_training.py, see compute_script (common.smk)
 
     rule:
         name: _f
@@ -91,6 +97,7 @@ for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r i
             runs=f"{RES}/tidy/runs.json",
             code=[f"{PKG}/render/scaling.py", f"{PKG}/render/{_f}.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py",
                   f"{PKG}/names.py", f"{PKG}/summarize/training.py"],
+            started=started_input,  # runs/<scale>/started.json when computing (common.smk)
         output:
             png=in_report(f"{FIG}/{_f}.png", _f),
             pdf=f"{FIG}/{_f}.pdf",
@@ -102,21 +109,24 @@ for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r i
         params:
             script=_f,
             scale=SCALE,
+            dpi=config["render"]["dpi"],  # render-only: never recomputes
         conda: CONDA_ENV
         script:
             "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)
 
 
-# The crossover study (issue 15): `snakemake crossover`, outside reproduce_all. YOCO and YOCO-U for
+# The crossover study: `snakemake crossover`, outside reproduce_all. YOCO and YOCO-U for
 # crossover.factor x the steps with crossover.seeds seeds (yocou.wfconfig.expand_runs), held-out loss at every
 # train.eval_every steps; the gap YOCO-U - YOCO with its 95% interval across seeds at each checkpoint.
 rule summarize_crossover:
     input:
-        metrics=lambda w: crossover_files("metrics.jsonl"),
-        summaries=lambda w: crossover_files("summary.json"),
-        # the final models on the whole held-out set of each split (rule ppl)
-        ppl=lambda w: [f"{RES}/ppl/{os.path.basename(os.path.dirname(p))}.json" for p in crossover_files("summary.json")],
-        code=[f"{PKG}/summarize/crossover.py", f"{PKG}/readers.py"],
+        unpack(from_runs("summarize_crossover",
+            metrics=lambda w: crossover_files("metrics.jsonl"),
+            summaries=lambda w: crossover_files("summary.json"),
+            # the final models on the whole held-out set of each split (rule ppl)
+            ppl=lambda w: [f"{RES}/ppl/{os.path.basename(os.path.dirname(p))}.json" for p in crossover_files("summary.json")],
+            code=[f"{PKG}/summarize/crossover.py", f"{PKG}/readers.py"],
+        )),
     output:
         csv=f"{RES}/tidy/crossover.csv",
         json=f"{RES}/tidy/crossover.json",
@@ -125,18 +135,20 @@ rule summarize_crossover:
     benchmark:
         bench("summarize_crossover")
     params:
+        script=compute_script("summarize_crossover", "crossover.py"),
         runs=CROSSOVER_RUNS,
-        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.metrics[0])) if input.metrics else "",
+        run_root=f"{RUN}/models",
         scale=SCALE,
     conda: CONDA_ENV
     script:
-        "../scripts/crossover.py"
+        "../scripts/{params.script}"  # crossover.py, see compute_script (common.smk)
 
 
 rule crossover:
     input:
         tidy=rules.summarize_crossover.output.csv,
         code=[f"{PKG}/render/crossover.py", f"{PKG}/summarize/crossover.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         png=in_report(f"{FIG}/crossover.png", "crossover"),
         pdf=f"{FIG}/crossover.pdf",
@@ -149,13 +161,14 @@ rule crossover:
         bench("crossover")
     params:
         scale=SCALE,
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
         budget_tokens=config["train"]["steps"] * config["train"]["batch_size"] * config["train"]["seq_len"],
     conda: CONDA_ENV
     script:
         "../scripts/crossover.py"
 
 
-# Learning-rate sensitivity (issue 15): the core runs at train.lr x each factor of lr_sensitivity, beside the
+# Learning-rate sensitivity: the core runs at train.lr x each factor of lr_sensitivity, beside the
 # shared rate (yocou.wfconfig.lr_runs; the base run and its seed replicas at the shared rate).
 from yocou.wfconfig import lr_runs as _lr_runs
 
@@ -165,10 +178,12 @@ _LR_RUNS = {r: [x for f, x in sorted(by.items()) if f != 1.0] + replicas(config,
 
 rule summarize_lr:
     input:
-        ppl=[f"{RES}/ppl/{r}.json" for rs in _LR_RUNS.values() for r in rs],
-        rc=[f"{RUN}/models/{r}/run_config.json" for rs in _LR_RUNS.values() for r in rs],
-        summaries=[f"{RUN}/models/{r}/summary.json" for rs in _LR_RUNS.values() for r in rs],
-        code=[f"{PKG}/summarize/lr.py"],
+        unpack(from_runs("summarize_lr",
+            ppl=[f"{RES}/ppl/{r}.json" for rs in _LR_RUNS.values() for r in rs],
+            rc=[f"{RUN}/models/{r}/run_config.json" for rs in _LR_RUNS.values() for r in rs],
+            summaries=[f"{RUN}/models/{r}/summary.json" for rs in _LR_RUNS.values() for r in rs],
+            code=[f"{PKG}/summarize/lr.py"],
+        )),
     output:
         csv=f"{RES}/tidy/lr.csv",
         json=f"{RES}/tidy/lr.json",
@@ -177,19 +192,21 @@ rule summarize_lr:
     benchmark:
         bench("summarize_lr")
     params:
+        script=compute_script("summarize_lr", "lr_sensitivity.py"),
         runs=_LR_RUNS,
-        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.rc[0])) if input.rc else "",
-        ppl_root=lambda w, input: os.path.dirname(input.ppl[0]) if input.ppl else "",
+        run_root=f"{RUN}/models",
+        ppl_root=f"{RES}/ppl",
         scale=SCALE,
     conda: CONDA_ENV
     script:
-        "../scripts/lr_sensitivity.py"
+        "../scripts/{params.script}"  # lr_sensitivity.py, see compute_script (common.smk)
 
 
 rule lr_sensitivity:
     input:
         tidy=rules.summarize_lr.output.csv,
         code=[f"{PKG}/render/lr.py", f"{PKG}/summarize/lr.py"],
+        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/lr_sensitivity.csv",
         md=in_report(f"{RES}/lr_sensitivity.md", "lr_sensitivity"),

@@ -1,4 +1,4 @@
-# Wall time as a measured budget (issue 15, item 8): every job's benchmark file (logs/<scale>/bench/, the
+# Wall time as a measured budget: every job's benchmark file (logs/<scale>/bench/, the
 # `benchmark:` of each rule, bench() in common.smk) -> results/<scale>/timing.{csv,md,json}: one row per job, totals
 # per rule group, the summed job time, training's share of it and the elapsed span (yocou.timing).
 #
@@ -13,9 +13,11 @@ TIMING_OUT = f"{RES}/timing"
 
 rule timing:
     input:
-        done=lambda w: [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
-                        if not str(f).startswith(f"{TIMING_OUT}.")],
-        code=[f"{PKG}/timing.py", f"{PKG}/io.py"],
+        unpack(from_runs("timing",
+            done=lambda w: [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
+                            if not str(f).startswith(f"{TIMING_OUT}.")],
+            code=[f"{PKG}/timing.py", f"{PKG}/io.py"],
+        )),
     output:
         csv=f"{TIMING_OUT}.csv",
         md=in_report(f"{TIMING_OUT}.md", "timing"),

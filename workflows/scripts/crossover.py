@@ -16,7 +16,10 @@ if sm.rule == "summarize_crossover":
                inputs=[*sm.input.metrics, *sm.input.summaries, *sm.input.ppl])
     print(f"crossover: {len(df)} tidy rows -> {sm.output.csv}")
 else:
+    from yocou.render.common import configure
     from yocou.render.crossover import render
+
+    configure(dpi=sm.params.dpi)  # render.dpi of the config
 
     v = render(sm.input.tidy, out=sm.output.png, data=sm.output.data, scale=sm.params.scale,
                budget_tokens=sm.params.budget_tokens)

@@ -1,4 +1,4 @@
-"""Angular distance between consecutive layer applications (paper Figure 8; SPEC.md section 7).
+"""Angular distance between consecutive layer applications (paper Figure 8; docs/design.md section 7).
 
 Held-out token windows go through the plain full forward (``cache=None``) with
 ``return_hidden=True``: ``hidden[0]`` is the embedding output and ``hidden[j]`` the

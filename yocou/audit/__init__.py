@@ -1,4 +1,4 @@
-"""Audit of the paper's reported numbers (issue 7): a claims registry, consistency checks that need no training,
+"""Audit of the paper's reported numbers: a claims registry, consistency checks that need no training,
 and verdicts from our own runs.
 
 - :mod:`yocou.audit.claims`: the registry (``claims.yaml``) and the reported tables as one ``Sources``.
@@ -8,7 +8,7 @@ and verdicts from our own runs.
 - :mod:`yocou.audit.report`: ``report.md``, a self-contained ``report.html``, tidy CSV/JSON, the baseline, and
   the command (``yocou audit``, ``python -m yocou.audit``).
 
-Source: shared/paper/000_c190a1253fdf94ee.txt (arXiv 2604.01220); SPEC.md sections 5, 6 and 8. Submodules are
+Source: the paper, arXiv 2604.01220 (Universal YOCO); docs/design.md sections 5, 6 and 8. Submodules are
 imported on first use, so that ``yocou audit -h`` stays cheap.
 """
 

@@ -1,4 +1,4 @@
-"""The consistency checks that are table arithmetic, declared in ``eval/checks.yaml`` (issue 14, item 3).
+"""The consistency checks that are table arithmetic, declared in ``eval/checks.yaml``.
 
 The rows are data (the file's header documents the fields). :func:`load_rows` reads and validates them;
 :func:`declared_checks` expands them over ``for`` (and ``over``) on the layout of a

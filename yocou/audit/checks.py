@@ -7,15 +7,15 @@ tolerance, and returns one of three results:
 - ``does not hold``: they do not;
 - ``cannot be checked from what is published``: the numbers needed are not on the page (e.g. a figure's points).
 
-Groups (SPEC.md section 8 lists the seeds of most of them). The checks that are table arithmetic are declared rows
-of ``eval/checks.yaml``, expanded and decided by :mod:`yocou.audit.arith`; this module holds the ones that need
-model formulas, the checks' types and the driver (:data:`ORDER`, the report's order):
+Groups (docs/design.md section 8 lists the seeds of most of them). The checks that are table arithmetic are
+declared rows of ``eval/checks.yaml``, expanded and decided by :mod:`yocou.audit.arith`; this module holds the ones
+that need model formulas, the checks' types and the driver (:data:`ORDER`, the report's order):
 
 - ``averages`` (declared): Avg. columns of Tables 2, 3, 5 against the mean of their rows;
 - ``cross-table`` (declared): Table 3's YOCO row against Table 5's, Table 6 against Table 7, Table 2's caption
   against its rows;
 - ``kv-formula``: the 24 cells of Table 10 against :func:`yocou.accounting.kv_cache_bytes` with the paper's
-  1.3B configuration (SPEC.md section 5) and the global cache's independence of T; declared: the KV statements
+  1.3B configuration (docs/design.md section 5) and the global cache's independence of T; declared: the KV statements
   of the captions against Table 10's cells;
 - ``throughput-vs-compute`` (declared): ratios within Tables 8 and 9 against the analytic work each variant does
   (:mod:`yocou.audit.complexity`);

@@ -1,9 +1,9 @@
 """The claims registry and the paper's tables as one source of numbers for the audit.
 
-Source: the paper's page ``shared/paper/000_c190a1253fdf94ee.txt`` ("Universal YOCO for Efficient Depth
-Scaling", arXiv 2604.01220). Prose and caption claims live in ``claims.yaml`` beside this module; table cells
-are read from ``yocou/reported/tableNN.csv`` (or from a copy of those CSVs, ``reported_dir``) and expanded into
-one claim per printed cell, so the registry enumerates every number of the page without duplicating any.
+Source: the paper, "Universal YOCO for Efficient Depth Scaling" (arXiv 2604.01220). Prose and caption claims
+live in ``claims.yaml`` beside this module; table cells are read from ``yocou/reported/tableNN.csv`` (or from a
+copy of those CSVs, ``reported_dir``) and expanded into one claim per printed cell, so the registry enumerates
+every number of the paper's tables and prose without duplicating any.
 
 Cell references (used by checks, tests and the report) are ``T<n>:<row>|<column>``:
 

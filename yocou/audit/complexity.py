@@ -1,6 +1,6 @@
 """Analytic cost model for the audit: prefill and decode FLOPs per variant, and Table 1's expressions.
 
-Sources: paper Table 1 (complexities), SPEC.md sections 4-5 (prefill with early exit for the YOCO family, decode
+Sources: paper Table 1 (complexities), docs/design.md sections 4-5 (prefill with early exit for the YOCO family, decode
 step, KV bytes), :mod:`yocou.accounting` (parameters, attention context, KV bytes). FLOPs count each matrix
 multiply as ``2·m·n·k``; attention as ``4·h·d_h`` per (query, key) pair (scores and weighted sum).
 """
@@ -83,7 +83,7 @@ def layer_flops(cfg: ModelConfig, kind: str) -> int:
 
 
 def prefill_flops(cfg: ModelConfig, n_tokens: int) -> float:
-    """FLOPs to prefill a prompt of ``n_tokens`` (SPEC.md section 4).
+    """FLOPs to prefill a prompt of ``n_tokens`` (docs/design.md section 4).
 
     Applications up to the early-exit index (:func:`yocou.config.early_exit_index`) run on every position
     (causal attention over the mean context, window-limited for SWA); the rest (YOCO's cross-decoder) run on the
@@ -129,7 +129,7 @@ def paper_config(variant: str, **overrides) -> ModelConfig:
 
 
 # Table 1 row -> (preset variant, which Table 1 symbols it depends on). Loop/Universal Transformer loops the
-# whole stack T times (SPEC.md section 3).
+# whole stack T times (docs/design.md section 3).
 TABLE1_VARIANTS = {"Transformer": "transformer", "YOCO": "yoco", "Loop / Universal Transformer": "loop",
                    "YOCO-U": "yocou"}
 

@@ -1,4 +1,4 @@
-"""How a reproduced comparison is decided (issue 15): the verdict kinds, :class:`Verdict`, :func:`decide` (never
+"""How a reproduced comparison is decided: the verdict kinds, :class:`Verdict`, :func:`decide` (never
 stronger than the evidence) and, for training-side evidence with seeds, the 95% interval (:func:`t_interval`) and
 its rule (:func:`decide_interval`). Used by :mod:`yocou.audit.verdicts`, which evaluates the declared rows.
 

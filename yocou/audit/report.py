@@ -23,7 +23,7 @@ margin); else ``holding`` when a check holds or a verdict has the paper's direct
 when it was looked at but nothing could be decided (cannot be checked from what is published, inconclusive
 verdicts); else ``not audited``. ``checked`` = holding + failing + inconclusive.
 
-Source: shared/paper/000_c190a1253fdf94ee.txt (arXiv 2604.01220); SPEC.md sections 5, 6, 8.
+Source: the paper, arXiv 2604.01220 (Universal YOCO), Tables 1 to 10 and its prose; docs/design.md sections 5, 6, 8.
 """
 
 from __future__ import annotations
@@ -294,7 +294,7 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
                                                "reproduction", "status"]]
     out: list[tuple[str, str, pd.DataFrame | None]] = [
         ("Summary", f"Scale `{res['scale']}`; results read from `{res['results_dir']}`. Paper: "
-                    "shared/paper/000_c190a1253fdf94ee.txt (arXiv 2604.01220). Consistency checks need no training and "
+                    "arXiv 2604.01220 (Universal YOCO). Consistency checks need no training and "
                     "are the same at every scale; verdicts compare our runs at this scale with the paper's numbers "
                     "and are never stronger than the evidence (a training-side verdict only from several seeds, by "
                     "its 95% interval; CPU timings; ~10M-parameter models at tiny).", summary),
@@ -356,7 +356,7 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
 
     md = io.StringIO()
     md.write(f"# Audit of the paper's reported numbers ({res['scale']} scale)\n\n")
-    md.write("Per scale under `results/<scale>/audit/` (issue 7 asked for results/audit/report.md; the committed "
+    md.write("Per scale under `results/<scale>/audit/` (one report per scale; the committed "
              "baseline of the consistency checks is `results/audit/baseline.json`). Self-contained page with the "
              "figures inline: `report.html`.\n\n")
     md.write("```\n" + summary_text(cnt) + "\n```\n\n")

@@ -1,4 +1,5 @@
-"""The seed spread of the training-side metrics the audit's comparisons read (issue 15): ``audit/seed_spread.*``."""
+"""The spread across the seed replicas of the training-side metrics the audit's comparisons read:
+``audit/seed_spread.*``."""
 
 from __future__ import annotations
 

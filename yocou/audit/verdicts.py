@@ -1,4 +1,4 @@
-"""Reproduced verdicts: our measured effects beside the paper's, one per declared comparison (issue 14).
+"""Reproduced verdicts: our measured effects beside the paper's, one per declared comparison.
 
 :func:`reproduce` expands the rows of ``eval/comparisons.yaml`` (its header documents the fields) and turns each
 into a :class:`Verdict` with one evaluator (:func:`evaluate`) that reads only the tidy tables

@@ -1,4 +1,4 @@
-"""The prepared GPU check (issue 8): correctness on CUDA in bf16 with named tolerances, then a short profile
+"""The prepared GPU check: correctness on CUDA in bf16 with named tolerances, then a short profile
 of every variant that renders Figure 7 at GPU scale. One command, a few minutes on one GPU::
 
     python -m yocou.bench.gpu_check --out results/gpu_check          # needs CUDA; skips cleanly without

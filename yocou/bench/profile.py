@@ -1,5 +1,5 @@
 """Inference profiling: prefill and decode throughput, time to first token, KV bytes and peak memory
-against sequence length, one variant at a time (paper Figure 7, Tables 1, 8, 9, 10; SPEC.md section 7).
+against sequence length, one variant at a time (paper Figure 7, Tables 1, 8, 9, 10; docs/design.md section 7).
 
 Protocol (the same for every variant, recorded in each result):
 

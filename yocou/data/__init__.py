@@ -1,6 +1,6 @@
 """Data pipeline: offline corpus (corpus.py), BPE tokenizer (tokenizer.py), token streams (tokens.py).
 
-See /work/shared/DATA.md for the sources. Typical use::
+See docs/design.md section 9 for the sources. Typical use::
 
     manifest = build_corpus(corpus_dir, cfg)
     train_tokenizer(corpus_dir / "train.jsonl", 8192, corpus_dir / "tokenizer.json")

@@ -1,4 +1,4 @@
-"""Build the offline training / evaluation corpus (see /work/shared/DATA.md, "Prose" and "Code").
+"""Build the offline training / evaluation corpus (sources: docs/design.md section 9).
 
 Sources (each switchable under ``cfg["sources"]``):
 

@@ -1,4 +1,4 @@
-"""Write a trained run as a Hugging Face folder that loads offline with transformers alone (issue 16).
+"""Write a trained run as a Hugging Face folder that loads offline with transformers alone.
 
 What :func:`export_hf` writes into ``OUT_DIR``:
 

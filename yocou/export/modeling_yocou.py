@@ -13,7 +13,7 @@ under the same names, behind a ``model.`` prefix (``model.stages.0.1.wqkv.weight
 Shape legend: B batch, N sequence length, D hidden size, H query heads, G key/value heads, Dh head dim,
 V vocabulary, T tokens (B·N), E experts, k experts per token.
 
-Architecture (yocou's SPEC.md section 2 and the YOCO paper, Sec. 2.2): pre-norm residual blocks
+Architecture (yocou's docs/design.md section 2 and the YOCO paper, Sec. 2.2): pre-norm residual blocks
 ``h = x + Attn(RMSNorm(x))``, ``out = h + FFN(RMSNorm(h))``, no biases, RoPE (half-split layout, as Llama)
 on self-attention, grouped-query attention, SwiGLU (or routed MoE) FFN, final RMSNorm, untied LM head.
 The stages of the config run in order; a stage's blocks run ``n_loops`` times in a row with shared weights.

@@ -14,7 +14,7 @@ encode(continuation)`` may not be the canonical tokenization of the joined text 
 rule lm-eval itself uses for seq2seq models and for an empty context. A context that is empty after moving
 its whitespace is replaced by the prefix token (EOS), as lm-eval does for an empty context.
 
-Scoring (SPEC.md section 7): a continuation's log-likelihood is the sum over its tokens of
+Scoring (docs/design.md section 7): a continuation's log-likelihood is the sum over its tokens of
 ``log_softmax(logits)[token]`` given the context; ``is_greedy`` says whether every continuation token is the
 argmax. Requests that share a context (the choices of one multiple-choice item, the rolling windows of one
 document with their one-token context) are grouped: the context is prefilled once into a KV cache of batch 1,

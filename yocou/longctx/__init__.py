@@ -1,4 +1,4 @@
-"""Long-context evaluation (SPEC.md section 7): needle in a haystack (paper Table 4) and
+"""Long-context evaluation (docs/design.md section 7): needle in a haystack (paper Table 4) and
 perplexity against input length (paper Figure 4).
 
 * :mod:`yocou.longctx.niah`: S-NIAH-1 / S-NIAH-2 prompt generators after RULER's definitions,

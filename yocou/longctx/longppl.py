@@ -1,4 +1,4 @@
-"""Perplexity against input length (paper Figure 4; SPEC.md section 7).
+"""Perplexity against input length (paper Figure 4; docs/design.md section 7).
 
 Each evaluated document is fed once, up to the longest length, through the KV cache in chunks
 (``LM.forward(chunk, cache=cache)`` with logits at every position), so the NLL of the token at

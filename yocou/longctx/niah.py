@@ -1,4 +1,4 @@
-"""Needle in a haystack: S-NIAH-1 and S-NIAH-2 (paper Table 4; SPEC.md section 7).
+"""Needle in a haystack: S-NIAH-1 and S-NIAH-2 (paper Table 4; docs/design.md section 7).
 
 Written by us after RULER's definitions (Hsieh et al., 2024, ``synthetic.yaml``: ``niah_single_1``,
 ``niah_single_2``); no RULER code is used.

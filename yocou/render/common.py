@@ -48,11 +48,31 @@ def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: It
     return {"csv": stem.with_suffix(".csv"), "md": stem.with_suffix(".md"), "json": stem.with_suffix(".json")}
 
 
+#: Resolution of the PNG figures (config ``render.dpi``; set by :func:`configure` in the pipeline's scripts).
+DPI = 150
+
+
+def configure(dpi: int | None = None) -> None:
+    """Set how figures are drawn for this process (``render:`` of the pipeline config): ``dpi`` of the PNGs.
+
+    Raises:
+        ValueError: ``dpi`` not an integer from 10 to 1200.
+    """
+    global DPI
+    if dpi is not None:
+        if isinstance(dpi, bool) or not isinstance(dpi, int) or not 10 <= dpi <= 1200:
+            raise ValueError(f"render.dpi: expected an integer from 10 to 1200, got {dpi!r}")
+        DPI = dpi
+
+
 def save_figure(fig: Any, out_stem: str | Path, *, config: dict[str, Any] | None = None) -> None:
-    """Save ``<stem>.png`` (150 dpi) and ``<stem>.pdf`` atomically, plus ``<stem>.provenance.json``."""
+    """Save ``<stem>.png`` (:data:`DPI` dpi) and ``<stem>.pdf`` atomically, plus ``<stem>.provenance.json``.
+
+    The PDF carries no creation date, so a figure drawn again from the same data is the same file.
+    """
     stem = stem_of(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    for ext, kw in ((".png", {"dpi": 150}), (".pdf", {})):
+    for ext, kw in ((".png", {"dpi": DPI}), (".pdf", {"metadata": {"CreationDate": None}})):
         with atomic_path(stem.with_suffix(ext)) as tmp:
             fig.savefig(tmp, format=ext[1:], bbox_inches="tight", **kw)
     atomic_write_json(stem.with_name(stem.name + ".provenance.json"), provenance(config or {}, None))

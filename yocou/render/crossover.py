@@ -1,4 +1,4 @@
-"""The crossover figure and table (issue 15, item 4): YOCO and YOCO-U trained for ``crossover.factor`` x the budget,
+"""The crossover figure and table: YOCO and YOCO-U trained for ``crossover.factor`` x the budget,
 held-out loss at checkpoints (left) and YOCO-U's gap to YOCO with its 95% interval across seeds (right); reads
 only the tidy ``crossover`` table (:mod:`yocou.summarize.crossover`). Called by ``workflows/scripts/crossover.py``."""
 

@@ -3,7 +3,7 @@ renderer; ``workflows/scripts/table<n>.py`` and ``fig3.py`` call it).
 
 Reads only ``results/<scale>/tidy/<study>.csv`` (:mod:`yocou.summarize.downstream`: lm-eval's scores per study
 role and column, the ``average`` rows), the run budgets of ``results/<scale>/tidy/runs.csv``, the paper's rows
-(:func:`yocou.reported.wide`) and the column maps of ``eval/columns.yaml`` (SPEC.md section 7: which metric each
+(:func:`yocou.reported.wide`) and the column maps of ``eval/columns.yaml`` (docs/design.md section 7: which metric each
 column uses follows the paper's header). It selects, pivots and formats only: accuracies (unit ``fraction``) are
 shown in percent, perplexities as they are. Each of our cells is ``value ± standard error`` with the number of
 items behind it in the ``_cells`` table and in an ``items`` row of the Markdown.

@@ -136,6 +136,6 @@ def write_summary(df: pd.DataFrame, ref: str, new: str, how: str, out: str | Pat
                        "yocou.summarize.training.summarize_fig2 (tidy/fig2.csv, role "
                        f"{new}|{ref}).",
                        "The paper: \"approximately 62% fewer tokens to reach comparable performance\" (1 − 80/210, "
-                       "SPEC.md section 8) and ΔL = 0.033 at the same FLOPs budget (Figure 2 caption). Positive "
-                       "values favour the compared run."], config={**config, **numbers}, floatfmt=".4f")
+                       "docs/design.md section 8) and ΔL = 0.033 at the same FLOPs budget (Figure 2 caption). "
+                       "Positive values favour the compared run."], config={**config, **numbers}, floatfmt=".4f")
     return numbers

@@ -138,7 +138,7 @@ def render(tidy: str | Path, *, fig: str | Path, data: str | Path, scale: str = 
         "are shown.",
         "Angular distance of a layer application = arccos(cos_sim(h_in, h_out))/π per token between the residual "
         "stream before and after it (application 1 starts from the embedding), averaged over tokens; full forward "
-        "without cache (SPEC.md section 7).",
+        "without cache (docs/design.md section 7).",
         f"Held-out text (never trained on), per variant: {split_desc}. split = all is the token-weighted mean.",
         "Ticks: S<k>/C<k> = self/cross layer k of its stage; where two stages are both self-attention (RINS = "
         "A^T B) A<k>/B<k> = layer k of the looped block A / of block B applied once after it; t = loop iteration "

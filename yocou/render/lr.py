@@ -1,4 +1,4 @@
-"""The learning-rate sensitivity table (issue 15, item 2) from the tidy ``lr`` table; called by
+"""The learning-rate sensitivity table from the tidy ``lr`` table; called by
 ``workflows/scripts/lr_sensitivity.py``."""
 
 from __future__ import annotations

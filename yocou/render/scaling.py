@@ -1,4 +1,4 @@
-"""Figures 5 and 6: parameter scaling and loop scaling of YOCO-U against YOCO (paper Section 4, issue 6).
+"""Figures 5 and 6: parameter scaling and loop scaling of YOCO-U against YOCO (paper Section 4).
 
 Inputs: the tidy tables ``results/<scale>/tidy/fig5`` or ``tidy/fig6`` (:mod:`yocou.summarize.training`) and
 ``tidy/runs`` (each run's steps, tokens and training FLOPs). "Held-out loss" is the mean of the book and code NLL

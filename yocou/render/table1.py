@@ -22,7 +22,7 @@ from .common import stem_of, write_table
 from .fig7 import device_of, efficiency_wide
 
 # Asymptotic exponent in N of the paper's expressions (prefill, decode per token, KV).
-LINEAR_MAX = 1.15  # issue 5: YOCO and YOCO-U prefill exponent at most 1.15 between 4K and 32K
+LINEAR_MAX = 1.15  # linear prefill: YOCO and YOCO-U prefill exponent at most 1.15 between 4K and 32K
 EXPECTED = {"Transformer": (2, 1, 1), "YOCO": (1, 1, 1), "YOCO-U": (1, 1, 1), "Loop / Universal Transformer": (2, 1, 1)}
 
 

@@ -1,6 +1,6 @@
 """Table 10: KV-cache occupancy (MiB per sequence) against sequence length.
 
-Part A: analytic at the paper's 1.3B configuration (SPEC.md section 5; tidy ``table10``,
+Part A: analytic at the paper's 1.3B configuration (docs/design.md section 5; tidy ``table10``,
 :func:`yocou.summarize.efficiency.summarize_table10`), beside the paper's reported values
 (``yocou/reported/table10.csv``), and cell by cell (``_cells``).
 Part B: measured bytes of real caches at our scale after a prefill of N tokens (tidy ``kv``,
@@ -67,5 +67,5 @@ def render(table10: str | Path, kv: str | Path, out: str | Path, *, scale: str =
     write_table(mw, str(stem) + "_measured",
                 title=f"Table 10 at our {scale} configuration: measured vs analytic KV cache per sequence (CPU)",
                 notes=[f"Measured: bytes of the real cache after prefill of N tokens; {int(mw['equal'].sum())} of "
-                       f"{len(mw)} equal the formula (SPEC.md section 5) exactly.", f"dtype {dtypes}."],
+                       f"{len(mw)} equal the formula (docs/design.md section 5) exactly.", f"dtype {dtypes}."],
                 config=cfg, floatfmt=".4g")

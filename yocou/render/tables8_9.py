@@ -11,7 +11,7 @@ Outputs (each CSV + Markdown + JSON):
 
 Ratios (throughput or bytes of the first variant over the second): YOCO-U/YOCO, RINS/Transformer,
 YOCO/Transformer, YOCO-U/Transformer. Paper: Tables 8-10 of arXiv 2604.01220
-(``yocou/reported/table08.csv`` ... ``table10.csv``); SPEC.md section 8 expects YOCO-U/YOCO about 1/3
+(``yocou/reported/table08.csv`` ... ``table10.csv``); docs/design.md section 8 expects YOCO-U/YOCO about 1/3
 and RINS/Transformer 0.50 for prefill.
 """
 
@@ -77,14 +77,14 @@ def render(efficiency: str | Path, derived: str | Path, out: dict[str, str | Pat
     for t, (metric, col, what) in TABLES.items():
         notes = list(common)
         if t == 8:
-            notes.append("SPEC.md section 8: the paper's RINS/Transformer prefill is 0.50 at every length "
+            notes.append("docs/design.md section 8: the paper's RINS/Transformer prefill is 0.50 at every length "
                          "(2x compute) and YOCO-U/YOCO about 1/3 (T = 3).")
         if t == 9:
             notes.append("Decode tokens/s exclude the prefill. At our scale a decode step is dominated by "
                          "per-layer overhead, not by reading the cache, so ratios follow layer-application counts.")
         if t == 10:
-            notes.append("KV bytes: the real cache's bytes (equal to the formula of SPEC.md section 5 at every N; "
-                         f"{int(w['kv_equal'].astype(bool).sum())} of {len(w)} rows checked).")
+            notes.append("KV bytes: the real cache's bytes (equal to the formula of docs/design.md section 5 at every "
+                         f"N; {int(w['kv_equal'].astype(bool).sum())} of {len(w)} rows checked).")
         notes.append("mean: the mean of the ratio over the lengths of its row.")
         tw = ratio_wide(der, metric, src).astype(object)
         write_table(tw.where(tw.notna(), ""), out[f"t{t}"], title=f"Table {t} at our scale: {what}, ratios between "

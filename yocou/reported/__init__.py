@@ -1,11 +1,11 @@
 """Numbers reported in the paper, transcribed exactly as printed.
 
 Source: "Universal YOCO for Efficient Depth Scaling" (Sun, Dong, Ye, Huang, Wang, Wei; arXiv 2604.01220),
-the paper's page ``shared/paper/000_c190a1253fdf94ee.txt`` (Tables 1 to 10). See SPEC sections 5, 6 and 8.
+Tables 1 to 10. See docs/design.md sections 5, 6 and 8.
 
 One CSV per table, ``tableNN.csv`` beside this module. Each starts with ``#`` comment lines::
 
-    # source: shared/paper/000_c190a1253fdf94ee.txt, Table N
+    # source: arXiv 2604.01220 (Universal YOCO), Table N
     # caption: <caption as printed>
     # units: <units of the value cells>
     # note: <anything odd about the printed table; one line per note>
@@ -19,7 +19,7 @@ Layouts (tidy, one row per printed cell, rows in the paper's order):
   "LMB. acc" (and "Wiki. ppl") so that names are unique.
 - Table 6: ``param, value``. Table 7: ``size, d_model, n_layers, n_heads, lr`` (lr as float).
 - Tables 8-10: ``model, seq_len, value`` with seq_len in tokens (8K = 8192, ..., 256K = 262144);
-  Table 10 is in MiB although the page says "MB" (SPEC section 5).
+  Table 10 is in MiB although the page says "MB" (docs/design.md section 5).
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def available_tables() -> list[int]:
 
 
 def load_table(n: int, as_printed: bool = False) -> pd.DataFrame:
-    """Load Table ``n`` of the paper (source: shared/paper/000_c190a1253fdf94ee.txt) as a tidy DataFrame.
+    """Load Table ``n`` of the paper (arXiv 2604.01220) as a tidy DataFrame.
 
     With ``as_printed=True`` every column is returned as the string in the CSV, which keeps the printed
     precision of each number (e.g. "46.50", "18.30"); otherwise numeric columns are parsed. Blank text
@@ -70,9 +70,9 @@ def load_table(n: int, as_printed: bool = False) -> pd.DataFrame:
 def table_meta(n: int) -> dict:
     """Parsed ``#`` comment lines of Table ``n``'s CSV.
 
-    Returns ``{"table": n, "source": str, "caption": str, "units": str, "notes": [str, ...]}``; the source
-    is the paper's page, shared/paper/000_c190a1253fdf94ee.txt. Raises ValueError naming ``n`` if the
-    table does not exist.
+    Returns ``{"table": n, "source": str, "caption": str, "units": str, "notes": [str, ...]}``; ``source``
+    names the paper and the table (``"arXiv 2604.01220 (Universal YOCO), Table N"``). Raises ValueError
+    naming ``n`` if the table does not exist.
     """
     meta: dict = {"table": n, "source": "", "caption": "", "units": "", "notes": []}
     with _path(n).open("r", encoding="utf-8") as fh:
@@ -96,7 +96,7 @@ def _ordered(values) -> list:
 
 
 def wide(n: int, as_printed: bool = False) -> pd.DataFrame:
-    """Table ``n`` pivoted back to the paper's layout (source: shared/paper/000_c190a1253fdf94ee.txt).
+    """Table ``n`` pivoted back to the paper's layout (arXiv 2604.01220, Table ``n``).
 
     Rows and columns are in the order printed on the page:
 

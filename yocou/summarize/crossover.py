@@ -1,4 +1,4 @@
-"""The crossover study (issue 15, item 4): does YOCO-U's equal-steps gap to YOCO close or reverse with more tokens?
+"""The crossover study: does YOCO-U's equal-steps gap to YOCO close or reverse with more tokens?
 
 The ``crossover`` target trains the config's ``crossover.runs`` (YOCO and YOCO-U) for ``crossover.factor`` times
 the tiny budget with ``crossover.seeds`` seeds; each run logs its held-out loss at ``train.eval_every`` steps

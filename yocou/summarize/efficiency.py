@@ -3,12 +3,12 @@
 tidy rows (:mod:`yocou.tidy`). Every number the renderers print is computed here: throughputs and their spread
 over repeats, ratios between variants (ours and the paper's), growth exponents (Table 1) and the KV formula.
 
-Studies (the contract's table, ``CONTRACT.md`` of issue 14):
+Studies (tidy tables, :mod:`yocou.tidy`):
 
 * ``efficiency`` (:func:`summarize_efficiency`): per core role and N (axis ``seq_len``), seed -1 (random-init
   weights): ``prefill_tokens_per_s``, ``decode_tokens_per_s`` (stderr: half the range over repeats, n: repeats),
   ``kv_mib``; also the raw ``prefill_s``, ``decode_s``, ``ttft_s``, ``prefill_cpu_s``, ``decode_cpu_s`` (s),
-  ``kv_bytes`` (measured), ``kv_bytes_formula`` (SPEC.md section 5), ``peak_mem_bytes`` (bytes) and
+  ``kv_bytes`` (measured), ``kv_bytes_formula`` (docs/design.md section 5), ``peak_mem_bytes`` (bytes) and
   ``loadavg_1m_before``/``loadavg_1m_after`` (unit ``load``). Extra columns: ``loaded`` (a 1-minute load average
   above the machine's CPU count), ``device``, ``device_kind`` (``CPU``/``GPU``), ``device_label``, ``dtype``,
   ``n_threads``, ``n_cpus``, ``mem_kind``, ``prompt_len``, ``n_decode``, ``kv_equal``. Each repeat's seconds
@@ -41,7 +41,7 @@ __all__ = ["MIB", "RATIOS", "summarize_efficiency", "summarize_efficiency_derive
            "summarize_table10", "device_label", "fit_range"]
 
 MIB = 2 ** 20
-# (a, b): throughput or bytes of role a over role b (Tables 8-10's comparisons; SPEC.md section 8)
+# (a, b): throughput or bytes of role a over role b (Tables 8-10's comparisons; docs/design.md section 8)
 RATIOS = (("yocou", "yoco"), ("rins", "transformer"), ("yoco", "transformer"), ("yocou", "transformer"))
 # tidy ratio metric -> (efficiency metric it divides, the paper's table)
 RATIO_METRICS = {"prefill_ratio": ("prefill_tokens_per_s", 8), "decode_ratio": ("decode_tokens_per_s", 9),
@@ -246,7 +246,7 @@ def _model_config(run_config: str | Path):
 def summarize_kv(kv_measure: str | Path, roles: Mapping[str, Any],
                  run_configs: Mapping[str, str | Path] | None = None) -> pd.DataFrame:
     """Tidy study ``kv``: measured cache bytes after a prefill of N tokens (``kv_measure.json``) and the
-    formula of SPEC.md section 5 (:func:`yocou.accounting.kv_cache_bytes`) per core role and N.
+    formula of docs/design.md section 5 (:func:`yocou.accounting.kv_cache_bytes`) per core role and N.
 
     Args:
         kv_measure: ``kv_measure.json`` (:func:`yocou.readers.read_kv_measure`).
@@ -279,7 +279,7 @@ def summarize_kv(kv_measure: str | Path, roles: Mapping[str, Any],
 
 def summarize_table10(roles: Mapping[str, Any], presets: Mapping[str, str], *, size: str = "paper-1.3b",
                       dtype: str = "bf16", lengths: Iterable[int] = PAPER_LENGTHS) -> pd.DataFrame:
-    """Tidy study ``table10``: KV MiB per sequence from the formula (SPEC.md section 5) at the paper's 1.3B
+    """Tidy study ``table10``: KV MiB per sequence from the formula (docs/design.md section 5) at the paper's 1.3B
     configuration (preset ``<preset>-paper-1.3b``: L = 20, 4 KV heads x 128, W = 512, T = 3, RINS A^3 B) over
     the paper's lengths.
 

@@ -1,4 +1,4 @@
-"""The learning-rate sensitivity of the core runs (issue 15, item 2): the paper trains every variant with one recipe;
+"""The learning-rate sensitivity of the core runs: the paper trains every variant with one recipe;
 ``lr_sensitivity`` in the config adds runs at ``train.lr`` × each factor (:func:`yocou.wfconfig.expand_runs`), and
 this study says whether a comparison holds at each variant's own best rate too.
 

@@ -1,0 +1,149 @@
+"""Committed results as a source (yocou.committed, `mode:` of the config, from_runs/started_input in common.smk).
+
+Unit tests of the config comparison against hand-written configs, then dry runs on a copy of the committed tree
+(`git archive HEAD`, no runs/): every render target plans no compute job, a config change that results depend on
+plans the trainings again (or, with mode=render, is refused in one line naming the key), a render-only change does
+not, and reproduce_all always recomputes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from yocou.committed import (CONFIG_NAME, committed_state, config_diff, read_committed_config, result_config,
+                             write_committed_config)
+
+ROOT = Path(__file__).resolve().parents[1]
+# Rules that read runs/ or logs/ (or train): none of them may be planned by a render target on a clone.
+COMPUTE_RULES = {"corpus", "tokenizer", "tokens", "run_config", "train", "eqflops_model", "ppl", "baselines",
+                 "kv_measure", "profile", "angular", "niah_prompts", "niah", "longppl", "eval_pack", "downstream",
+                 "start_runs", "timing"}
+
+
+# ----------------------------------------------------------------------------------------------- the comparison
+def _cfg(**over):
+    cfg = {"scale": "s", "seed": 0, "mode": "auto", "train": {"lr": 1e-3, "steps": 10},
+           "eval": {"threads": 1, "ppl": {"batch": 4}}, "render": {"dpi": 150}, "launch": {"threads": 1}}
+    for k, v in over.items():
+        node = cfg
+        *head, last = k.split("__")
+        for h in head:
+            node = node[h]
+        node[last] = v
+    return cfg
+
+
+def test_config_diff_names_dotted_keys():
+    assert config_diff({"a": {"b": 1, "c": [1, 2]}}, {"a": {"b": 1, "c": [1, 2]}}) == []
+    assert config_diff({"a": {"b": 1, "c": [1, 2]}}, {"a": {"b": 2, "c": [1, 3]}}) == ["a.b", "a.c"]
+    assert config_diff({"a": 1}, {"a": 1, "z": {"y": 0}}) == ["z"]
+    assert config_diff({"a": {"b": 1}}, {"a": 5}) == ["a"]
+
+
+def test_result_config_leaves_out_only_what_changes_no_result():
+    a = result_config(_cfg())
+    assert "render" not in a and "launch" not in a and "mode" not in a and "threads" not in a["eval"]
+    assert a["eval"]["ppl"] == {"batch": 4} and a["train"]["lr"] == 1e-3
+    assert config_diff(result_config(_cfg()), result_config(_cfg(render__dpi=72, eval__threads=None,
+                                                                  mode="compute", launch__threads=2))) == []
+    assert config_diff(result_config(_cfg()), result_config(_cfg(train__lr=3e-3))) == ["train.lr"]
+
+
+def test_committed_state(tmp_path):
+    res, runs = tmp_path / "results" / "s", tmp_path / "runs" / "s"
+    # nothing committed: compute (auto), refused (render)
+    assert not committed_state(_cfg(), scale="s", results_dir=res, runs_dir=runs).use
+    with pytest.raises(ValueError, match="mode=render: .*config.json does not exist"):
+        committed_state(_cfg(mode="render"), scale="s", results_dir=res, runs_dir=runs)
+    write_committed_config(_cfg(), res / CONFIG_NAME)
+    assert read_committed_config(res)["train"]["lr"] == 1e-3
+    st = committed_state(_cfg(), scale="s", results_dir=res, runs_dir=runs)
+    assert st.use and st.message is None
+    # a render-only change still reads the committed results
+    assert committed_state(_cfg(render__dpi=300), scale="s", results_dir=res, runs_dir=runs).use
+    # a change that results depend on: auto recomputes with one line naming the key and both values
+    st = committed_state(_cfg(train__lr=3e-3), scale="s", results_dir=res, runs_dir=runs)
+    assert not st.use and "train.lr (0.001 committed, 0.003 now)" in st.message and "\n" not in st.message
+    with pytest.raises(ValueError, match=r"mode=render: .*train\.lr .*--config mode=compute"):
+        committed_state(_cfg(train__lr=3e-3, mode="render"), scale="s", results_dir=res, runs_dir=runs)
+    # mode=compute never reads them; auto computes once runs/<scale>/ exists; render still does
+    assert not committed_state(_cfg(mode="compute"), scale="s", results_dir=res, runs_dir=runs).use
+    runs.mkdir(parents=True)
+    assert not committed_state(_cfg(), scale="s", results_dir=res, runs_dir=runs).use
+    assert committed_state(_cfg(mode="render"), scale="s", results_dir=res, runs_dir=runs).use
+
+
+def test_unreadable_committed_config_names_the_file(tmp_path):
+    (tmp_path / CONFIG_NAME).write_text("{not json")
+    with pytest.raises(ValueError, match=re.escape(str(tmp_path / CONFIG_NAME))):
+        read_committed_config(tmp_path)
+    (tmp_path / CONFIG_NAME).write_text(json.dumps({"config": [1]}))
+    with pytest.raises(ValueError, match="under 'config'"):
+        read_committed_config(tmp_path)
+
+
+# ------------------------------------------------------------------------------ dry runs on the committed tree
+@pytest.fixture(scope="module")
+def committed_tree(tmp_path_factory) -> Path:
+    """The committed tree at HEAD (`git archive`): what a fresh clone has, without runs/ and logs/."""
+    head = subprocess.run(["git", "archive", "--format=tar", "HEAD"], cwd=ROOT, capture_output=True)
+    if head.returncode != 0:
+        pytest.skip(f"not a git checkout: {head.stderr.decode()[:200]}")
+    dest = tmp_path_factory.mktemp("clone")
+    with tarfile.open(fileobj=io.BytesIO(head.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    if not (dest / "results" / "tiny" / CONFIG_NAME).is_file():
+        pytest.skip("HEAD has no committed results/tiny/config.json")
+    return dest
+
+
+def _plan(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, int]]:
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", *args], cwd=cwd,
+                         capture_output=True, text=True)
+    jobs: dict[str, int] = {}
+    m = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", res.stdout, re.S)
+    if m:
+        for line in m.group(1).splitlines():
+            name, n = line.split()
+            jobs[name] = int(n)
+    return res, jobs
+
+
+@pytest.mark.parametrize("target", ["figures/tiny/fig2.png", "table3", "audit", "efficiency", "table4", "fig8"])
+def test_render_targets_plan_no_compute_job_on_a_clone(committed_tree, target):
+    if target.endswith(".png"):
+        (committed_tree / target).unlink(missing_ok=True)
+    res, jobs = _plan(committed_tree, target)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    assert not set(jobs) & COMPUTE_RULES, jobs
+    assert not any(n.startswith("summarize_") and n not in
+                   ("summarize_efficiency", "summarize_efficiency_derived", "summarize_table10") for n in jobs), jobs
+    assert not (committed_tree / "runs").exists()
+
+
+def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committed_tree):
+    res, jobs = _plan(committed_tree, "table3", "--config", "train={lr: 0.003}")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert jobs.get("train", 0) > 0 and jobs.get("downstream", 0) > 0 and "start_runs" in jobs, jobs
+    assert re.search(r"differs from the one that made results/tiny/config\.json at train\.lr", res.stderr)
+    res, jobs = _plan(committed_tree, "table3", "--config", "render={dpi: 100}")
+    assert res.returncode == 0 and not set(jobs) & COMPUTE_RULES, jobs
+    res, _ = _plan(committed_tree, "table3", "--config", "train={lr: 0.003}", "mode=render")
+    assert res.returncode != 0
+    assert "mode=render: the config differs" in res.stderr and "train.lr" in res.stderr
+
+
+def test_reproduce_all_and_mode_compute_recompute(committed_tree):
+    res, jobs = _plan(committed_tree, "reproduce_all")
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert jobs.get("train", 0) >= 51 and jobs.get("ppl", 0) >= 51 and "audit" in jobs, jobs
+    res, jobs = _plan(committed_tree, "table3", "--config", "mode=compute")
+    assert res.returncode == 0 and jobs.get("train", 0) > 0 and jobs.get("downstream", 0) > 0, jobs
