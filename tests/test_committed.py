@@ -133,12 +133,13 @@ def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committe
     res, jobs = _plan(committed_tree, "table3", "--config", "train={lr: 0.003}")
     assert res.returncode == 0, res.stderr[-2000:]
     assert jobs.get("train", 0) > 0 and jobs.get("downstream", 0) > 0 and "start_runs" in jobs, jobs
-    assert re.search(r"differs from the one that made results/tiny/config\.json at train\.lr", res.stderr)
+    assert re.search(r"differs from the one that made results/tiny/config\.json at train\.lr", res.stdout + res.stderr)
     res, jobs = _plan(committed_tree, "table3", "--config", "render={dpi: 100}")
     assert res.returncode == 0 and not set(jobs) & COMPUTE_RULES, jobs
     res, _ = _plan(committed_tree, "table3", "--config", "train={lr: 0.003}", "mode=render")
     assert res.returncode != 0
-    assert "mode=render: the config differs" in res.stderr and "train.lr" in res.stderr
+    out = res.stdout + res.stderr
+    assert "mode=render: the config differs" in out and "train.lr" in out
 
 
 def test_reproduce_all_and_mode_compute_recompute(committed_tree):

@@ -1,0 +1,84 @@
+"""What the repository holds: no large or binary files outside results/ and figures/, no citations of a tracker or
+of files outside the repository, a README that stays a guide, and RESULTS.md and the README's results-at-a-glance
+block equal to what yocou.resultsdoc makes from the committed results."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from yocou.resultsdoc import GLANCE_END, GLANCE_START, glance_table, readme_with_glance
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_BYTES = 1 << 20
+
+
+def _tracked() -> list[str]:
+    res = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
+    if res.returncode != 0:
+        pytest.skip("not a git checkout")
+    return [p for p in res.stdout.decode().split("\0") if p]
+
+
+def test_no_large_or_wheel_files_outside_results():
+    big = [p for p in _tracked() if not p.startswith(("results/", "figures/")) and (ROOT / p).is_file()
+           and (ROOT / p).stat().st_size > MAX_BYTES]
+    assert big == [], f"tracked files over 1 MiB outside results/ and figures/: {big}"
+    assert [p for p in _tracked() if p.endswith(".whl")] == []
+
+
+@pytest.mark.parametrize("pattern", [r"\bissues? #?[0-9]+", r"SPEC\.md", r"\.\./shared|shared/paper|shared/SPEC"])
+def test_no_citation_of_the_tracker_or_files_outside(pattern):
+    rx = re.compile(pattern, re.I)
+    hits = []
+    for p in _tracked():
+        if not p.startswith(("yocou/", "workflows/", "eval/", "docs/")) and p not in ("Snakefile", "README.md"):
+            continue
+        path = ROOT / p
+        if path.suffix in (".png", ".pdf", ".gz", ".npz") or not path.is_file():
+            continue
+        for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if rx.search(line):
+                hits.append(f"{p}:{i}: {line.strip()[:100]}")
+    assert hits == [], "\n".join(hits[:20])
+
+
+def test_readme_is_a_guide_and_results_are_generated():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    assert readme.startswith("# yocou") and "snakemake --cores all reproduce_all" in readme.split("```")[1]
+    assert "python3 -m pytest -q" in readme.split("```")[1]
+    res = subprocess.run([sys.executable, "-m", "yocou.resultsdoc", "--check", "--root", str(ROOT)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_glance_table_keeps_training_rows_with_seeds_and_counts_decided(tmp_path):
+    audit = tmp_path / "results" / "s" / "audit"
+    audit.mkdir(parents=True)
+    rows = [  # id, evidence, n_seeds, verdict
+        ("a", "training", 5, "opposite"), ("b", "training", 5, "inconclusive"), ("c", "training", 1, "inconclusive"),
+        ("d", "timing", 3, "same direction"), ("e", "training", 2, "no difference")]
+    pd.DataFrame([{"id": i, "comparison": f"X against Y ({i} detail)", "paper": "1 vs 2", "effect": 0.5,
+                   "ci_low": 0.1, "ci_high": 0.9, "n_seeds": n, "evidence": e, "verdict": v}
+                  for i, e, n, v in rows]).to_csv(audit / "verdicts.csv", index=False)
+    t = glance_table(tmp_path, "s")
+    body = [ln for ln in t.splitlines() if ln.startswith("| X against Y")]
+    assert len(body) == 3 and all("detail" not in ln for ln in body)
+    assert "+0.5000 [+0.1000, +0.9000]" in body[0] and "**opposite**" in body[0]
+    assert "2 of these 3 are decided" in t
+    pd.DataFrame([{"id": "a"}, {"id": "a"}]).to_csv(audit / "verdicts.csv", index=False)
+    with pytest.raises(ValueError, match="verdicts.csv: missing columns"):
+        glance_table(tmp_path, "s")
+
+
+def test_readme_with_glance_replaces_only_the_block():
+    text = f"top\n{GLANCE_START}\nold\n{GLANCE_END}\nbottom\n"
+    assert readme_with_glance(text, "NEW") == f"top\n{GLANCE_START}\nNEW\n{GLANCE_END}\nbottom\n"
+    with pytest.raises(ValueError, match="markers"):
+        readme_with_glance("no markers", "NEW")
