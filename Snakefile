@@ -28,6 +28,8 @@ from yocou.wfconfig import read_scale_file, resolve_config  # jsonschema + PyYAM
 
 _SCALE_FILE = f"workflows/config/{SCALE}.yaml"
 read_scale_file(_SCALE_FILE)  # a file that is not YAML fails naming it, before Snakemake's own reader
+for _cf in workflow.config_settings.configfiles:  # --configfile: Snakemake would keep the last of a duplicated key
+    read_scale_file(_cf)
 
 
 configfile: _SCALE_FILE

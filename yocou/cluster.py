@@ -54,6 +54,7 @@ RULES = frozenset({
     "tables8_9", "timing", "tokenizer", "tokens", "train",
     # summarize steps (raw results -> results/<scale>/tidy/<study>.{csv,json})
     "summarize_efficiency", "summarize_efficiency_derived", "summarize_kv", "summarize_table10", "summarize_table4",
+    "committed_config", "start_runs",
     "summarize_table2", "summarize_table3", "summarize_table5", "summarize_fig3", "summarize_runs", "summarize_fig2",
     "summarize_fig4", "summarize_fig5", "summarize_fig6", "summarize_fig8", "summarize_heldout_ppl",
     # the n-gram references, every run's held-out loss, the learning-rate study, the crossover target

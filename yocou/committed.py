@@ -189,4 +189,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from yocou.entry import run_main
+
+    raise SystemExit(run_main(main))

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from yocou.yamlio import load_yaml
+
 __all__ = ["eval_dir", "load", "columns", "metric_id", "column_metrics", "protocol", "niah_settings",
            "defined_in_eval", "redefined_in_scale_config"]
 
@@ -48,7 +50,7 @@ def _load(path: str) -> Any:
     if not p.is_file():
         raise FileNotFoundError(f"{p} not found (part of the eval/ definitions)")
     try:
-        return yaml.safe_load(p.read_text(encoding="utf-8"))
+        return load_yaml(p)  # a duplicated key: DuplicateKeyError (a ValueError) naming the file, key and lines
     except yaml.YAMLError as e:
         raise ValueError(f"{p}: not valid YAML: {e}") from None
 

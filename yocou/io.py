@@ -263,8 +263,8 @@ def load_config_file(path: str | os.PathLike) -> Any:
     text = p.read_text(encoding="utf-8")
     try:
         if p.suffix in (".yaml", ".yml"):
-            import yaml
-            data = yaml.safe_load(text)
+            from yocou.yamlio import loads_yaml
+            data = loads_yaml(text, str(p))
         else:
             data = json.loads(text)
     except Exception as e:  # noqa: BLE001 - re-raised with the file's name

@@ -41,15 +41,20 @@ def read_scale_file(path: str | os.PathLike) -> dict:
     """The mapping in a scale file ``workflows/config/<scale>.yaml``.
 
     Raises:
-        ConfigError: the file is missing, is not YAML, or its top level is not a mapping, naming the file.
+        ConfigError: the file is missing, is not YAML, names a key twice in a mapping (the key and both lines), or
+            its top level is not a mapping, naming the file.
     """
     import yaml
+
+    from yocou.yamlio import DuplicateKeyError, loads_yaml
 
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{p}: no such scale file")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        data = loads_yaml(p.read_text(encoding="utf-8"), str(p))
+    except DuplicateKeyError as e:
+        raise ConfigError(str(e)) from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""

@@ -12,12 +12,11 @@ AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "tab
               "tables8_9", "table1", "profile", "fig2_summary", "fig5", "fig6", "fig8"]
 AUDIT_OUT = f"{RES}/audit"
 # the tidy tables the declared comparisons read (eval/comparisons.yaml), plus `runs`
-import yaml as _yaml
 from yocou.evaldefs import eval_dir as _eval_dir  # PyYAML only; eval/ beside the package (or $YOCOU_EVAL_DIR)
+from yocou.yamlio import load_yaml as _load_yaml  # a duplicated key is an error naming it
 
 _EVAL_DIR = _eval_dir()
-with open(_EVAL_DIR / "comparisons.yaml", encoding="utf-8") as _f:
-    AUDIT_STUDIES = sorted({_r["study"] for _r in _yaml.safe_load(_f)} | {"runs"})
+AUDIT_STUDIES = sorted({_r["study"] for _r in _load_yaml(_EVAL_DIR / "comparisons.yaml")} | {"runs"})
 # the learning-rate study only where the scale configures one (its verdicts are "not run" elsewhere)
 AUDIT_STUDIES = [s for s in AUDIT_STUDIES if s != "lr" or config.get("lr_sensitivity")]
 

@@ -1,0 +1,72 @@
+"""A duplicated key in any YAML the project reads is an error naming the file, the key and both lines (PyYAML keeps
+the last one silently): the scale configs, --configfile files, eval/ and the claims registry."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import workflow_copy
+from yocou.io import load_config_file
+from yocou.wfconfig import ConfigError, read_scale_file
+from yocou.yamlio import DuplicateKeyError, load_yaml, loads_yaml
+
+
+def test_loads_like_safe_load_without_duplicates():
+    text = "a: 1\nb: {c: [1, 2], d: null}\nlist:\n  - {x: 1}\n  - {x: 2}\n"
+    assert loads_yaml(text) == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("text, key, line, first", [
+    ("seed: 0\ntrain: {steps: 5}\nseed: 1\n", "seed", 3, 1),
+    ("train:\n  steps: 5\n  lr: 0.1\n  steps: 6\n", "steps", 4, 2),
+    ("- {a: 1, a: 2}\n", "a", 1, 1),
+])
+def test_a_duplicated_key_names_key_and_lines(text, key, line, first):
+    assert yaml.safe_load(text) is not None  # PyYAML alone accepts it
+    with pytest.raises(DuplicateKeyError, match=rf"src\.yaml: duplicate key '{key}' at line {line} \(first at line "
+                                                rf"{first}\)"):
+        loads_yaml(text, "src.yaml")
+
+
+def test_equal_keys_in_different_mappings_are_fine():
+    assert loads_yaml("a: {x: 1}\nb: {x: 2}\n") == {"a": {"x": 1}, "b": {"x": 2}}
+
+
+def test_every_reader_refuses_it(tmp_path):
+    p = tmp_path / "s.yaml"
+    p.write_text("scale: s\nseed: 0\nseed: 1\n")
+    with pytest.raises(ConfigError, match=r"s\.yaml: duplicate key 'seed' at line 3"):
+        read_scale_file(p)
+    with pytest.raises(ValueError, match=r"duplicate key 'seed' at line 3"):
+        load_config_file(p)
+    with pytest.raises(DuplicateKeyError, match=str(p)):
+        load_yaml(p)
+
+
+def test_the_shipped_yaml_has_no_duplicated_key():
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("workflows/config/*.yaml"), *root.glob("eval/**/*.yaml"), root / "yocou/audit/claims.yaml",
+             root / "workflows/schemas/config.schema.yaml"]
+    assert len(files) > 5
+    for f in files:
+        load_yaml(f)
+
+
+def test_planning_refuses_a_scale_file_or_configfile_with_a_duplicated_key(tmp_path):
+    wd = workflow_copy(tmp_path)
+    cfg = wd / "workflows/config/smoke.yaml"
+    cfg.write_text(cfg.read_text() + "seed: 7\n")
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "scale=smoke"],
+                         cwd=wd, capture_output=True, text=True)
+    assert res.returncode != 0 and "duplicate key 'seed'" in res.stdout + res.stderr
+    cfg.write_text(cfg.read_text().removesuffix("seed: 7\n"))
+    extra = wd / "extra.yaml"
+    extra.write_text("train:\n  steps: 3\n  steps: 4\n")
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "scale=smoke",
+                          "--configfile", str(extra)], cwd=wd, capture_output=True, text=True)
+    assert res.returncode != 0 and "extra.yaml: duplicate key 'steps' at line 3" in res.stdout + res.stderr
