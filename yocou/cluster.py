@@ -31,12 +31,22 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-__all__ = ["RULES", "rule_resources", "default_resources", "configured_rules", "train_launcher", "GpuLease",
-           "acquire_gpu_slots", "default_lock_dir", "main"]
+__all__ = [
+    "RULES",
+    "GpuLease",
+    "acquire_gpu_slots",
+    "configured_rules",
+    "default_lock_dir",
+    "default_resources",
+    "main",
+    "rule_resources",
+    "train_launcher",
+]
 
 #: Keys a rule's resources may carry (Snakemake's own and the SLURM plugin's); others are a typo.
 RESOURCE_KEYS = frozenset({
@@ -231,10 +241,10 @@ class GpuLease:
                 os.close(fd)
         self._fds = []
 
-    def __enter__(self) -> "GpuLease":
+    def __enter__(self) -> GpuLease:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
@@ -340,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("--config", required=True, help="workflows/config/<scale>.yaml")
     r.add_argument("rule", metavar="RULE", choices=sorted(RULES), help="a rule of the workflow (yocou.cluster.RULES)")
     a = ap.parse_args(argv)
+    from .guard import check_command
+
+    check_command(f"python -m yocou.cluster {a.cmd}", a)
     if a.cmd == "gpu-run":
         a.command = a.command[1:] if a.command[:1] == ["--"] else list(a.command)
         if not a.command:

@@ -29,12 +29,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-__all__ = ["NO_RESULT_KEYS", "CONFIG_NAME", "config_diff", "result_config", "read_committed_config",
-           "write_committed_config", "CommittedState", "committed_state", "RECOMPUTE_TARGETS"]
+__all__ = [
+    "CONFIG_NAME",
+    "NO_RESULT_KEYS",
+    "RECOMPUTE_TARGETS",
+    "CommittedState",
+    "committed_state",
+    "config_diff",
+    "read_committed_config",
+    "result_config",
+    "write_committed_config",
+]
 
 #: Dotted keys that change no result: rendering, execution and the mode itself.
 NO_RESULT_KEYS = ("mode", "render", "launch", "resources", "eval.threads")
@@ -177,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config-json", required=True, help="the resolved pipeline config as JSON text")
     ap.add_argument("--out", required=True, help="the file to write (results/<scale>/config.json)")
     a = ap.parse_args(argv)
+    from .guard import check_command
+
+    check_command("python -m yocou.committed", a)
     try:
         cfg = json.loads(a.config_json)
     except json.JSONDecodeError as e:

@@ -11,12 +11,23 @@ value of the wrong type, and the file errors). Anything else is a bug and keeps 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-__all__ = ["USER_ERRORS", "EXIT_USER_ERROR", "InputTypeError", "error_message", "report_user_error", "run_main",
-           "int_at_least"]
+__all__ = [
+    "DISK_ERRNOS",
+    "EXIT_USER_ERROR",
+    "USER_ERRORS",
+    "InputTypeError",
+    "disk_error",
+    "error_message",
+    "int_at_least",
+    "report_user_error",
+    "run_main",
+]
 
 
 class InputTypeError(TypeError, ValueError):
@@ -34,8 +45,28 @@ USER_ERRORS: tuple[type[BaseException], ...] = (
 EXIT_USER_ERROR = 2
 
 
+#: ``OSError`` numbers that mean the disk, not the program: a full disk or quota, a read-only file system, a
+#: file too large. Reported in one line naming the path, like :data:`USER_ERRORS`.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.EFBIG})
+
+
+def disk_error(e: BaseException) -> bool:
+    """True for an ``OSError`` whose errno is in :data:`DISK_ERRNOS`."""
+    return isinstance(e, OSError) and e.errno in DISK_ERRNOS
+
+
 def error_message(e: BaseException) -> str:
-    """The message of ``e``; a bare ``KeyError('x')`` reads ``key 'x' not found``."""
+    """The message of ``e``; a bare ``KeyError('x')`` reads ``key 'x' not found``; a disk error
+    (:func:`disk_error`) names its path, what failed, and that nothing was left under a final name."""
+    if disk_error(e):
+        name = errno.errorcode.get(e.errno, "")
+        what = e.strerror or str(e)
+        where = f"{e.filename}: " if e.filename and str(e.filename) not in what else ""
+        return (f"{where}{what} ({name}): writes are atomic, so nothing was left half-written under a final "
+                f"name; free space or choose a writable output, and rerun (training resumes from its checkpoint)")
+    if isinstance(e, OSError) and e.strerror:  # "[Errno 13] text: 'path'" as "path: text"
+        text, path = e.strerror, e.filename
+        return text if path is None or str(path) in text else f"{path}: {text}"
     if isinstance(e, KeyError) and len(e.args) == 1:
         arg = e.args[0]
         return arg if isinstance(arg, str) and " " in arg else f"key {arg!r} not found"
@@ -67,6 +98,10 @@ def run_main(main: Callable[[Any], Any], argv: Sequence[str] | None = None, *, p
     try:
         rc = main(argv)
     except USER_ERRORS as e:
+        return report_user_error(prog or _default_prog(), e)
+    except OSError as e:
+        if not disk_error(e):
+            raise
         return report_user_error(prog or _default_prog(), e)
     return 0 if rc is None else int(rc)
 

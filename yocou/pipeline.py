@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .accounting import train_flops_per_token
 from .config import ModelConfig, check_variant, config_from_dict, preset
-from .train import TrainConfig, train_config_from_dict
+from .train import train_config_from_dict
 
 # Fields of ModelConfig that docs/design.md marks [assume]; logged with every run.
 ASSUMPTION_FIELDS = ("init_std", "init_scaled_out", "norm_eps", "cross_rope", "moe_aux_weight")
@@ -117,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokenizer", default=None, help="take vocab_size from this tokenizer")
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
+    from .guard import check_command
+
+    check_command("python -m yocou.pipeline", a)
     cfg = load_config_file(a.config)
     vocab = load_tokenizer(a.tokenizer).vocab_size if a.tokenizer else None
     rc = resolve_run(cfg, a.variant, vocab)

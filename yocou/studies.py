@@ -137,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--run", required=True, help="run folder with run_config.json, summary.json, model_step<N>.pt")
     e.add_argument("--out", required=True, help="output model folder (<run>_eqflops)")
     a = ap.parse_args(argv)
+    from .guard import check_command
+
+    check_command(f"python -m yocou.studies {a.cmd}", a)
     sm = equal_flops_model(a.run, a.out)
     print(json.dumps({k: sm[k] for k in ("name", "steps", "tokens", "train_flops", "equal_flops")}, indent=2))
     return 0

@@ -31,15 +31,25 @@ import datetime as _dt
 import io
 import math
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .io import atomic_write_json, atomic_write_text, provenance
 from .scales import check_scale_name
 
-__all__ = ["GROUPS", "JOB_COLUMNS", "Job", "group_of", "read_benchmark", "collect", "summarize", "write_timing",
-           "main"]
+__all__ = [
+    "GROUPS",
+    "JOB_COLUMNS",
+    "Job",
+    "collect",
+    "group_of",
+    "main",
+    "read_benchmark",
+    "summarize",
+    "write_timing",
+]
 
 #: Snakemake's benchmark columns (snakemake.benchmark.BenchmarkRecord.get_header, the short format).
 SNAKEMAKE_COLUMNS = ("s", "h:m:s", "max_rss", "max_vms", "max_uss", "max_pss", "io_in", "io_out", "mean_load",
@@ -316,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", help="benchmark folder (default logs/<scale>/bench)")
     ap.add_argument("--out", help="output stem (default results/<scale>/timing -> timing.{csv,md,json})")
     a = ap.parse_args(argv)
+    from .guard import check_command
+
+    check_command("python -m yocou.timing", a)
     try:
         check_scale_name(a.scale, "--scale")
     except ValueError as e:

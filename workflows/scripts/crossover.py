@@ -1,10 +1,11 @@
 """Rules summarize_crossover and crossover: the crossover runs' held-out checkpoints -> results/<scale>/tidy/
 crossover.{csv,json} (yocou.summarize.crossover), then the figure and the gap table (yocou.render.crossover)."""
 import os
-import sys
+
+from yocou.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 if sm.rule == "summarize_crossover":
     from yocou.summarize.crossover import summarize_crossover
     from yocou.tidy import write_tidy

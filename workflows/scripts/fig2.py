@@ -1,10 +1,9 @@
 """Rule fig2: Figure 2, its data and its caption numbers from results/<scale>/tidy/fig2 (yocou.render.fig2)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.render.common import configure
 from yocou.render.fig2 import render
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 render(sm.input.tidy, out=sm.output.png, data=sm.output.data, summary=sm.output.summary, scale=sm.params.scale)

@@ -1,11 +1,10 @@
 """Rule fig3: Figure 3 from results/<scale>/tidy/fig3.csv (yocou.render.downstream.render_fig3)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.render.common import configure
 from yocou.render.downstream import render_fig3
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 render_fig3(sm.input.tidy, out=sm.output.png, data_out=sm.output.data, scale=sm.params.scale,
             config=sm.params.cfg)

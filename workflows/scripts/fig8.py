@@ -1,10 +1,9 @@
 """Rule fig8: Figure 8 and its data from results/<scale>/tidy/fig8 (yocou.render.fig8)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.render.common import configure
 from yocou.render.fig8 import render
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 print(render(sm.input.tidy, fig=sm.output.png, data=sm.output.data, scale=sm.params.scale).to_string(index=False))

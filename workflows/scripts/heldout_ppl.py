@@ -1,9 +1,8 @@
 """Rule heldout_ppl: the held-out perplexity table from results/<scale>/tidy/{heldout_ppl,runs}
 (yocou.render.heldout_ppl)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.render.heldout_ppl import render
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 print(render(sm.input.tidy, sm.input.runs, out=sm.output.csv, scale=sm.params.scale).to_string(index=False))

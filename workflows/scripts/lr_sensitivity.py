@@ -1,9 +1,9 @@
 """Rules summarize_lr and lr_sensitivity: the learning-rate runs' ppl JSONs -> results/<scale>/tidy/lr.{csv,json}
 (yocou.summarize.lr), then results/<scale>/lr_sensitivity.{csv,md,json} (yocou.render.lr)."""
-import sys
+from yocou.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 if sm.rule == "summarize_lr":
     from yocou.summarize.lr import summarize_lr
     from yocou.tidy import write_tidy

@@ -1,12 +1,11 @@
 """Rules summarize_table2, summarize_table3, summarize_table5, summarize_fig3: the runs' lm-eval scores →
 results/<scale>/tidy/<study>.{csv,json} (yocou.summarize.downstream)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.summarize.downstream import summarize_fig3, summarize_table
 from yocou.tidy import write_tidy
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 study, cfg = sm.params.study, sm.params.cfg
 results, summaries = list(sm.input.results), list(sm.input.summaries)
 df = summarize_fig3(results, cfg, summaries) if study == "fig3" else summarize_table(study, results, cfg, summaries)

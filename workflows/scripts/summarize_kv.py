@@ -1,12 +1,11 @@
 """Rule summarize_kv: kv_measure.json + run configs -> tidy kv, measured vs formula (yocou.summarize.efficiency)."""
-from contextlib import redirect_stderr, redirect_stdout
-
+from yocou.guard import start_script
 from yocou.summarize.efficiency import summarize_kv
 from yocou.tidy import study_roles, write_tidy
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-with open(sm.log[0], "w") as log, redirect_stdout(log), redirect_stderr(log):
-    rcs = dict(zip(sm.params.core, sm.input.rc))
-    df = summarize_kv(sm.input.measured, study_roles(sm.config, "core"), rcs)
-    write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "core": sm.params.core},
-               inputs=[sm.input.measured, *sm.input.rc])
+start_script(sm)
+rcs = dict(zip(sm.params.core, sm.input.rc))
+df = summarize_kv(sm.input.measured, study_roles(sm.config, "core"), rcs)
+write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "core": sm.params.core},
+           inputs=[sm.input.measured, *sm.input.rc])

@@ -1,10 +1,9 @@
 """Rule summarize_table10: the KV formula at the paper's 1.3B configuration -> tidy table10."""
-from contextlib import redirect_stderr, redirect_stdout
-
+from yocou.guard import start_script
 from yocou.summarize.efficiency import summarize_table10
 from yocou.tidy import study_roles, write_tidy
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-with open(sm.log[0], "w") as log, redirect_stdout(log), redirect_stderr(log):
-    df = summarize_table10(study_roles(sm.config, "core"), sm.params.presets)
-    write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "presets": dict(sm.params.presets)})
+start_script(sm)
+df = summarize_table10(study_roles(sm.config, "core"), sm.params.presets)
+write_tidy(df, sm.output.csv, config={"scale": sm.params.scale, "presets": dict(sm.params.presets)})

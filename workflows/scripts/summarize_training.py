@@ -1,12 +1,11 @@
 """Rules summarize_runs, summarize_fig2, summarize_heldout_ppl, summarize_fig4, summarize_fig5, summarize_fig6,
 summarize_fig8: raw run results → results/<scale>/tidy/<study>.{csv,json} (yocou.summarize.training)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.summarize.training import summarize_study
 from yocou.tidy import write_tidy
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 cfg, study = sm.params.cfg, sm.params.job["study"]
 df = summarize_study(study, cfg, **sm.params.job["roots"])
 code = set(sm.input.code)

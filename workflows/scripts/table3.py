@@ -1,10 +1,9 @@
 """Rule table3: Table 3 from results/<scale>/tidy/table3.csv (yocou.render.downstream.render_table)."""
-import sys
-
+from yocou.guard import start_script
 from yocou.render.downstream import render_table
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")
+start_script(sm)
 render_table("table3", sm.input.tidy, out=sm.output.csv, scale=sm.params.scale,
              runs=sm.input.runs[0] if sm.input.get("runs") else None,
              snapshots={k: tuple(v) for k, v in sm.params.snapshots.items()}, config=sm.params.cfg)

@@ -1,9 +1,8 @@
 """Rule tables8_9: tidy efficiency + efficiency_derived -> Tables 8, 9 (ours and ratios) and table10_ratios."""
-from contextlib import redirect_stderr, redirect_stdout
-
+from yocou.guard import start_script
 from yocou.render.tables8_9 import render
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
-with open(sm.log[0], "w") as log, redirect_stdout(log), redirect_stderr(log):
-    out = {k: getattr(sm.output, k) for k in ("t8", "t8_ours", "t9", "t9_ours", "t10")}
-    render(sm.input.efficiency, sm.input.derived, out, scale=sm.params.scale)
+start_script(sm)
+out = {k: getattr(sm.output, k) for k in ("t8", "t8_ours", "t9", "t9_ours", "t10")}
+render(sm.input.efficiency, sm.input.derived, out, scale=sm.params.scale)

@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -190,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     ap.add_argument("--out", required=True, help="result JSON (results/<scale>/angular/<variant>.json)")
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.analysis.angular", a)
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if a.seq_len < 2 or a.max_tokens < 2 or a.batch < 1:
         raise ValueError(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "

@@ -36,22 +36,44 @@ import json
 import math
 import os
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import pandas as pd
 
-from ..entry import USER_ERRORS, report_user_error
+from ..entry import USER_ERRORS, disk_error, report_user_error
 from ..io import atomic_write_json, atomic_write_text, provenance
 from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
-from .claims import Sources, load_claims, load_sources
-from .verdicts import (INCONCLUSIVE, NO_DIFFERENCE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict,
-                       load_comparisons, load_tidy, reproduce, seed_spread)
+from .claims import load_claims, load_sources
+from .verdicts import (
+    INCONCLUSIVE,
+    NO_DIFFERENCE,
+    NOT_RUN,
+    OPPOSITE,
+    SAME,
+    SAME_SIZE,
+    VERDICTS,
+    Verdict,
+    load_comparisons,
+    load_tidy,
+    reproduce,
+    seed_spread,
+)
 
-__all__ = ["audit", "claim_status", "load_baseline", "regressions", "write_report", "write_baseline", "main",
-           "add_arguments", "run_from_args"]
+__all__ = [
+    "add_arguments",
+    "audit",
+    "claim_status",
+    "load_baseline",
+    "main",
+    "regressions",
+    "run_from_args",
+    "write_baseline",
+    "write_report",
+]
 
 STATUSES = ("holding", "failing", "inconclusive", "not audited")
 
@@ -187,7 +209,7 @@ def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, 
     vr = Counter(v.verdict for v in res["verdicts"])
     return {
         "scale": res["scale"],
-        "claims": {"total": int(len(claims)), "prose": int((claims["kind"] == "prose").sum()),
+        "claims": {"total": len(claims), "prose": int((claims["kind"] == "prose").sum()),
                    "table_cells": int((claims["kind"] == "table_cell").sum()),
                    "tables": sorted(int(t) for t in claims["table"].dropna().unique()),
                    "checked": int(st["holding"] + st["failing"] + st["inconclusive"]),
@@ -457,8 +479,15 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(ap)
     a = ap.parse_args(argv)
     try:
+        from ..guard import check_command
+
+        check_command("python -m yocou.audit", a)
         return run_from_args(a)
     except USER_ERRORS as e:
+        return report_user_error("yocou audit", e)
+    except OSError as e:
+        if not disk_error(e):
+            raise
         return report_user_error("yocou audit", e)
 
 

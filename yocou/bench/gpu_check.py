@@ -34,8 +34,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -206,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per (variant, N) (default 2; 1 with --dry)")
     ap.add_argument("--chunk-size", type=int, default=None, help="prefill chunk (default 2048; 32 with --dry)")
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.bench.gpu_check", a)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     if a.device.startswith("cuda") and not torch.cuda.is_available():

@@ -37,9 +37,9 @@ import os
 import statistics
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 
@@ -163,7 +163,7 @@ class PeakMemory:
         self._thread: threading.Thread | None = None
         self._start = 0
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         self.kind = "cuda_max_allocated" if self.device.type == "cuda" else "cpu_rss_sampled"
         self._stop.clear()
         if self.device.type == "cuda":
@@ -184,7 +184,7 @@ class PeakMemory:
             self.peak_bytes = max(self.peak_bytes, _rss_bytes())
             self._stop.wait(self.interval_s)
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             self.peak_bytes = torch.cuda.max_memory_allocated(self.device)
@@ -387,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", required=True, help="result JSON (rows + provenance)")
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.bench.profile", a)
     d: dict[str, Any] = {}
     if a.profile_config:
         from ..io import load_config_file

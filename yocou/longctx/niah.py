@@ -37,8 +37,9 @@ import copy
 import json
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -456,7 +457,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m yocou.longctx.niah", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(required=True)
+    sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prompts", help="generate the S-NIAH prompts (JSONL)")
     p.add_argument("--tokenizer", required=True)
     p.add_argument("--book", required=True, help="heldout_book.bin (haystack of S-NIAH-2)")
@@ -480,6 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--out", required=True)
     e.set_defaults(func=_cmd_eval)
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command(f"python -m yocou.longctx.niah {a.cmd}", a)
     return a.func(a)
 
 
