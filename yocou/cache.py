@@ -58,6 +58,12 @@ class KVCache:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
+        from .accounting import kv_cache_bytes
+        from .memory import require
+
+        if torch.device(device).type != "meta":
+            require(kv_cache_bytes(cfg, max_len, batch_size=batch_size, dtype=dtype),
+                    f"the KV cache of {cfg.name} (batch {batch_size}, max_len {max_len}, {dtype})", device)
         self.cfg = cfg
         self.batch_size = batch_size
         self.max_len = max_len

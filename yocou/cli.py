@@ -39,6 +39,9 @@ def _cmd_kv(a: argparse.Namespace) -> int:
         model = LM(cfg).eval()
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
         cache = model.new_cache(a.batch, a.seq_len, dtype=tdtype)
+        from .memory import require
+
+        require(8 * a.batch * a.seq_len, f"the prompt's token ids (batch {a.batch} x seq_len {a.seq_len}, int64)")
         ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq_len))
         prefill(model, ids, cache, chunk_size=512)
         out["measured_bytes"] = cache.nbytes()

@@ -411,6 +411,18 @@ class ForwardOut:
     hidden: list[torch.Tensor] = field(default_factory=list)
 
 
+def _require_param_memory(cfg: ModelConfig) -> None:
+    """Refuse (:func:`yocou.memory.require`) a model whose weights alone do not fit on the default device."""
+    from .accounting import dtype_bytes, param_count
+    from .memory import require
+
+    device = torch.get_default_device()
+    if device.type != "meta":
+        n = param_count(cfg)
+        require(n * dtype_bytes(torch.get_default_dtype()),
+                f"the weights of {cfg.name} ({n:,} parameters, d_model {cfg.d_model})", device)
+
+
 class LM(nn.Module):
     """Decoder-only LM for every variant of :mod:`yocou.config`.
 
@@ -419,6 +431,7 @@ class LM(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
+        _require_param_memory(cfg)
         self.cfg = cfg
         self.plan = expand_plan(cfg)
         self.exit_at = early_exit_index(self.plan)
