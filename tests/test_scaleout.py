@@ -136,7 +136,9 @@ def test_slurm_submissions_carry_the_configured_resources(slurm_dry_run: str) ->
 
 def test_train_shell_command_launches_torchrun_on_every_node(slurm_dry_run: str) -> None:
     shells = [l.split("Shell command: ", 1)[-1] for l in slurm_dry_run.splitlines() if "run_config.json --data" in l]
-    assert len(shells) == len(PAPER["variants"]) and all(l.startswith("OMP_NUM_THREADS=") for l in shells)
+    # the run folder's lock is checked first (yocou.runlock: a second trainer refuses before srun starts)
+    assert all(re.match(r"python -m yocou\.runlock (\S+) && OMP_NUM_THREADS=.* --out \1 ", l) for l in shells), shells[0]
+    assert len(shells) == len(PAPER["variants"])
     assert all("srun --nodes=4 --ntasks-per-node=1" in l and "torchrun --nnodes 4 --nproc-per-node 8" in l
                for l in shells), shells[0]
 

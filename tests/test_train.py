@@ -405,3 +405,74 @@ def test_no_function_in_train_py_is_over_60_lines() -> None:
     assert {"train", "train_step", "_save_ckpt"} <= set(lengths)
     too_long = {name: n for name, n in lengths.items() if n > 60}
     assert not too_long, too_long
+
+
+def test_two_trainers_on_one_folder_the_second_refuses_naming_the_pid(tmp_path: Path, token_dir: Path) -> None:
+    """Real processes: while one trainer runs, a second on the same --out refuses in one line naming the holder's
+    PID (and `python -m yocou.runlock` says the same, as the train rule of a second snakemake does); the first
+    trainer's metrics.jsonl, deleted meanwhile (as snakemake --rerun-incomplete does), is whole again at its next row;
+    after a SIGKILL the lock is gone with the process, a third trainer resumes and the log holds each step once."""
+    steps = 400
+    rc = _run_config(tmp_path, steps=steps, ckpt_every=5, log_every=1)
+    data = str(token_dir / "train.bin")
+    run = tmp_path / "run"
+    cmd = _cli("train", "--run-config", str(rc), "--data", data, "--out", str(run), "--no-progress")
+    first = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        t0 = time.time()
+        while not (run / "ckpt.pt").exists():
+            assert first.poll() is None, "the first trainer ended before its first checkpoint"
+            assert time.time() - t0 < 120
+            time.sleep(0.01)
+        second = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=120)
+        assert second.returncode == 2, second.stderr[-2000:]
+        lines = second.stderr.strip().splitlines()
+        assert len(lines) == 1, second.stderr
+        assert f"is being trained by PID {first.pid}" in lines[0] and f"kill {first.pid}" in lines[0], lines[0]
+        check = subprocess.run([sys.executable, "-m", "yocou.runlock", str(run)], capture_output=True, text=True)
+        assert check.returncode == 2 and f"PID {first.pid}" in check.stderr, check.stderr
+        (run / "metrics.jsonl").unlink()
+        t0 = time.time()
+        while not (run / "metrics.jsonl").exists():
+            assert first.poll() is None and time.time() - t0 < 60
+            time.sleep(0.01)
+        steps_seen = [json.loads(l)["step"] for l in (run / "metrics.jsonl").read_text().splitlines()]
+        assert steps_seen == list(range(1, len(steps_seen) + 1)), steps_seen[:10]  # rebuilt whole, not restarted
+        assert first.poll() is None, "the first trainer finished; the test needs it running"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    assert not (run / "model.pt").exists()
+    free = subprocess.run([sys.executable, "-m", "yocou.runlock", str(run)], capture_output=True, text=True)
+    assert free.returncode == 0, free.stderr  # the kernel dropped the lock with the killed process
+    ck_step = torch.load(run / "ckpt.pt", weights_only=False)["step"]
+    third = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert f"resuming from step {ck_step}" in third.stderr
+    assert [json.loads(l)["step"] for l in (run / "metrics.jsonl").read_text().splitlines()] == \
+        list(range(1, steps + 1))
+
+
+def test_a_refused_train_leaves_no_folder(tmp_path: Path, token_dir: Path, capsys: pytest.CaptureFixture) -> None:
+    from yocou.cli import main
+
+    rc = _run_config(tmp_path)
+    (tmp_path / "bad.bin").write_bytes(b"not a token stream")
+    for data in (tmp_path / "bad.bin", tmp_path / "missing.bin"):
+        out = tmp_path / "new_run"
+        assert main(["train", "--run-config", str(rc), "--data", str(data), "--out", str(out)]) == 2
+        assert not out.exists(), capsys.readouterr().err
+
+
+def test_metrics_log_survives_its_file_being_deleted_or_cut(tmp_path: Path) -> None:
+    from yocou.train import MetricsLog
+
+    tc = TrainConfig(steps=10, batch_size=2, seq_len=8, log_every=1)
+    log = MetricsLog(tmp_path, tc, 0, ['{"step": 1}'], flops_per_token=1.0)
+    log.log(2, 1.0, 1e-3, torch.tensor(0.5))
+    (tmp_path / "metrics.jsonl").unlink()
+    log.log(3, 1.0, 1e-3, torch.tensor(0.5))
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1}\n')
+    log.log(4, 1.0, 1e-3, torch.tensor(0.5))
+    assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
+    assert [json.loads(r)["step"] for r in log.rows] == [1, 2, 3, 4]

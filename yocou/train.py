@@ -39,11 +39,12 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from . import accounting, parallel
+from . import accounting, memory, parallel
 from .config import ModelConfig, _check_types, checked_keys, config_from_dict, construct
 from .data.needles import NeedleMix, needle_mix_from_dict
 from .io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from .model import LM
+from .runlock import LOCK_NAME, RunLock
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -361,9 +362,9 @@ class Checkpointer:
         if _config_differs(ck, self.model_cfg, self.tc):
             raise ValueError(f"{self.path} was written with a different config; remove {self.out} to start over")
 
-    def save(self, step: int, metrics_path: Path) -> None:
-        """Write ``ckpt.pt``: the state after optimizer step ``step`` and the rows of ``metrics_path``."""
-        _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, metrics_path)
+    def save(self, step: int, rows: list[str]) -> None:
+        """Write ``ckpt.pt``: the state after optimizer step ``step`` and the ``metrics.jsonl`` rows so far."""
+        _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
 
     def save_weights(self, path: Path, step: int) -> None:
         """Write the weights after optimizer step ``step`` to ``path`` in the format of ``model.pt``."""
@@ -385,8 +386,10 @@ class MetricsLog:
     same rows as TensorBoard scalars (:class:`_TensorBoardLog`). Only rank 0 writes; on other ranks every
     method does nothing.
 
-    Opening it rewrites the file with ``rows``, the rows a resumed run's checkpoint kept (a workflow manager
-    may have deleted the file), so that the log always belongs to the weights.
+    The rows are kept in memory (:attr:`rows`, JSON text) and each new row rewrites the whole file atomically:
+    opening it writes the rows a resumed run's checkpoint kept, and a file deleted or cut while the run goes on
+    (a workflow manager cleaning up the outputs of a job it took for incomplete) is whole again at the next row,
+    so the log always belongs to the weights and never holds a step twice.
     """
 
     def __init__(self, out: Path, tc: TrainConfig, rank: int, rows: list[str], flops_per_token: float) -> None:
@@ -394,8 +397,9 @@ class MetricsLog:
         self.tc, self.active, self.flops_per_token = tc, rank == 0, flops_per_token
         self.tokens_per_step = tc.batch_size * tc.seq_len
         self.tb: _TensorBoardLog | None = None
+        self.rows: list[str] = list(rows)
         if self.active:
-            atomic_write_text(self.path, "".join(r + "\n" for r in rows))
+            self._write()
             if tc.tensorboard:
                 self.tb = _TensorBoardLog(out, [json.loads(r) for r in rows])
         self.start(0)
@@ -427,11 +431,14 @@ class MetricsLog:
         if heldout is not None:
             row.update(heldout_loss=dict(heldout), heldout_eval_s=eval_s)
         self._t_last, self._tok_last = now, tokens
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(row) + "\n")
+        self.rows.append(json.dumps(row))
+        self._write()
         if self.tb is not None:
             self.tb.add(row)
         return row
+
+    def _write(self) -> None:
+        atomic_write_text(self.path, "".join(r + "\n" for r in self.rows))
 
     def close(self) -> None:
         """Close the TensorBoard writer (``metrics.jsonl`` is closed after each row)."""
@@ -645,20 +652,50 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         ValueError: a token stream's vocabulary exceeds ``model_cfg.vocab_size``; ``tc.eval_every`` without
             ``heldout``; ``out_dir`` holds the ``model.pt`` of a run with another config (without ``ckpt.pt``).
     """
-    from tqdm.auto import tqdm
 
     rank, world, device = _init_distributed()
     if tc.tensorboard and rank == 0:
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
-    _prepare_out_dir(out, model_cfg, tc)
-    stream = _open_stream(data_path, model_cfg, tc, world, tokenizer)
+    stream = _open_stream(data_path, model_cfg, tc, world, tokenizer)  # bad input refused before out exists
     evaluator = HeldoutEval.open(heldout, tc, model_cfg)
+    created = not out.exists()
+    _prepare_out_dir(out, model_cfg, tc)
+    lock = RunLock(out) if rank == 0 else None
+    try:
+        if lock is not None:
+            lock.acquire()  # RunFolderBusy: another trainer writes this folder
+        return _train_locked(model_cfg, tc, stream, evaluator, out, run_config, progress, rank, world, device)
+    except BaseException:
+        if created and lock is not None and lock.fd is not None:
+            _remove_if_only_lock(out)
+        raise
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _remove_if_only_lock(out: Path) -> None:
+    """Remove a run folder this call created when a refusal left nothing in it but the lock it holds."""
+    if [p.name for p in out.iterdir()] == [LOCK_NAME]:
+        (out / LOCK_NAME).unlink()
+        out.rmdir()
+
+
+def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluator: HeldoutEval | None, out: Path,
+                  run_config: Mapping[str, Any] | None, progress: bool, rank: int, world: int,
+                  device: torch.device) -> dict[str, Any]:
+    """The body of :func:`train`, run while rank 0 holds the run folder's lock."""
+    from tqdm.auto import tqdm
+
     prov = _run_provenance(model_cfg, tc, run_config, world)
     model = build_model(model_cfg, tc, device, world)
     opt = build_optimizer(model, tc)
     flops_per_token = accounting.train_flops_per_token(model_cfg, tc.seq_len)
     ckpt = Checkpointer(out, model, opt, model_cfg, tc, rank, prov)
+    if rank == 0:
+        memory.require(16 * sum(p.numel() for p in model.parameters()),
+                       f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32)")
     start_step, rows = ckpt.resume(device)
     log = MetricsLog(out, tc, rank, rows, flops_per_token)
     parts = _step_parts(model, opt, tc, world, device, out)
@@ -706,7 +743,7 @@ def _run_steps(parts: StepParts, stream: Any, model_cfg: ModelConfig, tc: TrainC
         if done in tc.snapshot_steps:
             ckpt.save_weights(ckpt.out / f"model_step{done}.pt", done)  # collective when sharded
         if done % tc.ckpt_every == 0 and done < tc.steps:
-            ckpt.save(done, log.path)
+            ckpt.save(done, log.rows)
     return tc.steps, False
 
 
@@ -727,7 +764,7 @@ def wrap_ddp(model: LM, world: int, device: torch.device) -> torch.nn.Module:
 
 
 def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc: ModelConfig, tc: TrainConfig,
-               rank: int, metrics_path: Path) -> None:
+               rank: int, rows: list[str]) -> None:
     """Atomically write the resume state, including the metrics rows logged so far (:class:`Checkpointer`).
 
     With ``tc.fsdp`` the state is full tensors keyed by name (:func:`yocou.parallel.full_state`, collective).
@@ -738,8 +775,6 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
         return
     if not tc.fsdp:
         msd, osd = model.state_dict(), opt.state_dict()
-    rows = [l for l in metrics_path.read_text(encoding="utf-8").splitlines() if l.strip()] \
-        if metrics_path.exists() else []
     with atomic_path(path) as tmp:
         torch.save({"model": msd, "optimizer": osd, "step": step,
                     "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)

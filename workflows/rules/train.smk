@@ -48,8 +48,12 @@ rule train:
         heldout=lambda w, input: f"--heldout {' '.join(input.heldout)}" if input.heldout else "",
         needle_template=lambda w: needle_template(w.variant),  # a rerun trigger only
     threads: lambda wildcards: config["launch"]["threads"] or workflow.cores
-    # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows).
+    # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows). A trainer
+    # holds its run folder's lock (yocou.runlock); the check comes before the log is opened, so that a second
+    # snakemake run on the same folder refuses in its own terminal, naming the trainer's PID, and leaves the running
+    # trainer's log alone.
     conda: CONDA_ENV
     shell:
+        "python -m yocou.runlock {params.out} && "
         "OMP_NUM_THREADS={threads} {params.launch} train --run-config {input.rc} --data {input.data} "
         "--tokenizer {input.tok} --out {params.out} {params.heldout} > {log} 2>&1"
