@@ -99,7 +99,6 @@ CASES = [
     ("python -m yocou.pipeline --config {x} --variant yoco --out {x}", "--out", "--config"),
     ("python -m yocou.committed --config-json {x} --out {x}", "--out", "--config-json"),
     ("python -m yocou.studies eqflops --run {d} --out {d}", "--out", "--run"),
-    ("python -m yocou.timing --scale smoke --bench {x} --out {x}", "--out", "--bench"),
     ("python -m yocou.lmeval.pack --tasks t --heldout-book {d}/book.bin --out {d}", "--out", "--heldout-book"),
     ("python -m yocou.lmeval.run --model {d}/m.pt --tokenizer {x} --downstream {x} --variant y --out {d}",
      "--out", "--model"),
@@ -131,6 +130,21 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
     assert "refusing to write over an input" in lines[0] or "would replace it" in lines[0], lines[0]
     after = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert after == before  # nothing written, nothing removed, nothing created
+
+
+def test_an_output_folder_snakemake_made_beforehand_is_allowed(tmp_path: Path) -> None:
+    """Snakemake creates the folders of a job's outputs before it starts the job: a command whose ``--out`` is a
+    folder (the equal-FLOPs model, a run) or a file stem (timing) must accept that empty folder."""
+    run, out = tmp_path / "yocou_moe", tmp_path / "yocou_moe_eqflops"
+    run.mkdir()
+    out.mkdir()
+    guard.check_command("python -m yocou.studies eqflops", argparse.Namespace(run=str(run), out=str(out)))
+    guard.check_command("yocou train", argparse.Namespace(run_config=None, data=None, heldout=None, tokenizer=None,
+                                                          out=str(out)))
+    (tmp_path / "timing").mkdir()
+    guard.check_command("python -m yocou.timing", argparse.Namespace(bench=str(run), out=str(tmp_path / "timing"),
+                                                                     scale="smoke"))
+    assert sorted(p.name for p in out.iterdir()) == []
 
 
 def test_a_symlink_or_dotdot_to_the_input_is_the_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -62,8 +62,11 @@ def error_message(e: BaseException) -> str:
         name = errno.errorcode.get(e.errno, "")
         what = e.strerror or str(e)
         where = f"{e.filename}: " if e.filename and str(e.filename) not in what else ""
+        if getattr(e, "before_work", False):  # yocou.guard.check_writable: refused before any work
+            return f"{where}{what} ({name}): nothing was started; choose a writable output or free space"
         return (f"{where}{what} ({name}): writes are atomic, so nothing was left half-written under a final "
-                f"name; free space or choose a writable output, and rerun (training resumes from its checkpoint)")
+                f"name; free space or choose a writable output, and rerun (an interrupted training resumes from "
+                f"its checkpoint)")
     if isinstance(e, OSError) and e.strerror:  # "[Errno 13] text: 'path'" as "path: text"
         text, path = e.strerror, e.filename
         return text if path is None or str(path) in text else f"{path}: {text}"

@@ -95,7 +95,9 @@ def check_writable(path: Pathish, label: str, *, folder: bool = False) -> None:
         os.close(fd)
         os.unlink(tmp)
     except OSError as e:
-        raise OSError(e.errno, f"{label} {p}: cannot write in {probe}: {e.strerror}", str(probe)) from None
+        err = OSError(e.errno, f"{label} {p}: cannot write in {probe}: {e.strerror}", str(probe))
+        err.before_work = True  # type: ignore[attr-defined] - read by yocou.entry.error_message
+        raise err from None
 
 
 def check_paths(io: IOPaths, *, writable: bool = True) -> None:
@@ -191,8 +193,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
     "python -m yocou.pipeline": lambda a: IOPaths({"--config": a.config if os.path.isfile(a.config) else None,
                                                    "--tokenizer": a.tokenizer}, {"--out": a.out}),
     "python -m yocou.committed": lambda a: IOPaths({"--config-json": a.config_json}, {"--out": a.out}),
-    "python -m yocou.studies eqflops": lambda a: IOPaths({"--run": a.run}, {"--out": a.out}),
-    "python -m yocou.timing": lambda a: IOPaths({"--bench": a.bench}, {"--out": a.out}),
+    "python -m yocou.studies eqflops": lambda a: IOPaths(
+        {"--run": _in_dir(a.run, ["run_config.json", "summary.json"])},
+        {"--out": _in_dir(a.out, ["model.pt", "summary.json", "run_config.json"])}),
+    "python -m yocou.timing": lambda a: IOPaths({"--bench": a.bench}, {"--out": [
+        f"{a.out or f'results/{a.scale}/timing'}.{x}" for x in ("csv", "md", "json")]}),
+    "python -m yocou.runlock": lambda a: IOPaths(),
     "python -m yocou.resultsdoc": lambda a: IOPaths({"--root (results)": os.path.join(a.root, "results", a.scale)},
                                                     {} if a.check else
                                                     {"--root": [os.path.join(a.root, "RESULTS.md"),
@@ -210,7 +216,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
                                                             "--prompts": a.prompts}, {"--out": a.out}),
     "python -m yocou.longctx.longppl": lambda a: IOPaths({"--model": a.model, "--tokens-dir": _in_dir(
         a.tokens_dir, [f"{s}{x}" for s in ("heldout_book", "heldout_code") for x in (".bin", ".offsets.npy")])},
-        {"--out": a.out}),
+        {"--out": [a.out, str(Path(a.out).with_suffix(".npz"))]}),
     "python -m yocou.analysis.angular": lambda a: IOPaths({"--model": a.model,
                                                            "--data": _in_dir(a.data, [f"{s}.bin" for s in a.splits])},
                                                           {"--out": a.out}),
@@ -272,7 +278,3 @@ def _labelled(files: Any, kind: str) -> dict[str, list[str]]:
 def errno_name(e: OSError) -> str:
     """``ENOSPC`` for an ``OSError`` of that errno, ``""`` without one."""
     return errno.errorcode.get(e.errno or -1, "")
-
-
-if __name__ == "__main__":  # pragma: no cover - a table, not a command
-    print("\n".join(COMMANDS), file=sys.stdout)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import hashlib
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -78,10 +80,35 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         os.chmod(tmp_path, _default_mode())
         os.replace(tmp_path, path)
         _fsync_dir(path.parent)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
+        disk = _as_disk_error(e, path)
+        if disk is not None:
+            raise disk from e
         raise
+
+
+#: Messages of writers that report a failed write as something other than OSError (torch.save's zip writer,
+#: safetensors): read as a full disk when the folder has (almost) no space left.
+_WRITE_FAILURES = ("No space left", "file write failed", "unexpected pos", "iostream error", "PytorchStreamWriter")
+
+
+def _as_disk_error(e: BaseException, path: Path) -> OSError | None:
+    """An ``OSError(ENOSPC)`` naming ``path`` for a writer's non-OSError report of a full disk, else None."""
+    if isinstance(e, OSError) or not isinstance(e, Exception):
+        return None
+    msg = str(e)
+    if not any(m in msg for m in _WRITE_FAILURES):
+        return None
+    try:
+        low = shutil.disk_usage(path.parent).free < 64 * 2**20
+    except OSError:
+        low = False
+    if "No space left" not in msg and not low:
+        return None
+    return OSError(errno.ENOSPC, f"writing {path} failed, the disk is full ({type(e).__name__}: {msg.strip()})",
+                   str(path))
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:

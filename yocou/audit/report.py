@@ -35,6 +35,8 @@ import io
 import json
 import math
 import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -375,7 +377,21 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
     prov = provenance({"scale": res["scale"], "results_dir": res["results_dir"], "baseline": str(baseline or ""),
                        "reported": res["sources"].origin}, None)
     sections = _sections(res, cnt)
+    # Every file is written into a temporary folder beside out_dir and moved in only when all are written: a full
+    # disk or an error midway leaves out_dir as it was, never a report.md without its report.html.
+    stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        _write_report_files(res, out, stage, cnt, figs, prov, sections)
+        for f in sorted(stage.iterdir()):
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return cnt
 
+
+def _write_report_files(res: dict[str, Any], out: Path, stage: Path, cnt: dict[str, Any], figs: list[Path],
+                        prov: dict[str, Any], sections: Any) -> None:
+    """The report's files into ``stage`` (links relative to ``out``, where they are moved)."""
     md = io.StringIO()
     md.write(f"# Audit of the paper's reported numbers ({res['scale']} scale)\n\n")
     md.write("Per scale under `results/<scale>/audit/` (one report per scale; the committed "
@@ -395,7 +411,7 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
     footer = (f"<sub>yocou {prov['versions'].get('yocou')} · commit {prov['git_commit'][:10]}"
               f"{' (dirty)' if prov.get('git_dirty') else ''} · {prov['created_utc']}</sub>\n")
     md.write(footer)
-    atomic_write_text(out / "report.md", md.getvalue())
+    atomic_write_text(stage / "report.md", md.getvalue())
 
     h = io.StringIO()
     h.write("<!DOCTYPE html><html><head><meta charset='utf-8'>"
@@ -423,20 +439,19 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
                     f"<figcaption>{html.escape(str(f))}</figcaption></figure>")
     h.write(f"<p><small>yocou {html.escape(str(prov['versions'].get('yocou')))} · commit "
             f"{html.escape(prov['git_commit'][:10])} · {html.escape(prov['created_utc'])}</small></p></body></html>\n")
-    atomic_write_text(out / "report.html", h.getvalue())
+    atomic_write_text(stage / "report.html", h.getvalue())
 
-    atomic_write_text(out / "checks.csv", pd.DataFrame([c.as_row() for c in res["checks"]]).to_csv(index=False))
-    atomic_write_text(out / "verdicts.csv", pd.DataFrame([v.as_row() for v in res["verdicts"]]).to_csv(index=False))
-    atomic_write_text(out / "claims.csv", res["claims"].to_csv(index=False))
+    atomic_write_text(stage / "checks.csv", pd.DataFrame([c.as_row() for c in res["checks"]]).to_csv(index=False))
+    atomic_write_text(stage / "verdicts.csv", pd.DataFrame([v.as_row() for v in res["verdicts"]]).to_csv(index=False))
+    atomic_write_text(stage / "claims.csv", res["claims"].to_csv(index=False))
     if (spread := res.get("seed_spread")) is not None:
-        atomic_write_text(out / "seed_spread.csv", spread.to_csv(index=False))
-        atomic_write_text(out / "seed_spread.md", (
+        atomic_write_text(stage / "seed_spread.csv", spread.to_csv(index=False))
+        atomic_write_text(stage / "seed_spread.md", (
             f"# Seed spread of the training-side metrics ({res['scale']} scale)\n\n"
             f"Read from `{res['results_dir']}/tidy/`: every metric a training-side comparison of "
             "eval/comparisons.yaml reads; mean and standard deviation (ddof 1) over seeds, per study, role, metric "
             "and axis value (yocou.audit.verdicts.seed_spread).\n\n" + _md_table(spread) + "\n" + footer))
-    atomic_write_json(out / "summary.json", {**cnt, "figures": [str(f) for f in figs], "provenance": prov})
-    return cnt
+    atomic_write_json(stage / "summary.json", {**cnt, "figures": [str(f) for f in figs], "provenance": prov})
 
 
 def _html_table(df: pd.DataFrame) -> str:
