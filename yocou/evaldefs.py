@@ -63,7 +63,8 @@ def load(name: str) -> Any:
 def columns(table: str) -> dict[str, dict] | list[dict]:
     """The column map of ``table`` (``table2``, ``table3``, ``table5``: display column → spec; ``fig3``: a list
     of specs with ``label``). A spec has ``task`` and ``metric`` (and ``filter``, ``substitute``), or
-    ``unavailable`` (why), or ``average`` (the columns it averages).
+    ``unavailable`` (why), or ``average`` (the columns it averages); ``if_missing`` says why a measured column
+    can be absent from a scale's results (the config does not run it), shown as the audit's "not run" reason.
 
     Raises:
         KeyError: no such table in ``eval/columns.yaml`` (names the tables it has).

@@ -141,13 +141,14 @@ def _ends_with_newline(path: Path) -> bool:
         return fh.read(1) == b"\n"
 
 
-def read_tidy(path: str | Path) -> pd.DataFrame:
-    """A tidy table (``.csv``, or ``.json`` written by :func:`write_tidy`), validated as :func:`tidy_frame` does.
+def read_tidy(path: str | Path, *, complete: bool = True) -> pd.DataFrame:
+    """A tidy table (``.csv``, or ``.json`` written by :func:`write_tidy`), validated as :func:`tidy_frame` does,
+    and with ``complete`` (the default) checked complete (:func:`check_complete`).
 
     Raises:
         FileNotFoundError: no such file.
         ResultFileError: unreadable, cut short (a CSV whose last row has no newline), a missing column, a
-            non-finite value or a duplicate key, naming the file.
+            non-finite value, a duplicate key, or rows missing (:func:`check_complete`), naming the file.
     """
     p = Path(path)
     if not p.is_file():
@@ -169,9 +170,117 @@ def read_tidy(path: str | Path) -> pd.DataFrame:
     except Exception as e:  # noqa: BLE001 - re-raised with the file's name
         raise ResultFileError(p, "", f"cannot read as a tidy table: {e}") from None
     try:
-        return _validate(df, str(p))
+        df = _validate(df, str(p))
     except ValueError as e:
         raise ResultFileError(p, "", str(e).removeprefix(f"{p}: ")) from None
+    if complete:
+        check_complete(df, p)
+    return df
+
+
+def _row_key(df: pd.DataFrame) -> list[tuple]:
+    cols = list(KEY) + (["axis2", "axis2_value"] if "axis2" in df.columns else [])
+    return [tuple("nan" if isinstance(v, float) and math.isnan(v) else v for v in r)
+            for r in df[cols].itertuples(index=False, name=None)]
+
+
+def _key_text(df: pd.DataFrame, key: tuple) -> str:
+    cols = list(KEY) + (["axis2", "axis2_value"] if "axis2" in df.columns else [])
+    return ", ".join(f"{c}={v!r}" for c, v in zip(cols, key) if v not in ("", "nan"))
+
+
+#: Keys of a study's provenance config that name the runs the study was made from: a list of runs, or a mapping
+#: role -> run or list of runs. ``studies`` is read at the study's own entry.
+_RUN_KEYS = ("core_variants", "core", "runs", "replicas", "crossover", "lr_runs")
+
+
+def expected_runs(study: str, config: Mapping[str, Any]) -> dict[str, str]:
+    """The runs a tidy table must have rows for, from the config section its summarize step recorded
+    (``provenance.config`` of ``<study>.json``): run -> the config key that names it."""
+    out: dict[str, str] = {}
+
+    def add(v: Any, where: str) -> None:
+        if isinstance(v, str):
+            out.setdefault(v, where)
+        elif isinstance(v, Mapping):
+            for k, x in v.items():
+                add(x, f"{where}.{k}")
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                add(x, where)
+
+    own = (config.get("studies") or {}).get(study)
+    if own:  # the study names its own runs: the shared lists (core_variants, ...) are not all in it
+        add(own, f"studies.{study}")
+        return out
+    for k in _RUN_KEYS:
+        if k in config:
+            add(config[k], k)
+    return out
+
+
+def check_complete(df: pd.DataFrame, path: str | Path) -> None:
+    """Refuse a tidy table with rows missing: every row of the ``<study>.json`` written beside it must be in the CSV
+    (no more, none twice), the table must have rows for every run its config names (:func:`expected_runs`), and the
+    runs of one role (its seeds) must have the same metrics and axis values.
+
+    Raises:
+        ResultFileError: naming the study, the file and the first missing key.
+    """
+    p = Path(path)
+    study = str(df["study"].iloc[0]) if len(df) else p.stem
+    sib = p.with_suffix(".json")
+    config: Mapping[str, Any] = {}
+    if p.suffix == ".csv" and not sib.is_file():
+        raise ResultFileError(p, "", f"study {study}: {sib.name} is missing beside it (the table's rows and "
+                              "provenance, against which the CSV is checked complete): rerun its summarize step")
+    if sib.is_file():
+        d = read_json(sib, what="tidy table")
+        rows = d.get("rows") if isinstance(d, dict) else None
+        if not isinstance(rows, list):
+            raise ResultFileError(sib, "top level", "expected an object with a 'rows' list")
+        config = ((d.get("provenance") or {}).get("config") or {}) if isinstance(d.get("provenance"), dict) else {}
+        if p.suffix == ".csv":
+            ref = _validate(pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(COLUMNS)), str(sib))
+            have, want = set(_row_key(df)), _row_key(ref)
+            missing = [k for k in want if k not in have]
+            if missing:
+                raise ResultFileError(p, "", f"study {study}: {len(missing)} of {len(want)} rows missing (first "
+                                      f"missing key: {_key_text(ref, missing[0])}); the CSV does not match {sib.name} "
+                                      "(cut or edited): rerun its summarize step")
+            extra = [k for k in _row_key(df) if k not in set(want)]
+            if extra:
+                raise ResultFileError(p, "", f"study {study}: {len(extra)} rows not in {sib.name} (first: "
+                                      f"{_key_text(df, extra[0])}): rerun its summarize step")
+    runs = set(df["run"]) | set(df["role"])
+    for run, where in expected_runs(study, config).items():
+        if run not in runs:
+            raise ResultFileError(p, "", f"study {study}: no rows for run {run!r}, which the config runs "
+                                  f"({where}): the table is incomplete (first missing key: run={run!r}); rerun "
+                                  "its summarize step")
+    _check_seeds_alike(df, p, study)
+
+
+def _check_seeds_alike(df: pd.DataFrame, p: Path, study: str) -> None:
+    """Within one role, every run that has a metric has it at the same axis values (a seed's curve is not shorter
+    than the others'). Only curves are compared (a metric with several axis values per run): a single value per
+    run is a property of the run (its parameters, its learning rate). Derived roles (a ``|`` in the role: a
+    comparison of two roles) are skipped."""
+    cols = ["axis", "axis_value"] + (["axis2", "axis2_value"] if "axis2" in df.columns else [])
+    base = df[~df["role"].astype(str).str.contains("|", regex=False)]
+    for (role, metric, _), g in base.groupby(["role", "metric", "axis"], sort=False):
+        sets = {run: {tuple(str(v) for v in r) for r in x[cols].itertuples(index=False, name=None)}
+                for run, x in g.groupby("run", sort=False)}
+        if len(sets) < 2 or max(len(v) for v in sets.values()) < 2:
+            continue
+        union = set().union(*sets.values())
+        for run, have in sets.items():
+            if have != union:
+                k = sorted(union - have)[0]
+                what = ", ".join(f"{c}={v!r}" for c, v in zip(cols, k) if v not in ("", "nan"))
+                raise ResultFileError(p, "", f"study {study}: run {run!r} (role {role!r}) lacks a {metric} row the "
+                                      f"role's other runs have (first missing key: run={run!r}, metric={metric!r}, "
+                                      f"{what}): the table is incomplete; rerun its summarize step")
 
 
 def read_tidy_dir(tidy_dir: str | Path, studies: Iterable[str] | None = None) -> pd.DataFrame:

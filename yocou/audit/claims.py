@@ -108,7 +108,9 @@ def _read_table_csv(path: Path) -> pd.DataFrame:
     """A reported table's CSV as printed strings (the options of :func:`yocou.reported.load_table`)."""
     if not path.is_file():
         raise FileNotFoundError(f"reported table {path} not found")
-    return pd.read_csv(path, comment="#", keep_default_na=False, dtype=str)
+    from ..reported import read_reported_csv
+
+    return read_reported_csv(path, str(path))
 
 
 @dataclass

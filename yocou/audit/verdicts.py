@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from .. import evaldefs, names
+from ..readers import read_json
 from .claims import Sources, cell_ref
 from .decision import (_GRAD, _PAIRWISE, _RELATIVE, CONFIDENCE, EFFECTS, EVIDENCE, INCONCLUSIVE, MARGINS,
                        NO_DIFFERENCE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict, decide, decide_interval,
@@ -56,7 +57,8 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
         if isinstance(cols, str):
             spec = evaldefs.columns(cols)
             cols = [{"column": c, "metric": m, "unit": spec[c].get("unit", "fraction"),
-                     **({"unavailable": spec[c]["unavailable"]} if m is None else {})}
+                     **({"unavailable": spec[c]["unavailable"]} if m is None else
+                        {"unavailable": spec[c]["if_missing"]} if "if_missing" in spec[c] else {})}
                     for c, m in evaldefs.column_metrics(cols).items()]
         for pair, col in itertools.product(row.get("pairs") or [{}], cols or [{}]):
             r = {**{k: v for k, v in row.items() if k not in ("pairs", "columns")}, **pair, **col,
@@ -319,8 +321,33 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
     """
     rows = load_comparisons(comparisons)
     tidy = load_tidy(results_dir, rows)
+    require_tables(results_dir, rows, tidy)
     set_axis_max(rows, tidy)
     return [evaluate(r, tidy, src, scale) for r in rows]
+
+
+def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
+    """Refuse a results folder made by the pipeline (it holds ``config.json``, the resolved config) that lacks a
+    tidy table the comparisons read: the pipeline writes every one of them at every scale (the learning-rate study
+    only where ``lr_sensitivity`` is set), so an absent table is a lost file, not a study this scale does not run.
+    A folder without ``config.json`` (made by hand, or by part of the pipeline) keeps "not run" for absent tables.
+
+    Raises:
+        FileNotFoundError: naming the first absent table, the study and the config.
+    """
+    cfg_path = Path(results_dir) / "config.json"
+    if not cfg_path.is_file():
+        return
+    cfg = read_json(cfg_path, what="resolved pipeline config")
+    cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
+    want = sorted({r["study"] for r in rows} - ({"lr"} if not cfg.get("lr_sensitivity") else set()))
+    absent = [s for s in want if s not in tidy]
+    if absent:
+        raise FileNotFoundError(
+            f"{Path(results_dir) / 'tidy' / (absent[0] + '.csv')} not found: study {absent[0]} is run by the "
+            f"config that made {results_dir} ({cfg_path.name}), so its table was lost"
+            + (f" (and {len(absent) - 1} more: {', '.join(absent[1:4])}{', ...' if len(absent) > 4 else ''})"
+               if len(absent) > 1 else "") + "; rerun the audit target to remake it")
 
 
 def set_axis_max(rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:

@@ -61,10 +61,32 @@ def load_table(n: int, as_printed: bool = False) -> pd.DataFrame:
     cells (``group``, ``metric``) are empty strings, never NaN. Raises ValueError naming ``n`` if the table
     does not exist.
     """
-    with _path(n).open("r", encoding="utf-8") as fh:
-        return pd.read_csv(
-            fh, comment="#", keep_default_na=False, dtype=str if as_printed else None
-        )
+    p = _path(n)
+    with p.open("r", encoding="utf-8") as fh:
+        return read_reported_csv(fh, str(p), as_printed=as_printed)
+
+
+def read_reported_csv(source, name: str, *, as_printed: bool = True) -> pd.DataFrame:
+    """A reported table's CSV (``#`` comment lines, then a header and rows) from a path or an open file.
+
+    Raises:
+        ValueError: naming ``name``: no header or no rows (a file cut short), a row with the wrong number of
+            fields, or a last line without its newline (cut mid-row).
+    """
+    text = source.read() if hasattr(source, "read") else open(source, encoding="utf-8").read()  # noqa: SIM115
+    if text and not text.endswith("\n"):
+        raise ValueError(f"reported table {name}: the last line has no newline (the file is cut short)")
+    import io
+
+    try:
+        df = pd.read_csv(io.StringIO(text), comment="#", keep_default_na=False,
+                         dtype=str if as_printed else None)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise ValueError(f"reported table {name}: cannot read as CSV ({str(e).strip().splitlines()[0]}); "
+                         "expected '#' comment lines, a header and one row per printed cell group") from None
+    if df.empty:
+        raise ValueError(f"reported table {name}: a header but no rows (the file is cut short)")
+    return df
 
 
 def table_meta(n: int) -> dict:
