@@ -1,6 +1,7 @@
 import hashlib
 import io
 import json
+import re
 import sysconfig
 import tarfile
 from pathlib import Path
@@ -211,20 +212,41 @@ def _synthetic_corpus(d: Path):
 
 def test_train_and_load_tokenizer(tmp_path):
     _synthetic_corpus(tmp_path)
-    train_tokenizer(tmp_path / "train.jsonl", 400, tmp_path / "tok.json")
+    train_tokenizer(tmp_path / "train.jsonl", 300, tmp_path / "tok.json")
     tok = load_tokenizer(tmp_path / "tok.json")
-    assert tok.eos_id == 0 and tok.vocab_size <= 400
+    assert tok.eos_id == 0 and tok.vocab_size == 300  # the size asked for, exactly
     for text in DOCS + ["unseen ✓ bytes \x00\U0001f600"]:
         ids = tok.encode(text)
         assert tok.decode(ids) == text
         assert tok.eos_id not in ids  # special-token strings inside text stay text
     assert tok.decode([tok.eos_id]) == "<|endoftext|>"
     # deterministic
-    train_tokenizer(tmp_path / "train.jsonl", 400, tmp_path / "tok2.json")
+    train_tokenizer(tmp_path / "train.jsonl", 300, tmp_path / "tok2.json")
     assert (tmp_path / "tok.json").read_bytes() == (tmp_path / "tok2.json").read_bytes()
-    # max_chars knob
-    train_tokenizer(tmp_path / "train.jsonl", 400, tmp_path / "tok3.json", max_chars=100)
-    assert load_tokenizer(tmp_path / "tok3.json").vocab_size < tok.vocab_size
+    # max_chars knob: 100 characters hold fewer merges than the full split
+    train_tokenizer(tmp_path / "train.jsonl", 260, tmp_path / "tok3.json", max_chars=100)
+    assert load_tokenizer(tmp_path / "tok3.json").vocab_size == 260
+
+
+def test_a_corpus_too_small_for_the_vocabulary_is_refused_naming_both_sizes(tmp_path):
+    """A corpus with fewer distinct merges than the vocabulary asks for used to give a smaller tokenizer that the
+    run reported at the size asked for; now it is an error naming both sizes, and nothing is written."""
+    _synthetic_corpus(tmp_path)
+    chars = sum(len(t) for t in DOCS)
+    with pytest.raises(ValueError, match=rf"\(3 documents, {chars} characters\) is too small for vocab_size 4000: "
+                                         rf"byte-level BPE found only (\d+) tokens") as e:
+        train_tokenizer(tmp_path / "train.jsonl", 4000, tmp_path / "tok.json")
+    got = int(re.search(r"found only (\d+) tokens", str(e.value)).group(1))
+    assert 257 < got < 4000 and f"a vocab_size of at most {got}" in str(e.value)
+    assert not (tmp_path / "tok.json").exists()
+    train_tokenizer(tmp_path / "train.jsonl", got, tmp_path / "tok.json")  # the largest size it names does fit
+    assert load_tokenizer(tmp_path / "tok.json").vocab_size == got
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "train.jsonl").write_text("")
+    with pytest.raises(ValueError, match=r"\(0 documents, 0 characters\) is too small for vocab_size 512: "
+                                         r"byte-level BPE found only 257 tokens"):
+        train_tokenizer(tmp_path / "empty" / "train.jsonl", 512, tmp_path / "e.json")
+    assert not (tmp_path / "e.json").exists()
     with pytest.raises(ValueError, match="vocab_size"):
         train_tokenizer(tmp_path / "train.jsonl", 100, tmp_path / "x.json")
     with pytest.raises(FileNotFoundError):
@@ -257,7 +279,7 @@ def test_cl100k_offline():
 
 def test_encode_corpus_and_token_stream(tmp_path):
     rows = _synthetic_corpus(tmp_path / "c")
-    train_tokenizer(tmp_path / "c" / "train.jsonl", 400, tmp_path / "tok.json")
+    train_tokenizer(tmp_path / "c" / "train.jsonl", 300, tmp_path / "tok.json")
     tok = load_tokenizer(tmp_path / "tok.json")
     metas = encode_corpus(tmp_path / "c", tmp_path / "tok.json", tmp_path / "t", show_progress=False)
     assert set(metas) == {"train", "heldout_book", "heldout_code"}

@@ -116,7 +116,9 @@ def train_tokenizer(train_jsonl: str | os.PathLike, vocab_size: int, out_path: s
 
     Raises:
         FileNotFoundError: ``train_jsonl`` does not exist.
-        ValueError: ``vocab_size`` smaller than 256 + number of special tokens, or a bad JSONL line.
+        ValueError: ``vocab_size`` smaller than 256 + number of special tokens, a bad JSONL line, or a corpus
+            too small for ``vocab_size`` (fewer distinct merges than it asks for: nothing is written; the message
+            names both sizes).
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
@@ -140,7 +142,22 @@ def train_tokenizer(train_jsonl: str | os.PathLike, vocab_size: int, out_path: s
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=show_progress,
     )
-    tok.train_from_iterator(_iter_texts(train_jsonl, max_chars), trainer=trainer)
+    stats = {"chars": 0, "docs": 0}
+
+    def texts() -> Iterator[str]:
+        for t in _iter_texts(train_jsonl, max_chars):
+            stats["chars"] += len(t)
+            stats["docs"] += 1
+            yield t
+
+    tok.train_from_iterator(texts(), trainer=trainer)
+    got = tok.get_vocab_size(with_added_tokens=True)
+    if got < vocab_size:
+        raise ValueError(f"train_tokenizer: the corpus {train_jsonl} ({stats['docs']} documents, {stats['chars']} "
+                         f"characters{f' within max_chars {max_chars}' if max_chars else ''}) is too small for "
+                         f"vocab_size {vocab_size}: byte-level BPE found only {got} tokens (256 bytes, "
+                         f"{len(special_tokens)} special, {got - 256 - len(special_tokens)} merges seen at least "
+                         f"{min_frequency} times); use a larger corpus or a vocab_size of at most {got}")
     atomic_write_text(out_path, tok.to_str(pretty=True))
 
 
