@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from yocou.tidy import read_tidy, write_tidy
+
 ROOT = Path(__file__).resolve().parents[1]
 TIDY = ROOT / "results/tiny/tidy"
 SHIFT = 0.1
@@ -35,10 +37,11 @@ def _replica(tmp_path: Path, shift: float) -> Path:
     os.utime(metrics, (1_000_000_000, 1_000_000_000))  # trained long before the tables below were written
     shutil.copytree(TIDY, rep / "results/tiny/tidy")
     shutil.copytree(TIDY.parent / "ppl", rep / "results/tiny/ppl")
-    p = rep / "results/tiny/tidy/heldout_ppl.csv"
-    t = pd.read_csv(p)
+    stem = rep / "results/tiny/tidy/heldout_ppl"
+    t = read_tidy(stem.with_suffix(".csv"))
     t.loc[(t["role"] == "yocou") & (t["metric"] == "loss.book"), "value"] += shift
-    t.to_csv(p, index=False)
+    config = json.loads(stem.with_suffix(".json").read_text())["provenance"]["config"]
+    write_tidy(t, stem, config={k: v for k, v in config.items() if k != "inputs"})  # CSV and JSON alike
     return rep
 
 

@@ -216,7 +216,7 @@ def baselines_report(train: str | Path, data: str | Path, *, splits: Sequence[st
         ``nats_per_token``, ``bits_per_byte``, ``n_tokens``, ``ppl``, ``n_bytes``, ``stderr_nats``,
         ``n_windows`` (:func:`score_split`).
     """
-    from .data.tokens import TokenStream
+    from .data.tokens import TokenStream, check_stream_tokenizer
 
     tr = TokenStream(train)
     V = tr.vocab_size
@@ -235,6 +235,8 @@ def baselines_report(train: str | Path, data: str | Path, *, splits: Sequence[st
         st = TokenStream(Path(data) / f"{split}.bin")
         if st.vocab_size != V:
             raise ValueError(f"{split}.bin: vocabulary {st.vocab_size}, train.bin's is {V}")
+        if tokenizer:
+            check_stream_tokenizer(st, tokenizer)
         res = {k: score_split(m, st, seq_len, max_tokens=max_tokens, byte_len=byte_len) for k, m in models.items()}
         docs = res["unigram"]["docs"]
         for r in res.values():

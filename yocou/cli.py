@@ -98,6 +98,10 @@ def _load_yaml_or_json(path: str) -> Any:
     return load_config_file(path)
 
 
+#: The top-level keys of a run config (``yocou.pipeline.resolve_run``; ``model`` and ``train`` are required).
+RUN_CONFIG_KEYS = frozenset({"variant", "scale", "model", "train", "assumptions", "equal_flops"})
+
+
 def _cmd_train(a: argparse.Namespace) -> int:
     from .config import config_from_dict
     from .train import heldout_split_name, train, train_config_from_dict
@@ -106,6 +110,9 @@ def _cmd_train(a: argparse.Namespace) -> int:
     for key in ("model", "train"):
         if key not in rc:
             raise ValueError(f"{a.run_config}: missing top-level key {key!r} (expected 'model' and 'train')")
+    if unknown := sorted(set(rc) - RUN_CONFIG_KEYS):
+        raise ValueError(f"{a.run_config}: unknown top-level key(s) {unknown}; a run config has "
+                         f"{sorted(RUN_CONFIG_KEYS)}")
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
                     run_config=rc, progress=not a.no_progress, tokenizer=a.tokenizer,
                     heldout={heldout_split_name(p): p for p in a.heldout or []})
@@ -116,7 +123,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
 def _cmd_ppl(a: argparse.Namespace) -> int:
     import torch
 
-    from .data.tokens import TokenStream
+    from .data.tokens import TokenStream, check_stream_tokenizer
     from .heldout import BYTES_METHOD, token_byte_lengths
     from .io import atomic_write_json, provenance
     from .ppl import heldout_ppl
@@ -133,6 +140,8 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
         if byte_len is not None and len(byte_len) < stream.vocab_size:
             raise ValueError(f"{a.tokenizer}: {len(byte_len)} token ids, but {split}.bin has a vocabulary of "
                              f"{stream.vocab_size} (not the run's tokenizer)")
+        if a.tokenizer:
+            check_stream_tokenizer(stream, a.tokenizer)
         res["splits"][split] = heldout_ppl(model, stream, a.seq_len, max_tokens=a.max_tokens, dtype=a.dtype,
                                            batch_size=a.batch, byte_len=byte_len, bytes_method=method)
     res["provenance"] = provenance({"seq_len": a.seq_len, "max_tokens": a.max_tokens, "dtype": a.dtype,
@@ -226,7 +235,10 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
         rc = _load_yaml_or_json(rc_path)
         if "model" not in rc:
             raise ValueError(f"{rc_path}: missing top-level key 'model' (a run_config.json of the pipeline)")
-        cfg = config_from_dict(rc["model"])
+        try:
+            cfg = config_from_dict(rc["model"])
+        except (ValueError, TypeError, KeyError) as e:
+            raise type(e)(f"{rc_path}: model: {e}") from None
         torch.manual_seed(0)
         model = LM(cfg).eval()
         for n in a.seq_lens:

@@ -132,6 +132,9 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"ModelConfig.head_dim must be even for RoPE, got {self.head_dim}")
+        for f in ("norm_eps", "init_std"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"ModelConfig.{f} must be > 0, got {getattr(self, f)}")
         if not self.stages:
             raise ValueError("ModelConfig.stages must hold at least one Stage")
         if self.stages[0].kind != "self":
@@ -171,6 +174,8 @@ def _check_types(obj: Any) -> None:
         if not _type_ok(value, hint):
             raise InputTypeError(f"{cls}.{f.name} must be {_hint_name(hint)}, got {type(value).__name__} "
                                  f"({value!r})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{cls}.{f.name} must be a finite number, got {value!r}")
 
 
 def _type_ok(value: Any, hint: Any) -> bool:

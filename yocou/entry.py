@@ -20,6 +20,7 @@ from typing import Any
 __all__ = [
     "DISK_ERRNOS",
     "EXIT_USER_ERROR",
+    "MissingPackage",
     "USER_ERRORS",
     "InputTypeError",
     "disk_error",
@@ -37,8 +38,13 @@ class InputTypeError(TypeError, ValueError):
 
 #: Exceptions that mean bad input (the library's documented errors): reported without a traceback. Not
 #: ``KeyError`` or ``TypeError``: raised bare they are bugs (a missing key the reader did not validate).
+class MissingPackage(ImportError):
+    """An optional package the input asks for (a named tokenizer, say) is not installed; the message has the pip
+    command. Bad input to the entry points (in :data:`USER_ERRORS`), an ``ImportError`` to callers."""
+
+
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    ValueError,
+    ValueError, MissingPackage,
     FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError,
 )
 #: Exit status of a user error (argparse's for a bad argument).

@@ -13,6 +13,7 @@ import datetime as _dt
 import errno
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -140,8 +141,28 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, indent: int | None =
     Raises:
         TypeError / ValueError: if ``obj`` is not JSON-serialisable.
     """
-    text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False)
+    try:
+        text = json.dumps(obj, indent=indent, sort_keys=sort_keys, ensure_ascii=False, allow_nan=False)
+    except ValueError as e:
+        where = _non_finite(obj)
+        if where is None:
+            raise
+        raise ValueError(f"{path}: not written: {where[0] or 'the value'} is {where[1]!r}, not a finite "
+                         "number") from e
     atomic_write_text(path, text + "\n")
+
+
+def _non_finite(obj: Any, where: str = "") -> tuple[str, float] | None:
+    """The dotted key of the first NaN or infinity in ``obj`` and its value, or None."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return where, obj
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for k, v in items:
+        hit = _non_finite(v, f"{where}.{k}" if where and isinstance(k, str) else f"{where}[{k}]" if where
+                          else str(k))
+        if hit is not None:
+            return hit
+    return None
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -285,9 +306,14 @@ def load_config_file(path: str | os.PathLike) -> Any:
             raise ValueError("inline JSON config: expected a mapping of keys to values at the top level")
         return data
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"config file {p} is a folder; expected a .json or .yaml file")
     if not p.is_file():
         raise FileNotFoundError(f"config file {p} not found")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"config file {p}: not UTF-8 text (byte {e.start}: {e.reason})") from None
     try:
         if p.suffix in (".yaml", ".yml"):
             from yocou.yamlio import loads_yaml

@@ -35,6 +35,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from .io import atomic_write_json, atomic_write_text, provenance
@@ -80,6 +81,11 @@ def _validate(df: pd.DataFrame, where: str) -> pd.DataFrame:
         bad = [i for i, v in df[c].items() if not isinstance(v, str) or (c != "axis" and not v)]
         if bad:
             raise ValueError(f"{where}: row {bad[0]}: column {c!r} must be a non-empty string, got {df[c][bad[0]]!r}")
+    for c in ("axis_value", "value", "stderr", "n", "seed"):
+        bad = [i for i, v in df[c].items() if isinstance(v, bool)]
+        if bad:
+            raise ValueError(f"{where}: row {bad[0]}: column {c!r} = {df[c][bad[0]]!r}, expected a number, not a "
+                             "boolean")
     for c in ("axis_value", "value", "stderr", "n"):
         try:
             df[c] = pd.to_numeric(df[c], errors="raise").astype(float)
@@ -97,9 +103,13 @@ def _validate(df: pd.DataFrame, where: str) -> pd.DataFrame:
         if bad:
             raise ValueError(f"{where}: row {bad[0]}: {col} = {df[col][bad[0]]!r}, expected {what}")
     try:
-        df["seed"] = pd.to_numeric(df["seed"], errors="raise").astype(int)
+        seed = pd.to_numeric(df["seed"], errors="raise")
     except (ValueError, TypeError) as e:
         raise ValueError(f"{where}: column 'seed' must be an integer ({e})") from None
+    frac = [i for i, v in seed.items() if not (math.isfinite(float(v)) and float(v) == int(float(v)))]
+    if frac:
+        raise ValueError(f"{where}: row {frac[0]}: seed = {float(seed[frac[0]])!r}, expected an integer")
+    df["seed"] = seed.astype(int)
     key = list(KEY)
     if "axis2" in df.columns:
         df["axis2"] = df["axis2"].fillna("").astype(str)
@@ -229,7 +239,7 @@ def check_complete(df: pd.DataFrame, path: str | Path) -> None:
     """
     p = Path(path)
     study = str(df["study"].iloc[0]) if len(df) else p.stem
-    sib = p.with_suffix(".json")
+    sib = p.with_suffix(".json")  # the provenance (config) is in the JSON
     config: Mapping[str, Any] = {}
     if p.suffix == ".csv" and not sib.is_file():
         raise ResultFileError(p, "", f"study {study}: {sib.name} is missing beside it (the table's rows and "
@@ -240,18 +250,9 @@ def check_complete(df: pd.DataFrame, path: str | Path) -> None:
         if not isinstance(rows, list):
             raise ResultFileError(sib, "top level", "expected an object with a 'rows' list")
         config = ((d.get("provenance") or {}).get("config") or {}) if isinstance(d.get("provenance"), dict) else {}
-        if p.suffix == ".csv":
-            ref = _validate(pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(COLUMNS)), str(sib))
-            have, want = set(_row_key(df)), _row_key(ref)
-            missing = [k for k in want if k not in have]
-            if missing:
-                raise ResultFileError(p, "", f"study {study}: {len(missing)} of {len(want)} rows missing (first "
-                                      f"missing key: {_key_text(ref, missing[0])}); the CSV does not match {sib.name} "
-                                      "(cut or edited): rerun its summarize step")
-            extra = [k for k in _row_key(df) if k not in set(want)]
-            if extra:
-                raise ResultFileError(p, "", f"study {study}: {len(extra)} rows not in {sib.name} (first: "
-                                      f"{_key_text(df, extra[0])}): rerun its summarize step")
+    other = p.with_suffix(".csv") if p.suffix == ".json" else sib
+    if other.is_file() and other != p:
+        _check_twins(df, p, other, study)
     runs = set(df["run"]) | set(df["role"])
     for run, where in expected_runs(study, config).items():
         if run not in runs:
@@ -259,6 +260,47 @@ def check_complete(df: pd.DataFrame, path: str | Path) -> None:
                                   f"({where}): the table is incomplete (first missing key: run={run!r}); rerun "
                                   "its summarize step")
     _check_seeds_alike(df, p, study)
+
+
+def _check_twins(df: pd.DataFrame, p: Path, other: Path, study: str) -> None:
+    """The CSV and the JSON of one table hold the same rows with the same values (write_tidy writes both)."""
+    if other.suffix == ".json":
+        d = read_json(other, what="tidy table")
+        rows = d.get("rows") if isinstance(d, dict) else None
+        if not isinstance(rows, list):
+            raise ResultFileError(other, "top level", "expected an object with a 'rows' list")
+        twin = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(COLUMNS))
+    else:
+        try:
+            twin = pd.read_csv(other, keep_default_na=False, na_values={c: [""] for c in
+                                                                          ("axis_value", "stderr", "n", "value")})
+        except Exception as e:  # noqa: BLE001 - re-raised with the file's name
+            raise ResultFileError(other, "", f"cannot read as a tidy table: {e}") from None
+    try:
+        twin = _validate(twin, str(other))
+    except ValueError as e:
+        raise ResultFileError(other, "", str(e).removeprefix(f"{other}: ")) from None
+    have, want = _row_key(df), _row_key(twin)
+    hs, ws = set(have), set(want)
+    missing = [k for k in want if k not in hs]
+    if missing:
+        raise ResultFileError(p, "", f"study {study}: {len(missing)} of {len(want)} rows missing (first missing key: "
+                              f"{_key_text(twin, missing[0])}); it does not match {other.name} (cut or edited): "
+                              "rerun its summarize step")
+    extra = [k for k in have if k not in ws]
+    if extra:
+        raise ResultFileError(p, "", f"study {study}: {len(extra)} rows not in {other.name} (first: "
+                              f"{_key_text(df, extra[0])}): rerun its summarize step")
+    a = df.assign(_k=have).set_index("_k")
+    b = twin.assign(_k=want).set_index("_k").loc[a.index]
+    for col in ("value", "stderr", "n"):
+        x, y = a[col].to_numpy(dtype=float), b[col].to_numpy(dtype=float)
+        # the JSON keeps 10 decimal places (pandas to_json), the CSV every digit
+        same = np.isclose(x, y, rtol=1e-9, atol=1e-10) | (np.isnan(x) & np.isnan(y))
+        if not same.all():
+            i = int(np.nonzero(~same)[0][0])
+            raise ResultFileError(p, "", f"study {study}: {col} of row ({_key_text(df, have[i])}) is "
+                                  f"{float(x[i])!r} here but {float(y[i])!r} in {other.name} (one of them was edited): rerun its summarize step")
 
 
 def _check_seeds_alike(df: pd.DataFrame, p: Path, study: str) -> None:

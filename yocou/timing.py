@@ -30,6 +30,7 @@ import csv
 import datetime as _dt
 import io
 import math
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -328,6 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     from .guard import check_command
 
+    if a.out and (a.out.endswith(("/", os.sep)) or os.path.isdir(a.out)):
+        ap.error(f"--out {a.out}: is a folder; expected an output stem such as results/<scale>/timing (it writes "
+                 "<stem>.csv, <stem>.md and <stem>.json)")
     check_command("python -m yocou.timing", a)
     try:
         check_scale_name(a.scale, "--scale")

@@ -128,6 +128,16 @@ class TrainConfig:
                              f"{self.eval_tokens}")
         if self.lr <= 0:
             raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
+        for f, lo, hi, closed in (("min_lr_ratio", 0.0, 1.0, True), ("beta1", 0.0, 1.0, False),
+                                  ("beta2", 0.0, 1.0, False)):
+            v = getattr(self, f)
+            if not (lo <= v <= hi if closed else lo <= v < hi):
+                raise ValueError(f"TrainConfig.{f} must be in [{lo:g}, {hi:g}{']' if closed else ')'}, got {v}")
+        for f in ("weight_decay", "grad_clip", "stop_at_flops"):
+            if getattr(self, f) < 0:
+                raise ValueError(f"TrainConfig.{f} must be >= 0, got {getattr(self, f)}")
+        if self.eps <= 0:
+            raise ValueError(f"TrainConfig.eps must be > 0, got {self.eps}")
         if not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"TrainConfig.warmup_steps must be in [0, steps={self.steps}], got {self.warmup_steps}")
         if self.batch_size % self.grad_accum:
@@ -481,6 +491,9 @@ class HeldoutEval:
         Raises:
             ValueError: ``tc.eval_every > 0`` but no held-out streams are given.
         """
+        for split, p in (paths or {}).items():
+            if not Path(p).is_file():  # checked even when unused: a typo is found now, not when it is needed
+                raise FileNotFoundError(f"--heldout {p}: held-out token file ({split}) not found")
         if tc.eval_every == 0:
             return None
         if not paths:
@@ -676,9 +689,13 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
 
 
 def _remove_if_only_lock(out: Path) -> None:
-    """Remove a run folder this call created when a refusal left nothing in it but the lock it holds."""
-    if [p.name for p in out.iterdir()] == [LOCK_NAME]:
-        (out / LOCK_NAME).unlink()
+    """Remove a run folder this call created when a refusal left nothing in it but the lock it holds (and an empty
+    metrics log: no step was trained)."""
+    left = {p.name: p for p in out.iterdir()}
+    if LOCK_NAME in left and all(n == LOCK_NAME or (n == "metrics.jsonl" and p.stat().st_size == 0)
+                                 for n, p in left.items()):
+        for p in left.values():
+            p.unlink()
         out.rmdir()
 
 
@@ -812,7 +829,8 @@ def _prepare_out_dir(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> None
 
 def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", mmap: bool = False,
                     what: str = "model checkpoint", keys: tuple[str, ...] = ("model", "model_config"),
-                    remedy: str = "remove it and train the model again") -> dict[str, Any]:
+                    remedy: str = "if yocou train wrote it, remove it and train the model again"
+                    ) -> dict[str, Any]:
     """``torch.load`` of a checkpoint written by :func:`train` (``model.pt``, ``ckpt.pt``, snapshots).
 
     Raises:
@@ -821,8 +839,11 @@ def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
             naming the file and what to do.
     """
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"{what} {p} is a folder; expected a checkpoint file (model.pt)")
     if not p.is_file():
         raise FileNotFoundError(f"{what} {p} not found (train it first)")
+    check_device(map_location)
     try:
         ck = torch.load(p, map_location=map_location, mmap=mmap, weights_only=False)
     except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError, ...
@@ -843,5 +864,27 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
     """
     ck = read_checkpoint(path, map_location=device)
     model = LM(config_from_dict(ck["model_config"])).to(device)
-    model.load_state_dict(ck["model"])
+    try:
+        model.load_state_dict(ck["model"])
+    except RuntimeError as e:
+        first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e))[:200]
+        raise ValueError(f"model checkpoint {path}: its weights do not fit its model_config ({first}); it was "
+                         "edited or mixes two runs") from None
     return model.eval()
+
+
+def check_device(device: str | torch.device) -> None:
+    """Refuse a device this machine cannot use, in one line (``cpu``, ``cuda``, ``cuda:N``, ``meta``).
+
+    Raises:
+        ValueError: an unknown device name, or CUDA where it is not available.
+    """
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r} is not a torch device ({str(e).splitlines()[0][:120]}); use cpu or "
+                         "cuda") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r}: CUDA is not available on this machine; use cpu")
+    if dev.type not in ("cpu", "cuda", "meta"):
+        raise ValueError(f"device {device!r}: expected cpu or cuda")

@@ -22,6 +22,7 @@ Light: jsonschema and PyYAML only (the Snakefile imports it, ``snakemake -n`` st
 from __future__ import annotations
 
 import copy
+import math
 import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping
@@ -199,6 +200,7 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
                           f"redefine it (remove it)")
     schema = load_schema(root)
     _walk(config, schema, schema)
+    _check_finite(config, source)
     best = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
     if best is not None:
         raise ConfigError(f"{source}: {_one_line(best)}")
@@ -212,6 +214,18 @@ def resolve_config(config: dict, *, source: str = "the config", root: str | os.P
     except ValueError as e:
         raise ConfigError(f"{source}: data.corpus: {e}") from None
     return config
+
+
+def _check_finite(value: Any, source: str, where: str = "") -> None:
+    """NaN and infinity pass a JSON schema's ``minimum``/``maximum``; no config value may be one."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{source}: {where or 'the config'}: {value!r} is not a finite number")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            _check_finite(v, source, f"{where}.{k}" if where else str(k))
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            _check_finite(v, source, f"{where}[{i}]")
 
 
 def _check_warmup(config: Mapping, source: str) -> None:

@@ -67,4 +67,8 @@ def load_yaml(path: str | os.PathLike) -> Any:
         OSError: the file cannot be read. DuplicateKeyError, yaml.YAMLError: as :func:`loads_yaml`.
     """
     p = Path(path)
-    return loads_yaml(p.read_text(encoding="utf-8"), str(p))
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not a UTF-8 text file (byte {e.start}: {e.reason}); expected YAML") from None
+    return loads_yaml(text, str(p))

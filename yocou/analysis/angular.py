@@ -198,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     if a.seq_len < 2 or a.max_tokens < 2 or a.batch < 1:
         raise ValueError(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "
                          f"{a.seq_len}, {a.max_tokens}, {a.batch}")
+    if a.seq_len > a.max_tokens:
+        raise ValueError(f"eval.angular: seq_len {a.seq_len} is longer than max_tokens {a.max_tokens} (the tokens "
+                         "per split); no window of that length fits")
+    from ..train import check_device
+
+    check_device(device)
     model = load_model(a.model, device)
     ck = read_checkpoint(a.model)
     cfg = model.cfg

@@ -100,6 +100,9 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
         if not rdir.is_dir():
             raise FileNotFoundError(f"--results {rdir}: no such folder (expected the result files of scale "
                                     f"{scale!r}, e.g. results/{scale})")
+        if not any((rdir / "tidy").glob("*.csv")):  # (a scale's own folder may be empty: nothing run yet)
+            raise FileNotFoundError(f"--results {rdir}: no tidy tables in {rdir / 'tidy'} (expected <study>.csv "
+                                    f"files written by the pipeline's summarize steps, e.g. results/{scale}/tidy)")
     src = load_sources(reported_dir, registry)
     checks = run_checks(src)
     verdicts = reproduce(src, rdir, scale)
@@ -367,13 +370,15 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
         FileNotFoundError: a listed figure or the baseline does not exist. ValueError: a malformed baseline.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    regress = regressions(load_baseline(baseline), res["checks"]) if baseline else []
-    cnt = counts(res, regress)
     figs = [Path(f) for f in figures]
     for f in figs:
+        if f.is_dir():
+            raise IsADirectoryError(f"--figures {f}: is a folder; expected a PNG file")
         if not f.is_file():
-            raise FileNotFoundError(f"figure {f} not found")
+            raise FileNotFoundError(f"--figures {f}: figure not found")
+    regress = regressions(load_baseline(baseline), res["checks"]) if baseline else []
+    cnt = counts(res, regress)
+    out.mkdir(parents=True, exist_ok=True)
     prov = provenance({"scale": res["scale"], "results_dir": res["results_dir"], "baseline": str(baseline or ""),
                        "reported": res["sources"].origin}, None)
     sections = _sections(res, cnt)

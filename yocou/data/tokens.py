@@ -24,7 +24,7 @@ from ..io import atomic_path, atomic_write_json, sha256_file
 from .corpus import SPLITS, read_jsonl
 from .tokenizer import load_tokenizer, tokenizer_fingerprint
 
-__all__ = ["encode_corpus", "TokenStream"]
+__all__ = ["encode_corpus", "TokenStream", "check_stream_tokenizer"]
 
 
 def _dtype_for(vocab_size: int) -> np.dtype:
@@ -213,7 +213,17 @@ class TokenStream:
             off_path = self.path.parent / self.meta.get("offsets_file", self.path.stem + ".offsets.npy")
             if not off_path.is_file():
                 raise FileNotFoundError(f"TokenStream: offsets file {off_path} not found")
-            self._offsets = np.load(off_path)
+            try:
+                off = np.load(off_path, allow_pickle=False)
+            except (ValueError, OSError, EOFError) as e:
+                raise ValueError(f"TokenStream: offsets file {off_path} is not a .npy array of document offsets "
+                                 f"({type(e).__name__}); rerun the tokens step") from None
+            n = len(self)
+            if (off.ndim != 1 or off.dtype.kind not in "iu" or len(off) < 2 or int(off[0]) != 0
+                    or int(off[-1]) != n or bool((np.diff(off) < 0).any())):
+                raise ValueError(f"TokenStream: offsets file {off_path} is not a non-decreasing integer array from "
+                                 f"0 to the stream's {n} tokens; rerun the tokens step")
+            self._offsets = off
         return self._offsets
 
     @property
@@ -266,3 +276,22 @@ class TokenStream:
 
     def __repr__(self) -> str:
         return f"TokenStream({str(self.path)!r}, n_tokens={len(self)}, dtype={self.dtype})"
+
+
+def check_stream_tokenizer(stream: TokenStream, spec: str) -> None:
+    """Refuse a tokenizer other than the one that wrote ``stream`` (its metadata's fingerprint: the file's
+    sha256, or the name of a packaged tokenizer), so that bytes per token are counted with the right one.
+
+    Raises:
+        ValueError: naming both tokenizers and the stream.
+    """
+    made = stream.meta.get("tokenizer") if isinstance(stream.meta, dict) else None
+    if not isinstance(made, dict):
+        return  # older streams carry no fingerprint
+    fp = tokenizer_fingerprint(spec)
+    same = (fp.get("sha256") == made.get("sha256")) if "sha256" in made or "sha256" in fp else (
+        fp.get("spec") == made.get("spec"))
+    if not same:
+        raise ValueError(f"--tokenizer {spec}: not the tokenizer that wrote {stream.path} (that was "
+                         f"{made.get('spec')}, sha256 {str(made.get('sha256', '-'))[:12]}); bytes per token would be "
+                         "counted wrongly: pass the run's tokenizer")

@@ -156,7 +156,10 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         raise FileExistsError(f"OUT_DIR {out_dir} exists and is a file")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
         raise FileExistsError(f"OUT_DIR {out_dir} exists and is not empty (pass --overwrite to replace it)")
-    src, dst = run_dir.resolve(), out_dir.resolve()
+    try:
+        src, dst = run_dir.resolve(), out_dir.resolve()
+    except RuntimeError as e:  # a symlink loop
+        raise ValueError(f"RUN_DIR {run_dir} or OUT_DIR {out_dir}: {e}") from None
     if dst == src or dst in src.parents:  # replacing OUT_DIR would delete the run being exported
         raise FileExistsError(f"OUT_DIR {out_dir} is RUN_DIR {run_dir} or a folder that holds it: the export "
                               "would replace the run (choose another OUT_DIR)")
@@ -192,6 +195,11 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     except RuntimeError as e:
         why = "; ".join(line.strip() for line in str(e).splitlines()[1:3])[:300]
         raise ValueError(f"{ckpt}: its weights do not fit its model config ({why})") from None
+    bad = next((n for n, t in ck["model"].items() if torch.is_tensor(t) and t.is_floating_point()
+                and not bool(torch.isfinite(t).all())), None)
+    if bad is not None:
+        raise ValueError(f"{ckpt}: weight {bad} holds NaN or infinite values (a diverged or damaged model); "
+                         "nothing exported")
     step = ck.get("step")
     del ck
     dtype = str(next(model.parameters()).dtype).removeprefix("torch.")

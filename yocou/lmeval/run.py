@@ -162,7 +162,15 @@ def main(argv: list[str] | None = None) -> None:
 
     check_command("python -m yocou.lmeval.run", a)
     t0 = time.perf_counter()
-    df = evaluate_model(a.model, a.tokenizer, json.loads(a.downstream), variant=a.variant, out_dir=a.out,
+    try:
+        downstream = json.loads(a.downstream)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--downstream: not JSON ({e}); expected the config's eval.downstream") from None
+    if not isinstance(downstream, dict) or "tasks" not in downstream:
+        raise ValueError(f"--downstream: expected the config's eval.downstream (a mapping with 'tasks'), got "
+                         f"{str(downstream)[:80]!r}")
+    P.check_tasks(downstream["tasks"], "--downstream tasks")
+    df = evaluate_model(a.model, a.tokenizer, downstream, variant=a.variant, out_dir=a.out,
                         pack_dir=a.pack)
     print(df.to_string(index=False))
     print(f"downstream evaluation of {a.variant}: {time.perf_counter() - t0:.1f} s")

@@ -176,6 +176,12 @@ def _main(argv: list[str] | None = None) -> int:
     check_command("python -m yocou.longctx.longppl", a)
     if a.span < 1:
         raise ValueError(f"eval.longppl.span must be >= 1, got {a.span}")
+    if len(set(a.lengths)) != len(a.lengths):
+        raise ValueError(f"--lengths {a.lengths}: each length once (a length given twice would give two rows of "
+                         "the same curve point)")
+    if a.book_docs < 0 or a.code_docs < 0 or a.book_docs + a.code_docs == 0:
+        raise ValueError(f"--book-docs {a.book_docs} and --code-docs {a.code_docs}: expected counts >= 0 with at "
+                         "least one document to score")
     torch.manual_seed(0)
     model = load_model(a.model)
     ck = read_checkpoint(a.model)

@@ -71,11 +71,27 @@ ANSWER = PROTOCOL["answer"]
 _ADJ = tuple(PROTOCOL["key_adjectives"])
 _NOUN = tuple(PROTOCOL["key_nouns"])
 _BOUNDARY_CHARS = tuple(PROTOCOL["boundary_chars"])
-_VALUE_RANGE = (10 ** (int(PROTOCOL["value_digits"]) - 1), 10 ** int(PROTOCOL["value_digits"]))
 N_CHOICES = PROTOCOL.get("n_choices", 2)
-if isinstance(N_CHOICES, bool) or not isinstance(N_CHOICES, int) or N_CHOICES < 2:
-    raise ValueError(f"eval/protocols.yaml: niah.n_choices must be an integer >= 2 (the value and at least one "
-                     f"distractor), got {N_CHOICES!r}")
+_DIGITS = PROTOCOL.get("value_digits")
+
+
+def check_protocol() -> None:
+    """Refuse the niah protocol of ``eval/protocols.yaml`` where a value cannot work (checked by every entry point
+    before it generates a prompt; not at import, so that a bad file is a one-line error).
+
+    Raises:
+        ValueError: naming the key and what it must be.
+    """
+    if isinstance(N_CHOICES, bool) or not isinstance(N_CHOICES, int) or N_CHOICES < 2:
+        raise ValueError(f"eval/protocols.yaml: niah.n_choices must be an integer >= 2 (the value and at least one "
+                         f"distractor), got {N_CHOICES!r}")
+    if isinstance(_DIGITS, bool) or not isinstance(_DIGITS, int) or not 1 <= _DIGITS <= 18:
+        raise ValueError(f"eval/protocols.yaml: niah.value_digits must be an integer in 1..18 (the digits of the "
+                         f"needle's value), got {_DIGITS!r}")
+
+
+_VALUE_RANGE = ((10 ** (_DIGITS - 1), 10 ** _DIGITS) if isinstance(_DIGITS, int) and not isinstance(_DIGITS, bool)
+                and 1 <= _DIGITS <= 18 else (0, 0))
 
 
 def depths_percent(n_depths: int) -> list[float]:
@@ -142,6 +158,7 @@ def make_sample(tok: Any, task: str, length: int, depth: float, sample: int, *, 
         ValueError: unknown task, depth outside 0..100, ``length`` shorter than the template, or a
             book too short for the haystack.
     """
+    check_protocol()
     if task not in TASKS:
         raise ValueError(f"eval.niah.tasks: unknown task {task!r}, expected one of {TASKS}")
     if not 0.0 <= depth <= 100.0:
@@ -456,6 +473,9 @@ def _cmd_eval(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..entry import int_at_least
+
+    check_protocol()
     ap = argparse.ArgumentParser(prog="python -m yocou.longctx.niah", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prompts", help="generate the S-NIAH prompts (JSONL)")
@@ -465,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lengths", nargs="+", type=int, required=True)
     p.add_argument("--n-depths", type=int, default=5)
     p.add_argument("--n-samples", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int_at_least(0), default=0)
     p.add_argument("--train-keys", action="store_true",
                    help="diagnostic, not Table 4: keys from the training needles' word lists (yocou.data.needles)")
     p.add_argument("--out", required=True)

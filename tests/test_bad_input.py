@@ -1,0 +1,267 @@
+"""Bad input found by trying the project as a new user would: each case is one line naming the field or file, exit
+status 2, and nothing written. Every case here was a traceback, a misleading message or a wrong result before.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import yocou.config as C
+from yocou.readers import ResultFileError
+from yocou.tidy import read_tidy
+from yocou.train import TrainConfig, check_device, read_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "results" / "tiny"
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    from yocou.cli import main
+
+    capsys.readouterr()
+    rc = main(argv)
+    return rc, capsys.readouterr().err.strip()
+
+
+def _module(main, argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
+    from yocou.entry import run_main
+
+    capsys.readouterr()
+    try:
+        rc = run_main(main, argv)
+    except SystemExit as e:  # argparse's errors
+        rc = e.code
+    return rc, capsys.readouterr().err.strip()
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("lr", math.nan, "TrainConfig.lr must be a finite number"),
+    ("grad_clip", math.nan, "TrainConfig.grad_clip must be a finite number"),
+    ("lr", math.inf, "TrainConfig.lr must be a finite number"),
+    ("min_lr_ratio", 5.0, r"TrainConfig.min_lr_ratio must be in \[0, 1\], got 5.0"),
+    ("min_lr_ratio", -0.5, r"TrainConfig.min_lr_ratio must be in \[0, 1\]"),
+    ("beta2", 1.5, r"TrainConfig.beta2 must be in \[0, 1\)"),
+    ("beta1", 1.0, r"TrainConfig.beta1 must be in \[0, 1\)"),
+    ("eps", 0.0, "TrainConfig.eps must be > 0"),
+    ("weight_decay", -0.1, "TrainConfig.weight_decay must be >= 0"),
+])
+def test_train_config_ranges(field: str, value: float, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(steps=2, batch_size=1, seq_len=8, **{field: value})
+
+
+@pytest.mark.parametrize(("field", "value"), [("norm_eps", -1.0), ("init_std", 0.0), ("norm_eps", math.nan)])
+def test_model_config_positive_floats(field: str, value: float) -> None:
+    with pytest.raises(ValueError, match=rf"ModelConfig.{field} must be"):
+        C.preset("yocou-smoke").replace(**{field: value})
+
+
+def test_an_unknown_top_level_run_config_key_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rc = {"model": C.preset("yocou-smoke").to_dict(), "train": {"steps": 1, "batch_size": 1, "seq_len": 8},
+          "foo": 5}
+    (tmp_path / "rc.json").write_text(json.dumps(rc))
+    code, err = _cli(["train", "--run-config", str(tmp_path / "rc.json"), "--data", str(tmp_path / "x.bin"),
+                      "--out", str(tmp_path / "run")], capsys)
+    assert code == 2 and "unknown top-level key(s) ['foo']" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_pipeline_config_refuses_nan_and_infinity() -> None:
+    from yocou.wfconfig import ConfigError, read_scale_file, resolve_config
+
+    for bad in (math.nan, math.inf):
+        cfg = read_scale_file(ROOT / "workflows/config/smoke.yaml")
+        cfg["train"]["lr"] = bad
+        with pytest.raises(ConfigError, match=rf"train.lr: {bad!r} is not a finite number"):
+            resolve_config(cfg, source="smoke.yaml", root=ROOT)
+
+
+def test_a_json_with_nan_names_the_file_and_the_key(tmp_path: Path) -> None:
+    from yocou.io import atomic_write_json
+
+    with pytest.raises(ValueError, match=r"r\.json: not written: splits\.book\.ppl is nan, not a finite number"):
+        atomic_write_json(tmp_path / "r.json", {"splits": {"book": {"ppl": math.nan}}})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_checkpoint_readers_name_folders_devices_and_mismatched_weights(tmp_path: Path) -> None:
+    (tmp_path / "dir.pt").mkdir()
+    with pytest.raises(IsADirectoryError, match=r"dir\.pt is a folder; expected a checkpoint file"):
+        read_checkpoint(tmp_path / "dir.pt")
+    with pytest.raises(ValueError, match=r"device 'tpu' is not a torch device"):
+        check_device("tpu")
+    from yocou.model import LM
+    from yocou.train import load_model
+
+    cfg = C.preset("yocou-smoke")
+    torch.save({"model": LM(cfg).state_dict(), "model_config": cfg.replace(d_model=32, head_dim=16).to_dict()},
+               tmp_path / "m.pt")
+    with pytest.raises(ValueError, match=r"m\.pt: its weights do not fit its model_config \(size mismatch"):
+        load_model(tmp_path / "m.pt")
+
+
+def test_a_named_tokenizer_without_its_package_is_a_user_error() -> None:
+    from yocou.entry import USER_ERRORS, MissingPackage
+
+    assert MissingPackage in USER_ERRORS and issubclass(MissingPackage, ImportError)
+
+
+def test_ppl_refuses_a_tokenizer_other_than_the_streams(token_dir: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture) -> None:
+    from yocou.model import LM
+
+    cfg = C.preset("yocou-smoke").replace(vocab_size=300)
+    torch.save({"model": LM(cfg).state_dict(), "model_config": cfg.to_dict()}, tmp_path / "model.pt")
+    # another tokenizer file with the same vocabulary (the same merges, written compactly): another sha256
+    tok = json.loads((token_dir.parent / "tokenizer.json").read_text())
+    (tmp_path / "other.json").write_text(json.dumps(tok))
+    argv = ["ppl", "--model", str(tmp_path / "model.pt"), "--data", str(token_dir), "--splits", "heldout_book",
+            "--seq-len", "16", "--max-tokens", "64", "--out", str(tmp_path / "p.json")]
+    code, err = _cli(argv + ["--tokenizer", str(tmp_path / "other.json")], capsys)
+    assert code == 2 and "not the tokenizer that wrote" in err and "heldout_book.bin" in err, err
+    assert not (tmp_path / "p.json").exists()
+    code, err = _cli(argv + ["--tokenizer", str(token_dir.parent / "tokenizer.json")], capsys)
+    assert code == 0, err
+
+
+def test_a_garbage_offsets_file_is_named(token_dir: Path, tmp_path: Path) -> None:
+    from yocou.data.tokens import TokenStream
+
+    d = tmp_path / "tokens"
+    shutil.copytree(token_dir, d)
+    (d / "heldout_book.offsets.npy").write_bytes(b"garbage")
+    with pytest.raises(ValueError, match=r"offsets file .*heldout_book\.offsets\.npy is not a \.npy array"):
+        TokenStream(d / "heldout_book.bin").offsets  # noqa: B018
+    np_ok = TokenStream(token_dir / "heldout_book.bin").offsets
+    import numpy as np
+
+    np.save(d / "heldout_book.offsets.npy", np_ok[::-1].copy())  # decreasing
+    with pytest.raises(ValueError, match="non-decreasing integer array"):
+        TokenStream(d / "heldout_book.bin").offsets  # noqa: B018
+
+
+def test_an_edited_tidy_json_no_longer_matches_its_csv(tmp_path: Path) -> None:
+    for x in ("csv", "json"):
+        shutil.copy(TINY / "tidy" / f"fig2.{x}", tmp_path / f"fig2.{x}")
+    d = json.loads((tmp_path / "fig2.json").read_text())
+    row = next(r for r in d["rows"] if r["run"] == "yocou" and r["metric"] == "train_loss")
+    row["value"] -= 5
+    (tmp_path / "fig2.json").write_text(json.dumps(d))
+    for f in ("fig2.json", "fig2.csv"):
+        with pytest.raises(ResultFileError, match=r"value of row \(.*run='yocou'.*metric='train_loss'.* is .* "
+                                                  r"but .* in fig2\.(csv|json) \(one of them was edited\)"):
+            read_tidy(tmp_path / f)
+
+
+@pytest.mark.parametrize(("col", "value", "match"), [("seed", 0.5, "seed = 0.5, expected an integer"),
+                                                     ("value", True, "expected a number, not a boolean")])
+def test_a_tidy_row_with_a_float_seed_or_a_boolean_value_is_refused(tmp_path: Path, col: str, value, match: str
+                                                                     ) -> None:
+    shutil.copy(TINY / "tidy" / "kv.json", tmp_path / "kv.json")
+    d = json.loads((tmp_path / "kv.json").read_text())
+    d["rows"][0][col] = value
+    (tmp_path / "kv.json").write_text(json.dumps(d))
+    with pytest.raises(ResultFileError, match=match):
+        read_tidy(tmp_path / "kv.json")
+
+
+def test_lmeval_task_options_are_checked_and_match_the_schema() -> None:
+    from yocou.lmeval.pack import TASK_OPTIONS, check_tasks
+
+    schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
+    tasks = schema["properties"]["eval"]["properties"]["downstream"]["properties"]["tasks"]
+    (opts,) = tasks["patternProperties"].values()
+    assert {k: (v["minimum"], "null" in v["type"]) for k, v in opts["properties"].items()} == TASK_OPTIONS
+    check_tasks({"arc_easy": {"n": 60, "shots": 0}, "mmlu": {"n_per_subject": None}})
+    for bad, match in (({"arc_easy": {"n": -2}}, r"arc_easy\.n: expected an integer >= 1 or null, got -2"),
+                       ({"arc_easy": {"n": "two"}}, r"arc_easy\.n: expected an integer"),
+                       ({"arc_easy": {"shots": -1}}, r"arc_easy\.shots: expected an integer >= 0, got -1"),
+                       ({"arc_easy": {"nn": 1}}, r"arc_easy: unknown option\(s\) \['nn'\]"),
+                       (5, "expected a non-empty mapping"), ({"arc_easyy": {}}, "unknown task")):
+        with pytest.raises(ValueError, match=match):
+            check_tasks(bad)
+
+
+def test_module_arguments_that_cannot_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from yocou import timing
+    from yocou.analysis import angular
+    from yocou.lmeval import pack
+    from yocou.longctx import longppl, niah
+
+    (tmp_path / "folder").mkdir()
+    m = str(tmp_path / "nope.pt")
+    cases = [
+        (timing.main, ["--scale", "smoke", "--bench", str(tmp_path), "--out", f"{tmp_path / 'folder'}/"],
+         "is a folder; expected an output stem"),
+        (longppl._main, ["--model", m, "--tokens-dir", str(tmp_path), "--lengths", "64", "32", "64", "--out",
+                        str(tmp_path / "l.json")], "each length once"),
+        (longppl._main, ["--model", m, "--tokens-dir", str(tmp_path), "--lengths", "64", "--book-docs", "0",
+                        "--code-docs", "0", "--out", str(tmp_path / "l.json")], "at least one document"),
+        (niah.main, ["prompts", "--tokenizer", m, "--book", m, "--lengths", "256", "--seed", "-1", "--out",
+                     str(tmp_path / "p.jsonl")], "argument --seed: expected an integer >= 0"),
+        (pack.main, ["--out", str(tmp_path / "P"), "--tasks", "arc_easy"], "--tasks: not JSON"),
+        (angular.main, ["--model", m, "--data", str(tmp_path), "--max-tokens", "64", "--seq-len", "1000",
+                        "--out", str(tmp_path / "a.json")], "seq_len 1000 is longer than max_tokens 64"),
+        (angular.main, ["--model", m, "--data", str(tmp_path), "--max-tokens", "64", "--seq-len", "32",
+                        "--device", "tpu", "--out", str(tmp_path / "a.json")], "device 'tpu' is not a torch device"),
+    ]
+    for main, argv, match in cases:
+        code, err = _module(main, argv, capsys)
+        assert code == 2 and err.count("error:") == 1 and match in err.splitlines()[-1], (argv, err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
+
+
+def test_a_binary_config_file_is_named(tmp_path: Path) -> None:
+    from yocou.io import load_config_file
+    from yocou.yamlio import load_yaml
+
+    (tmp_path / "g.json").write_bytes(bytes(range(128, 256)))
+    with pytest.raises(ValueError, match=r"g\.json: not UTF-8 text"):
+        load_config_file(tmp_path / "g.json")
+    with pytest.raises(ValueError, match=r"g\.json: not a UTF-8 text file"):
+        load_yaml(tmp_path / "g.json")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        load_config_file(tmp_path)
+
+
+def test_the_audit_refuses_an_empty_results_folder_and_bad_figures(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "empty").mkdir()
+    code, err = _cli(["audit", "--results", str(tmp_path / "empty")], capsys)
+    assert code == 2 and "no tidy tables in" in err, err
+    for fig, match in ((tmp_path / "none.png", "figure not found"), (tmp_path / "empty", "is a folder")):
+        code, err = _cli(["audit", "--results", str(TINY), "--out", str(tmp_path / "au"), "--figures", str(fig)],
+                         capsys)
+        assert code == 2 and match in err, err
+    assert not (tmp_path / "au").exists()  # refused before its output folder was made
+
+
+def test_a_negative_reported_perplexity_is_named(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    rep = tmp_path / "rep"
+    shutil.copytree(ROOT / "yocou" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    t = rep / "table03.csv"
+    text = t.read_text()
+    assert "Transformer,Non-Recursive,Wiki. ppl,ppl,22.52" in text
+    t.write_text(text.replace("Transformer,Non-Recursive,Wiki. ppl,ppl,22.52",
+                              "Transformer,Non-Recursive,Wiki. ppl,ppl,-22.52"))
+    code, err = _cli(["audit", "--results", str(TINY), "--reported-dir", str(rep)], capsys)
+    assert code == 2 and "T3:Transformer|Wiki. ppl is -22.52" in err and "needs numbers > 0" in err, err
+
+
+def test_the_niah_protocol_is_checked_when_used_not_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    from yocou.longctx import niah
+
+    monkeypatch.setattr(niah, "N_CHOICES", 1)
+    with pytest.raises(ValueError, match=r"eval/protocols\.yaml: niah\.n_choices must be an integer >= 2"):
+        niah.check_protocol()
+    monkeypatch.setattr(niah, "N_CHOICES", 2)
+    monkeypatch.setattr(niah, "_DIGITS", -3)
+    with pytest.raises(ValueError, match=r"niah\.value_digits must be an integer in 1\.\.18"):
+        niah.check_protocol()
