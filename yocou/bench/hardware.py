@@ -1,0 +1,149 @@
+"""The hardware's limits, measured beside the timings they bound, and what a decode step must read.
+
+A decode step of a large model is bound by memory traffic: every weight and every cached key and value it attends
+to crosses the memory bus at least once. A prefill is bound by matrix multiplies. To say how close an
+implementation runs to the machine, each timing is put beside a limit measured in the same run:
+
+* :func:`triad_bandwidth`: the STREAM triad ``a = b + s * c`` over three fp32 buffers far larger than the caches;
+  bytes per pass = ``3 * n * 4`` (two reads, one write; STREAM's convention, which does not count the
+  write-allocate read), bandwidth = bytes per pass / median seconds.
+* :func:`matmul_peak`: an ``n x n`` by ``n x n`` matrix multiply; FLOPs per pass = ``2 n^3``.
+* :func:`decode_read_bytes`: the bytes one decode step must read at least: the weights once (the LM head
+  included, the embedding table only for the rows looked up) plus, per layer application, the keys and values
+  it attends to (a global self-attention layer and each cross-decoder layer read ``N + 1`` positions, a sliding
+  window ``min(W, N) + 1``). A looped stage's weights are counted once, so the fraction of bandwidth it implies is a
+  lower bound.
+* :func:`fill_cache`: a cache filled to ``N`` tokens without a prefill (random keys and values; the work of a
+  decode step does not depend on what the cache holds), so decode can be timed at lengths whose prefill would
+  take hours on a CPU.
+
+Timings are taken with ``clock`` (``time.perf_counter`` by default); tests pass a fake clock.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ..accounting import dtype_bytes, param_count
+from ..cache import KVCache
+from ..config import ModelConfig, expand_plan
+
+__all__ = ["decode_read_bytes", "fill_cache", "matmul_peak", "triad_bandwidth"]
+
+
+def _seconds(fn: Callable[[], Any], repeats: int, clock: Callable[[], float]) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        t0 = clock()
+        fn()
+        out.append(clock() - t0)
+    return out
+
+
+def triad_bandwidth(n_elems: int = 1 << 27, repeats: int = 5, *, warmup: int = 1,
+                    clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Memory bandwidth by the STREAM triad over three fp32 buffers of ``n_elems`` each (default 2**27: 512 MiB
+    each, far above any cache).
+
+    Returns ``{"n_elems", "bytes_per_pass", "seconds" (each repeat), "median_s", "bytes_per_s"}``.
+
+    Raises:
+        ValueError: ``n_elems`` or ``repeats`` below 1.
+    """
+    if n_elems < 1 or repeats < 1:
+        raise ValueError(f"triad_bandwidth: n_elems and repeats must be >= 1, got {n_elems}, {repeats}")
+    g = torch.Generator().manual_seed(0)
+    b, c = torch.rand(n_elems, generator=g), torch.rand(n_elems, generator=g)
+    a = torch.empty(n_elems)
+
+    def triad() -> None:
+        torch.add(b, c, alpha=2.0, out=a)
+
+    for _ in range(warmup):
+        triad()
+    secs = _seconds(triad, repeats, clock)
+    i = n_elems // 2
+    if not torch.isclose(a[i], b[i] + 2.0 * c[i]):
+        raise AssertionError("triad_bandwidth: the kernel did not compute a = b + 2c")
+    nbytes = 3 * n_elems * 4
+    med = statistics.median(secs)
+    return {"n_elems": n_elems, "bytes_per_pass": nbytes, "seconds": secs, "median_s": med,
+            "bytes_per_s": nbytes / med if med > 0 else float("inf")}
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5, *, dtype: torch.dtype = torch.float32, warmup: int = 1,
+                clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
+    """Achievable matmul FLOP/s: ``n x n @ n x n`` in ``dtype``, ``2 n^3`` FLOPs a pass.
+
+    Returns ``{"n", "dtype", "flop_per_pass", "seconds", "median_s", "flop_per_s"}``.
+
+    Raises:
+        ValueError: ``n`` or ``repeats`` below 1.
+    """
+    if n < 1 or repeats < 1:
+        raise ValueError(f"matmul_peak: n and repeats must be >= 1, got {n}, {repeats}")
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, n, generator=g).to(dtype), torch.randn(n, n, generator=g).to(dtype)
+    out = torch.empty(n, n, dtype=dtype)
+
+    def mm() -> None:
+        torch.matmul(x, y, out=out)
+
+    for _ in range(warmup):
+        mm()
+    secs = _seconds(mm, repeats, clock)
+    flop = 2 * n ** 3
+    med = statistics.median(secs)
+    return {"n": n, "dtype": str(dtype).removeprefix("torch."), "flop_per_pass": flop, "seconds": secs,
+            "median_s": med, "flop_per_s": flop / med if med > 0 else float("inf")}
+
+
+def decode_read_bytes(cfg: ModelConfig, n_ctx: int, *, dtype: str | torch.dtype = "fp32", batch_size: int = 1
+                      ) -> dict[str, int]:
+    """The bytes one decode step of ``batch_size`` tokens must read at least, with ``n_ctx`` tokens cached.
+
+    Returns ``{"weights", "kv", "total"}``: weights once (the embedding table only for ``batch_size`` rows), and
+    the keys and values each application attends to: ``2 * b * d_kv * batch_size`` per position, ``n_ctx + 1``
+    positions for a global self-attention layer and each cross-decoder layer (the cached ones and the new token's),
+    ``min(W, n_ctx) + 1`` for a sliding window ``W`` (the ring's entries and the new token's).
+
+    Raises:
+        ValueError: ``n_ctx`` below 0 or ``batch_size`` below 1.
+    """
+    if n_ctx < 0 or batch_size < 1:
+        raise ValueError(f"decode_read_bytes: n_ctx must be >= 0 and batch_size >= 1, got {n_ctx}, {batch_size}")
+    b = dtype_bytes(dtype)
+    weights = (param_count(cfg, embedding=False) + batch_size * cfg.d_model) * b
+    row = 2 * b * cfg.d_kv * batch_size
+    kv = 0
+    for a in expand_plan(cfg):
+        if a.kind == "cross" or (a.kind == "self" and a.window is None):
+            kv += row * (n_ctx + 1)
+        elif a.kind == "self":
+            kv += row * (min(a.window, n_ctx) + 1)
+    return {"weights": weights, "kv": kv, "total": weights + kv}
+
+
+@torch.no_grad()
+def fill_cache(cache: KVCache, n_ctx: int, *, generator: torch.Generator | None = None) -> KVCache:
+    """Fill ``cache`` as if ``n_ctx`` tokens had been prefilled: random normal keys and values in every position
+    a prefill would have written (the first ``n_ctx`` of a global or shared slot, the whole ring of a window slot
+    once ``n_ctx >= W``), and ``cache.pos = n_ctx``. Positions a prefill would not have written keep their fill
+    value (a NaN fill shows any read of them in the logits).
+
+    Raises:
+        ValueError: ``n_ctx`` outside ``0 .. cache.max_len - 1`` (a decode step needs room for its token).
+    """
+    if not 0 <= n_ctx < cache.max_len:
+        raise ValueError(f"fill_cache: n_ctx must be in 0..{cache.max_len - 1} (max_len - 1), got {n_ctx}")
+    for slot in cache.slots.values():
+        n = n_ctx if slot.window is None else min(n_ctx, slot.window)
+        for t in (slot.k_BHSD, slot.v_BHSD):
+            t[:, :, :n].normal_(generator=generator)
+    cache.pos = n_ctx
+    return cache
