@@ -223,6 +223,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
     "python -m yocou.bench.profile": lambda a: IOPaths({"--run-configs": a.run_configs,
                                                         "--profile-config": a.profile_config}, {"--out": a.out}),
     "python -m yocou.bench.gpu_check": lambda a: IOPaths({}, {}, {"--out": a.out}),
+    "python -m yocou.bench.paper_shape": lambda a: IOPaths({"--paper-config": a.paper_config,
+                                                            "--study-config": a.study_config}, {"--out": a.out}),
 }
 
 

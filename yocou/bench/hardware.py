@@ -11,8 +11,13 @@ implementation runs to the machine, each timing is put beside a limit measured i
 * :func:`decode_read_bytes`: the bytes one decode step must read at least: the weights once (the LM head
   included, the embedding table only for the rows looked up) plus, per layer application, the keys and values
   it attends to (a global self-attention layer and each cross-decoder layer read ``N + 1`` positions, a sliding
-  window ``min(W, N) + 1``). A looped stage's weights are counted once, so the fraction of bandwidth it implies is a
-  lower bound.
+  window ``min(W, N) + 1``). ``weights="once"`` counts a looped stage's weights once (a lower bound);
+  ``weights="per_application"`` counts them at every loop, which is what crosses the bus when the weights are far
+  larger than the last-level cache (at the 1.3B shape: gigabytes against tens of megabytes).
+* :func:`prefill_flops`: the useful FLOPs of a prefill with YOCO's early exit: every application up to the last
+  cache write over all prompt tokens, the rest (YOCO's cross-decoder) and the LM head for the last token only;
+  ``2 x`` matrix parameters per token plus ``4 H d_h`` per visible key (the "visible" convention of
+  :mod:`yocou.accounting`: a query at position ``p`` sees ``p + 1`` keys, ``min(p + 1, W)`` in a window).
 * :func:`fill_cache`: a cache filled to ``N`` tokens without a prefill (random keys and values; the work of a
   decode step does not depend on what the cache holds), so decode can be timed at lengths whose prefill would
   take hours on a CPU.
@@ -31,9 +36,9 @@ import torch
 
 from ..accounting import dtype_bytes, param_count
 from ..cache import KVCache
-from ..config import ModelConfig, expand_plan
+from ..config import ModelConfig, early_exit_index, expand_plan
 
-__all__ = ["decode_read_bytes", "fill_cache", "matmul_peak", "triad_bandwidth"]
+__all__ = ["application_params", "decode_read_bytes", "fill_cache", "matmul_peak", "prefill_flops", "triad_bandwidth"]
 
 
 def _seconds(fn: Callable[[], Any], repeats: int, clock: Callable[[], float]) -> list[float]:
@@ -103,30 +108,95 @@ def matmul_peak(n: int = 2048, repeats: int = 5, *, dtype: torch.dtype = torch.f
             "median_s": med, "flop_per_s": flop / med if med > 0 else float("inf")}
 
 
-def decode_read_bytes(cfg: ModelConfig, n_ctx: int, *, dtype: str | torch.dtype = "fp32", batch_size: int = 1
-                      ) -> dict[str, int]:
+def application_params(cfg: ModelConfig) -> dict[str, int]:
+    """Parameters one application of each kind uses, from the shapes (:func:`yocou.accounting.param_count`'s
+    terms): ``self`` (norms, ``wqkv``, ``wo``, FFN), ``cross`` (norms, ``wq``, ``wo``, FFN), ``kv`` (norm, ``wkv``),
+    ``head`` (final norm and LM head). ``*_matrix``: the same without the norms (what a matmul multiplies).
+    Dense FFNs only.
+
+    Raises:
+        ValueError: a mixture-of-experts config (its active parameters depend on the routing).
+    """
+    if cfg.n_experts:
+        raise ValueError(f"application_params: {cfg.name} is a mixture of experts; only dense FFNs are counted")
+    D, H, G, Dh = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+    ffn = 3 * D * cfg.d_ff
+    m = {"self_matrix": 2 * D * H * Dh + 2 * D * G * Dh + ffn, "cross_matrix": 2 * D * H * Dh + ffn,
+         "kv_matrix": 2 * D * G * Dh, "head_matrix": D * cfg.vocab_size}
+    return {**m, "self": m["self_matrix"] + 2 * D, "cross": m["cross_matrix"] + 2 * D, "kv": m["kv_matrix"] + D,
+            "head": m["head_matrix"] + D}
+
+
+def decode_read_bytes(cfg: ModelConfig, n_ctx: int, *, dtype: str | torch.dtype = "fp32", batch_size: int = 1,
+                      weights: str = "once") -> dict[str, int]:
     """The bytes one decode step of ``batch_size`` tokens must read at least, with ``n_ctx`` tokens cached.
 
-    Returns ``{"weights", "kv", "total"}``: weights once (the embedding table only for ``batch_size`` rows), and
+    Returns ``{"weights", "kv", "total"}``: the weights (the embedding table only for ``batch_size`` rows), once
+    (``weights="once"``) or at every application of a looped stage (``weights="per_application"``), and
     the keys and values each application attends to: ``2 * b * d_kv * batch_size`` per position, ``n_ctx + 1``
     positions for a global self-attention layer and each cross-decoder layer (the cached ones and the new token's),
     ``min(W, n_ctx) + 1`` for a sliding window ``W`` (the ring's entries and the new token's).
 
     Raises:
-        ValueError: ``n_ctx`` below 0 or ``batch_size`` below 1.
+        ValueError: ``n_ctx`` below 0, ``batch_size`` below 1 or ``weights`` not ``once``/``per_application``.
     """
     if n_ctx < 0 or batch_size < 1:
         raise ValueError(f"decode_read_bytes: n_ctx must be >= 0 and batch_size >= 1, got {n_ctx}, {batch_size}")
+    if weights not in ("once", "per_application"):
+        raise ValueError(f"decode_read_bytes: weights must be 'once' or 'per_application', got {weights!r}")
     b = dtype_bytes(dtype)
-    weights = (param_count(cfg, embedding=False) + batch_size * cfg.d_model) * b
+    plan = expand_plan(cfg)
+    if weights == "once":
+        w = param_count(cfg, embedding=False)
+    else:
+        p = application_params(cfg)
+        w = p["head"] + sum(p[a.kind] for a in plan)
     row = 2 * b * cfg.d_kv * batch_size
     kv = 0
-    for a in expand_plan(cfg):
+    for a in plan:
         if a.kind == "cross" or (a.kind == "self" and a.window is None):
             kv += row * (n_ctx + 1)
         elif a.kind == "self":
             kv += row * (min(a.window, n_ctx) + 1)
-    return {"weights": weights, "kv": kv, "total": weights + kv}
+    wb = (w + batch_size * cfg.d_model) * b
+    return {"weights": wb, "kv": kv, "total": wb + kv}
+
+
+def _visible_keys(window: int | None, n: int) -> int:
+    """Keys seen by the queries at positions ``0..n-1`` of a causal sequence: ``sum_p min(p + 1, W)``."""
+    if window is None or window >= n:
+        return n * (n + 1) // 2
+    return window * (window + 1) // 2 + (n - window) * window
+
+
+def prefill_flops(cfg: ModelConfig, n_prompt: int, *, batch_size: int = 1) -> dict[str, int]:
+    """Useful FLOPs of a prefill of ``n_prompt`` tokens with YOCO's early exit (:func:`yocou.generate.prefill`).
+
+    Applications before :func:`yocou.config.early_exit_index` run over every prompt token, the rest and the LM
+    head over the last token only. Matmuls: ``2 x`` matrix parameters (:func:`application_params`) per token;
+    attention: ``4 * n_heads * head_dim`` per visible key (``Q K^T`` and ``P V``). Returns
+    ``{"matmul", "attention", "total"}`` for the whole batch.
+
+    Raises:
+        ValueError: ``n_prompt`` or ``batch_size`` below 1, or a mixture-of-experts config.
+    """
+    if n_prompt < 1 or batch_size < 1:
+        raise ValueError(f"prefill_flops: n_prompt and batch_size must be >= 1, got {n_prompt}, {batch_size}")
+    p = application_params(cfg)
+    plan = expand_plan(cfg)
+    cut = early_exit_index(plan)
+    per_key = 4 * cfg.n_heads * cfg.head_dim
+    mm = 2 * p["head_matrix"]
+    att = 0
+    for i, a in enumerate(plan):
+        tokens = n_prompt if i < cut else 1
+        mm += 2 * p[f"{a.kind}_matrix"] * tokens
+        if a.kind == "kv":
+            continue
+        window = a.window if a.kind == "self" else None
+        keys = _visible_keys(window, n_prompt) if i < cut else min(n_prompt, window or n_prompt)
+        att += per_key * keys
+    return {"matmul": batch_size * mm, "attention": batch_size * att, "total": batch_size * (mm + att)}
 
 
 @torch.no_grad()
