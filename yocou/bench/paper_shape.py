@@ -62,11 +62,24 @@ from ..generate import decode_step, prefill
 from ..io import atomic_write_json, provenance
 from ..memory import available_bytes, format_bytes
 from ..model import LM, rope_inv_freq
-from .hardware import decode_read_bytes, fill_cache, matmul_peak, prefill_flops, triad_bandwidth
+from .hardware import (
+    decode_read_bytes,
+    fill_cache,
+    matmul_peak,
+    prefill_flops,
+    triad_bandwidth,
+)
 from .profile import loadavg_1m
 
-__all__ = ["PaperShapeConfig", "PAIRS", "build_pair", "paper_shape_configs", "rins_names_from_transformer",
-           "run_study", "study_config_from_dict"]
+__all__ = [
+    "PAIRS",
+    "PaperShapeConfig",
+    "build_pair",
+    "paper_shape_configs",
+    "rins_names_from_transformer",
+    "run_study",
+    "study_config_from_dict",
+]
 
 # (base, looped): the second model of each pair takes the first one's weights
 PAIRS = (("transformer", "rins"), ("yoco", "yocou"))
@@ -289,7 +302,7 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
     n0 = n - sc.n_decode
     need = {v: _kv_bytes(m.cfg, n) for v, m in models.items()}
     rows, fit = [], []
-    for v, m in models.items():
+    for v in models:
         ok, avail = _fits(need[v], sc.headroom_bytes)
         if ok:
             fit.append(v)
@@ -483,7 +496,8 @@ def main(argv: list[str] | None = None) -> int:
     check_command("python -m yocou.bench.paper_shape", a)
     d = load_yaml(a.study_config)
     if not isinstance(d, dict):
-        raise ValueError(f"--study-config {a.study_config}: expected a mapping of PaperShapeConfig fields")
+        raise ValueError(  # noqa: TRY004 (bad input: one line, exit 2)
+            f"--study-config {a.study_config}: expected a mapping of PaperShapeConfig fields")
     try:
         sc = study_config_from_dict(d)
     except (ValueError, TypeError) as e:
