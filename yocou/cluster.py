@@ -69,6 +69,8 @@ RULES = frozenset({
     "summarize_fig4", "summarize_fig5", "summarize_fig6", "summarize_fig8", "summarize_heldout_ppl",
     # the n-gram references, every run's held-out loss, the learning-rate study, the crossover target
     "baselines", "ppl_all", "summarize_lr", "lr_sensitivity", "summarize_crossover", "crossover",
+    # the paper-shape efficiency study (scale-independent, results/paper_shape/)
+    "paper_shape_measure", "paper_shape_summarize", "paper_shape_render", "efficiency_paper_shape",
 })
 
 

@@ -85,6 +85,7 @@ REPORT_GROUPS = {
     "fig6": ("5 Scaling: parameters and loops", "Figure 6"),
     "fig7": ("6 Inference efficiency", "Figure 7"),
     "tables8_10": ("6 Inference efficiency", "Tables 8-10 (appendix)"),
+    "paper_shape": ("6 Inference efficiency", "Figure 7 at the paper's 1.3B shape (CPU)"),
     "fig8": ("7 Analysis", "Figure 8"),
     "crossover": ("7 Analysis", "Crossover (ours: YOCO-U's gap at 8x the tokens)"),
     "lr_sensitivity": ("7 Analysis", "Learning-rate sensitivity (ours)"),
@@ -296,3 +297,15 @@ def compute_script(rule_name, script):
     outputs are older than its script (on a fresh clone that is checkout order); the job that from_runs() gave no
     inputs must not be planned for that."""
     return lambda wildcards: f"{script}.committed" if _committed_outputs(rule_name, wildcards) else script
+
+
+# The paper-shape efficiency study (workflows/rules/paper_shape.smk): scale-independent, under results/paper_shape/.
+PS_RES = "results/paper_shape"
+PS_FIG = "figures/paper_shape"
+PS_CONFIGS = ["workflows/config/paper.yaml", "workflows/config/paper_shape.yaml"]
+
+
+def paper_shape_inputs(wildcards):
+    """The study's two configs, or nothing once its measurement exists (a fresh clone's checkout order must not
+    make Snakemake plan 50 minutes of timing): --forcerun paper_shape_measure measures again."""
+    return {} if os.path.exists(f"{PS_RES}/raw.json") else {"configs": PS_CONFIGS}

@@ -1,24 +1,15 @@
 # The paper-shape efficiency study (docs/design.md section 7; yocou.bench.paper_shape): Transformer, YOCO, RINS and
 # YOCO-U at the paper's 1.3B shape (workflows/config/paper.yaml), timed on this machine beside its memory bandwidth
-# and matmul peak. Not part of reproduce_all (about 45 minutes on a 2-core CPU): `snakemake --cores all
+# and matmul peak. Not part of reproduce_all (about 52 minutes on a 2-core CPU): `snakemake --cores all
 # efficiency_paper_shape`. The measurement is committed (results/paper_shape/raw.json) and scale-independent:
 # the target renders from it, and measures only where it is absent or on request
-# (`--forcerun paper_shape_measure`). Nothing else may run on the machine while it measures.
-
-PS_RES = "results/paper_shape"
-PS_FIG = "figures/paper_shape"
-PS_CONFIGS = ["workflows/config/paper.yaml", "workflows/config/paper_shape.yaml"]
-
-
-def _paper_shape_inputs(wildcards):
-    """The study's two configs, or nothing once its measurement exists (a fresh clone's checkout order must not
-    make Snakemake plan 45 minutes of timing): --forcerun paper_shape_measure measures again."""
-    return {} if os.path.exists(f"{PS_RES}/raw.json") else {"configs": PS_CONFIGS}
+# (`--forcerun paper_shape_measure`). Nothing else may run on the machine while it measures. PS_RES, PS_FIG,
+# PS_CONFIGS and paper_shape_inputs are in common.smk.
 
 
 rule paper_shape_measure:
     input:
-        unpack(_paper_shape_inputs),
+        unpack(paper_shape_inputs),
     output:
         f"{PS_RES}/raw.json",
     log:
@@ -26,7 +17,49 @@ rule paper_shape_measure:
     benchmark:
         f"{PS_RES}/measure_benchmark.tsv"
     threads: all_cores
+    params:
+        paper=PS_CONFIGS[0],
+        study=PS_CONFIGS[1],
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.bench.paper_shape --paper-config {PS_CONFIGS[0]} "
-        "--study-config {PS_CONFIGS[1]} --out {output} 2> {log}"
+        "OMP_NUM_THREADS={threads} python -m yocou.bench.paper_shape --paper-config {params.paper:q} "
+        "--study-config {params.study:q} --out {output:q} 2> {log:q}"
+
+
+rule paper_shape_summarize:
+    input:
+        raw=f"{PS_RES}/raw.json",
+        code=[f"{PKG}/summarize/paper_shape.py", f"{PKG}/tidy.py", f"{PKG}/readers.py", f"{PKG}/names.py",
+              f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv"],
+    output:
+        csv=f"{PS_RES}/tidy/efficiency_paper_shape.csv",
+        json=f"{PS_RES}/tidy/efficiency_paper_shape.json",
+    log:
+        f"{PS_RES}/logs/summarize.log",
+    conda: CONDA_ENV
+    script:
+        "../scripts/paper_shape_summarize.py"
+
+
+rule paper_shape_render:
+    input:
+        tidy=f"{PS_RES}/tidy/efficiency_paper_shape.csv",
+        benchmark=f"{PS_RES}/measure_benchmark.tsv",
+        code=[f"{PKG}/render/paper_shape.py", f"{PKG}/render/common.py", f"{PKG}/names.py"],
+    output:
+        png=in_report(f"{PS_FIG}/fig7_paper_shape.png", "paper_shape"),
+        pdf=f"{PS_FIG}/fig7_paper_shape.pdf",
+        ratios=multiext(f"{PS_RES}/ratios", ".csv", ".md", ".json"),
+        rows=multiext(f"{PS_RES}/rows", ".csv", ".md", ".json"),
+    log:
+        f"{PS_RES}/logs/render.log",
+    params:
+        dpi=config["render"]["dpi"],  # render-only: never recomputes
+    conda: CONDA_ENV
+    script:
+        "../scripts/paper_shape_render.py"
+
+
+rule efficiency_paper_shape:
+    input:
+        rules.paper_shape_render.output,
