@@ -347,7 +347,9 @@ def test_every_declared_comparison_evaluates_on_the_smoke_runs_tidy_tables(smoke
     assert [v.id for v in got] == [r["id"] for r in load_comparisons()]
     for v in got:
         expected = next((k for k in EXPECTED_NOT_RUN if v.id.endswith(f".{k}")), None)
-        if expected:
+        # the paper-shape study's rows read results/paper_shape/, which the scratch workflow does not hold (they
+        # are evaluated on the committed measurement in tests/test_paper_shape.py)
+        if expected or v.id.startswith("v.PS."):
             assert v.qualifier == NOT_RUN, (v.id, v.message)
             continue
         assert v.qualifier != NOT_RUN, (v.id, v.message)

@@ -32,6 +32,8 @@ SECTIONS = (
     ("Table 3 (downstream tasks, chance levels beside)", "results/{scale}/table3.md"),
     ("Spread across seeds", "results/{scale}/audit/seed_spread.md"),
     ("Replication on a second machine", "benchmarks/results/replicate_core_{scale}.md"),
+    ("Efficiency at the paper's 1.3B shape (CPU, fp32): ratios beside Tables 8-9", "results/paper_shape/ratios.md"),
+    ("Efficiency at the paper's 1.3B shape: every row against the hardware's limits", "results/paper_shape/rows.md"),
 )
 
 

@@ -16,7 +16,11 @@ from yocou.evaldefs import eval_dir as _eval_dir  # PyYAML only; eval/ beside th
 from yocou.yamlio import load_yaml as _load_yaml  # a duplicated key is an error naming it
 
 _EVAL_DIR = _eval_dir()
-AUDIT_STUDIES = sorted({_r["study"] for _r in _load_yaml(_EVAL_DIR / "comparisons.yaml")} | {"runs"})
+_COMPARISONS = _load_yaml(_EVAL_DIR / "comparisons.yaml")
+AUDIT_STUDIES = sorted({_r["study"] for _r in _COMPARISONS if not _r.get("results")} | {"runs"})
+# studies that do not depend on the scale (`results: <name>`: results/<name>/tidy, e.g. the paper-shape study)
+AUDIT_ELSEWHERE = sorted({f"results/{_r['results']}/tidy/{_r['study']}.csv" for _r in _COMPARISONS
+                          if _r.get("results")})
 # the learning-rate study only where the scale configures one (its verdicts are "not run" elsewhere)
 AUDIT_STUDIES = [s for s in AUDIT_STUDIES if s != "lr" or config.get("lr_sensitivity")]
 
@@ -30,7 +34,7 @@ rule audit:
                if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")
                and not str(f).startswith(f"{RES}/timing.")
                and str(f) != f"{RES}/config.json"])),  # timing comes after the audit (timing.smk)
-        tidy=[f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES],
+        tidy=lambda w: [f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES] + measured_elsewhere(AUDIT_ELSEWHERE),
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",

@@ -11,18 +11,30 @@ import pandas as pd
 from .. import evaldefs
 from ..tidy import NO_SEED, read_tidy
 
-__all__ = ["load_tidy", "seed_spread", "SPREAD_COLUMNS"]
+__all__ = ["load_tidy", "seed_spread", "study_dir", "SPREAD_COLUMNS"]
+
+
+def study_dir(results_dir: str | Path, row: dict) -> Path:
+    """The tidy folder a comparison row reads: ``results_dir/tidy``, or, for a row with ``results: <name>`` (a
+    study that does not depend on the scale, such as the paper-shape efficiency study), ``<name>/tidy`` beside
+    ``results_dir`` (``results/paper_shape/tidy``)."""
+    return (Path(results_dir).parent / row["results"] if row.get("results") else Path(results_dir)) / "tidy"
 
 
 def load_tidy(results_dir: str | Path, rows: list[dict]) -> dict[str, pd.DataFrame]:
-    """The tidy tables ``results_dir/tidy/<study>.csv`` the comparison ``rows`` read, plus ``runs`` (those present).
+    """The tidy tables ``<study>.csv`` the comparison ``rows`` read (from :func:`study_dir`), plus ``runs`` (those
+    present).
 
     Raises:
-        ValueError: a table present is invalid (naming the file).
+        ValueError: a table present is invalid (naming the file), or one study is read from two folders.
     """
-    tdir = Path(results_dir) / "tidy"
-    return {s: read_tidy(tdir / f"{s}.csv") for s in sorted({r["study"] for r in rows} | {"runs"})
-            if (tdir / f"{s}.csv").is_file()}
+    where: dict[str, Path] = {"runs": Path(results_dir) / "tidy"}
+    for r in rows:
+        d = study_dir(results_dir, r)
+        if where.setdefault(r["study"], d) != d:
+            raise ValueError(f"eval/comparisons.yaml: study {r['study']} is read from {where[r['study']]} and {d} "
+                             "(give every row of a study the same `results:`)")
+    return {s: read_tidy(d / f"{s}.csv") for s, d in sorted(where.items()) if (d / f"{s}.csv").is_file()}
 
 
 SPREAD_COLUMNS = ("study", "role", "metric", "axis", "axis_value", "mean", "std", "n_seeds", "seeds", "unit")

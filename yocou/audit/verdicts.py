@@ -246,9 +246,16 @@ def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
 
 
 def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str) -> Verdict:
-    """The verdict of one expanded comparison row, reading the tidy table ``tidy[row['study']]``."""
+    """The verdict of one expanded comparison row, reading the tidy table ``tidy[row['study']]``. A row with
+    ``results: <name>`` reads a study that does not depend on the scale (``results/<name>/tidy``): it is judged
+    as measured there (``scale`` is ``<name>``, so the smoke scale's cap does not apply) and labelled with the
+    row's ``label`` (what was measured, e.g. "CPU, 1.3B shape, fp32") instead of the scale."""
     p, ev, eff = row["paper"], row["evidence"], row["effect"]
-    files = (f"tidy/{row['study']}.csv",)
+    files = (f"{'../' + row['results'] + '/' if row.get('results') else ''}tidy/{row['study']}.csv",)
+    if row.get("results"):
+        scale, where = row["results"], row.get("label") or row["results"]
+    else:
+        where = f"{scale} scale"
     claims = [r for c in row["claims"] for r in (src.refs(10) if c == "table10:all" else [c])]
     p = {**p, "value": src.num(p["claim"]) / p.get("divide", 1)} if "claim" in p else p
     df = tidy.get(row["study"])
@@ -287,20 +294,20 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
     if "fixed" in res:
         return out(res["fixed"], f"measured at {scale} shapes", row["comparison"])
     if "undecided" in res:
-        return out(INCONCLUSIVE, res["undecided"], f"{scale} scale")
+        return out(INCONCLUSIVE, res["undecided"], where)
     if p.get("expect") == "parity":
         if ci is not None and (seeds or 1) >= 2:
             return out(*decide_interval(None, res["ours"], (ci["lo"], ci["hi"]), margin=margin, scale=scale,
-                                        floor=res.get("floor", False), percent=pct), f"{scale} scale, {row['study']}")
+                                        floor=res.get("floor", False), percent=pct), f"{where}, {row['study']}")
         return out(INCONCLUSIVE, "parity cannot be shown by a non-significant difference"
-                   + ("; one seed, no interval" if (seeds or 1) < 2 else ""), f"{scale} scale")
+                   + ("; one seed, no interval" if (seeds or 1) < 2 else ""), where)
     if not paper:
         return out(INCONCLUSIVE, "the paper shows no difference", "no direction to reproduce")
     tol = (*res["raw"], float(row["tolerance"])) if "tolerance" in row else None
     return out(*decide(paper, res["ours"], evidence=ev, se=se, n_seeds=seeds, scale=scale, tolerance=tol,
                        size_comparable=_by_unit(row.get("comparable"), res.get("unit", ""), True),
                        floor=res.get("floor", False), ci=None if ci is None else (ci["lo"], ci["hi"]),
-                       margin=margin, percent=pct), f"{scale} scale, {row['study']}")
+                       margin=margin, percent=pct), f"{where}, {row['study']}")
 
 
 def _margin(row: dict, unit: str, effect: str, k: float) -> float | None:
@@ -348,7 +355,8 @@ def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd
         return
     cfg = read_json(cfg_path, what="resolved pipeline config")
     cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
-    want = sorted({r["study"] for r in rows} - ({"lr"} if not cfg.get("lr_sensitivity") else set()))
+    want = sorted({r["study"] for r in rows if not r.get("results")}  # another folder's study: "not run" if absent
+                  - ({"lr"} if not cfg.get("lr_sensitivity") else set()))
     absent = [s for s in want if s not in tidy]
     if absent:
         raise FileNotFoundError(

@@ -27,6 +27,7 @@ Timings are taken with ``clock`` (``time.perf_counter`` by default); tests pass 
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -50,22 +51,38 @@ def _seconds(fn: Callable[[], Any], repeats: int, clock: Callable[[], float]) ->
     return out
 
 
-def triad_bandwidth(n_elems: int = 1 << 27, repeats: int = 5, *, warmup: int = 1,
-                    clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-    """Memory bandwidth by the STREAM triad over three fp32 buffers of ``n_elems`` each (default 2**27: 512 MiB
-    each, far above any cache).
+def _synced(fn: Callable[[], Any], device: torch.device) -> Callable[[], Any]:
+    """``fn`` followed by a wait for the device (CUDA runs kernels asynchronously: a clock read after the launch
+    alone would time the launch)."""
+    if device.type != "cuda":
+        return fn
 
-    Returns ``{"n_elems", "bytes_per_pass", "seconds" (each repeat), "median_s", "bytes_per_s"}``.
+    def run() -> None:
+        fn()
+        torch.cuda.synchronize(device)
+
+    return run
+
+
+def triad_bandwidth(n_elems: int = 1 << 27, repeats: int = 5, *, warmup: int = 1,
+                    clock: Callable[[], float] = time.perf_counter, device: str | torch.device = "cpu"
+                    ) -> dict[str, Any]:
+    """Memory bandwidth by the STREAM triad over three fp32 buffers of ``n_elems`` each on ``device`` (default
+    2**27: 512 MiB each, far above any cache).
+
+    Returns ``{"n_elems", "bytes_per_pass", "seconds" (each repeat), "median_s", "bytes_per_s", "device"}``.
 
     Raises:
         ValueError: ``n_elems`` or ``repeats`` below 1.
     """
     if n_elems < 1 or repeats < 1:
         raise ValueError(f"triad_bandwidth: n_elems and repeats must be >= 1, got {n_elems}, {repeats}")
+    dev = torch.device(device)
     g = torch.Generator().manual_seed(0)
-    b, c = torch.rand(n_elems, generator=g), torch.rand(n_elems, generator=g)
-    a = torch.empty(n_elems)
+    b, c = torch.rand(n_elems, generator=g).to(dev), torch.rand(n_elems, generator=g).to(dev)
+    a = torch.empty(n_elems, device=dev)
 
+    @functools.partial(_synced, device=dev)
     def triad() -> None:
         torch.add(b, c, alpha=2.0, out=a)
 
@@ -78,24 +95,27 @@ def triad_bandwidth(n_elems: int = 1 << 27, repeats: int = 5, *, warmup: int = 1
     nbytes = 3 * n_elems * 4
     med = statistics.median(secs)
     return {"n_elems": n_elems, "bytes_per_pass": nbytes, "seconds": secs, "median_s": med,
-            "bytes_per_s": nbytes / med if med > 0 else float("inf")}
+            "bytes_per_s": nbytes / med if med > 0 else float("inf"), "device": str(dev)}
 
 
 def matmul_peak(n: int = 2048, repeats: int = 5, *, dtype: torch.dtype = torch.float32, warmup: int = 1,
-                clock: Callable[[], float] = time.perf_counter) -> dict[str, Any]:
-    """Achievable matmul FLOP/s: ``n x n @ n x n`` in ``dtype``, ``2 n^3`` FLOPs a pass.
+                clock: Callable[[], float] = time.perf_counter, device: str | torch.device = "cpu"
+                ) -> dict[str, Any]:
+    """Achievable matmul FLOP/s: ``n x n @ n x n`` in ``dtype`` on ``device``, ``2 n^3`` FLOPs a pass.
 
-    Returns ``{"n", "dtype", "flop_per_pass", "seconds", "median_s", "flop_per_s"}``.
+    Returns ``{"n", "dtype", "flop_per_pass", "seconds", "median_s", "flop_per_s", "device"}``.
 
     Raises:
         ValueError: ``n`` or ``repeats`` below 1.
     """
     if n < 1 or repeats < 1:
         raise ValueError(f"matmul_peak: n and repeats must be >= 1, got {n}, {repeats}")
+    dev = torch.device(device)
     g = torch.Generator().manual_seed(0)
-    x, y = torch.randn(n, n, generator=g).to(dtype), torch.randn(n, n, generator=g).to(dtype)
-    out = torch.empty(n, n, dtype=dtype)
+    x, y = (torch.randn(n, n, generator=g).to(device=dev, dtype=dtype) for _ in range(2))
+    out = torch.empty(n, n, dtype=dtype, device=dev)
 
+    @functools.partial(_synced, device=dev)
     def mm() -> None:
         torch.matmul(x, y, out=out)
 
@@ -105,7 +125,7 @@ def matmul_peak(n: int = 2048, repeats: int = 5, *, dtype: torch.dtype = torch.f
     flop = 2 * n ** 3
     med = statistics.median(secs)
     return {"n": n, "dtype": str(dtype).removeprefix("torch."), "flop_per_pass": flop, "seconds": secs,
-            "median_s": med, "flop_per_s": flop / med if med > 0 else float("inf")}
+            "median_s": med, "flop_per_s": flop / med if med > 0 else float("inf"), "device": str(dev)}
 
 
 def application_params(cfg: ModelConfig) -> dict[str, int]:

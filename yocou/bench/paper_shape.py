@@ -37,7 +37,7 @@ settings keeps the measurements of every phase already finished (a phase is one 
 CLI::
 
     python -m yocou.bench.paper_shape --paper-config workflows/config/paper.yaml \\
-        --study-config workflows/config/paper_shape.yaml --out results/paper_shape/raw.json
+        --study-config workflows/studies/paper_shape.yaml --out results/paper_shape/raw.json
 """
 
 from __future__ import annotations
@@ -81,13 +81,15 @@ __all__ = [
     "study_config_from_dict",
 ]
 
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
 # (base, looped): the second model of each pair takes the first one's weights
 PAIRS = (("transformer", "rins"), ("yoco", "yocou"))
 
 
 @dataclass(frozen=True, kw_only=True)
 class PaperShapeConfig:
-    """Settings of the paper-shape study (``workflows/config/paper_shape.yaml``).
+    """Settings of the paper-shape study (``workflows/studies/paper_shape.yaml``).
 
     Attributes:
         decode_lens: context lengths N of the decode rows (tokens), each > ``n_decode``.
@@ -101,6 +103,9 @@ class PaperShapeConfig:
         limit_repeats: repeats of each limit measurement.
         threads: ``torch.set_num_threads`` (None: leave as is).
         seed: seeds the weights and the random tokens and caches.
+        device: where the models, caches and limit measurements run (``cpu`` or ``cuda``).
+        dtype: of the weights and caches: ``fp32`` (a CPU's fast path) or ``bf16`` (a GPU's); the limits'
+            matmul runs in it too, the triad in fp32.
     """
 
     decode_lens: tuple[int, ...]
@@ -116,6 +121,8 @@ class PaperShapeConfig:
     limit_repeats: int = 5
     threads: int | None = None
     seed: int = 0
+    device: str = "cpu"
+    dtype: str = "fp32"
 
     def __post_init__(self) -> None:
         _check_types(self)
@@ -132,6 +139,14 @@ class PaperShapeConfig:
             raise ValueError(f"PaperShapeConfig.headroom_bytes must be >= 0, got {self.headroom_bytes}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"PaperShapeConfig.threads must be >= 1 or None, got {self.threads}")
+        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ValueError(f"PaperShapeConfig.device must be cpu or cuda[:i], got {self.device!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"PaperShapeConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
 
 
 def study_config_from_dict(d: Mapping[str, Any]) -> PaperShapeConfig:
@@ -197,8 +212,8 @@ def rins_names_from_transformer(transformer: ModelConfig, rins: ModelConfig) -> 
     return out
 
 
-def build_pair(base: ModelConfig, looped: ModelConfig, *, seed: int, dtype: torch.dtype = torch.float32
-               ) -> tuple[LM, LM]:
+def build_pair(base: ModelConfig, looped: ModelConfig, *, seed: int, dtype: torch.dtype = torch.float32,
+               device: str | torch.device = "cpu") -> tuple[LM, LM]:
     """``(base model, looped model)`` sharing one set of weights (random init of ``base`` with ``seed``).
 
     A model with the base's parameter names (YOCO-U of YOCO) takes its tensors under the same names; otherwise
@@ -209,7 +224,11 @@ def build_pair(base: ModelConfig, looped: ModelConfig, *, seed: int, dtype: torc
         ValueError: the weights do not correspond (names or shapes).
     """
     torch.manual_seed(seed)
-    a = LM(base).to(dtype=dtype).eval()
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        torch.cuda.manual_seed(seed)
+    with dev:  # initialised where it runs (1.9B parameters: no copy through the host)
+        a = LM(base).to(dtype=dtype).eval()
     sd = a.state_dict()
     with torch.device("meta"):
         b = LM(looped)
@@ -218,27 +237,35 @@ def build_pair(base: ModelConfig, looped: ModelConfig, *, seed: int, dtype: torc
     if set(names) != set(want) or any(tuple(want[k].shape) != tuple(sd[v].shape) for k, v in names.items()):
         raise ValueError(f"{looped.name} cannot take {base.name}'s weights: names or shapes differ")
     b.load_state_dict({k: sd[v] for k, v in names.items()}, assign=True, strict=True)
-    b.rope_inv_freq = rope_inv_freq(looped.head_dim, looped.rope_theta, "cpu")
+    b.rope_inv_freq = rope_inv_freq(looped.head_dim, looped.rope_theta, dev)
     return a, b.eval()
 
 
 # ---------------------------------------------------------------------------
 # Measurement
 # ---------------------------------------------------------------------------
-def _fits(nbytes: int, headroom: int) -> tuple[bool, int | None]:
-    got = available_bytes("cpu")
+def _fits(nbytes: int, headroom: int, device: str = "cpu") -> tuple[bool, int | None]:
+    if device.startswith("cuda"):  # blocks freed to PyTorch's cache are free to us, not to mem_get_info
+        gc.collect()
+        torch.cuda.empty_cache()
+    got = available_bytes(device)
     if got is None:
         return True, None
     return nbytes + headroom <= got[0], got[0]
 
 
-def _kv_bytes(cfg: ModelConfig, n: int) -> int:
-    return accounting.kv_cache_bytes(cfg, n, dtype=torch.float32)
+def _kv_bytes(cfg: ModelConfig, n: int, dtype: torch.dtype = torch.float32) -> int:
+    return accounting.kv_cache_bytes(cfg, n, dtype=dtype)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
 
 
 def _limits(sc: PaperShapeConfig, where: str) -> dict[str, Any]:
-    bw = triad_bandwidth(sc.triad_elems, sc.limit_repeats)
-    mm = matmul_peak(sc.matmul_n, sc.limit_repeats)
+    bw = triad_bandwidth(sc.triad_elems, sc.limit_repeats, device=sc.device)
+    mm = matmul_peak(sc.matmul_n, sc.limit_repeats, dtype=sc.torch_dtype, device=sc.device)
     return {"where": where, "triad": bw, "matmul": mm, "loadavg_1m": loadavg_1m()}
 
 
@@ -247,6 +274,8 @@ class _Run:
 
     def __init__(self, out: Path, settings: dict[str, Any], log: Callable[[str], None]) -> None:
         self.partial = out.with_name(out.name + ".partial.json")
+        # as the partial file holds them (tuples become lists), so that a resume compares like with like
+        settings = json.loads(json.dumps(settings))
         self.settings, self.log = settings, log
         self.rows: list[dict[str, Any]] = []
         self.limits: list[dict[str, Any]] = []
@@ -274,20 +303,24 @@ class _Run:
 
 def _time_decode(model: LM, cache: Any, n_start: int, n_steps: int, tok: torch.Tensor) -> float:
     cache.pos = n_start
+    dev = str(tok.device)
+    _sync(dev)
     t0 = time.perf_counter()
     t = tok
     for _ in range(n_steps):
         t = decode_step(model, t, cache).argmax(-1)
+    _sync(dev)
     return time.perf_counter() - t0
 
 
-def _read_bytes(cfg: ModelConfig, n0: int, n_steps: int) -> dict[str, float]:
+def _read_bytes(cfg: ModelConfig, n0: int, n_steps: int, dtype: str = "fp32") -> dict[str, float]:
     """Mean over the timed steps (contexts ``n0 .. n0 + n_steps - 1``) of the bytes each must read."""
-    once = [decode_read_bytes(cfg, n0 + i)["total"] for i in range(n_steps)]
-    every = [decode_read_bytes(cfg, n0 + i, weights="per_application")["total"] for i in range(n_steps)]
+    once = [decode_read_bytes(cfg, n0 + i, dtype=dtype)["total"] for i in range(n_steps)]
+    every = [decode_read_bytes(cfg, n0 + i, dtype=dtype, weights="per_application")["total"] for i in range(n_steps)]
     return {"read_bytes_once": statistics.mean(once), "read_bytes_per_application": statistics.mean(every),
-            "weight_bytes_once": decode_read_bytes(cfg, n0)["weights"],
-            "weight_bytes_per_application": decode_read_bytes(cfg, n0, weights="per_application")["weights"]}
+            "weight_bytes_once": decode_read_bytes(cfg, n0, dtype=dtype)["weights"],
+            "weight_bytes_per_application": decode_read_bytes(cfg, n0, dtype=dtype,
+                                                              weights="per_application")["weights"]}
 
 
 def _summary_row(base: dict[str, Any], secs: list[float], tokens: int) -> dict[str, Any]:
@@ -300,10 +333,10 @@ def _summary_row(base: dict[str, Any], secs: list[float], tokens: int) -> dict[s
 def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_bytes: int, gen: torch.Generator,
                   log: Callable[[str], None]) -> list[dict[str, Any]]:
     n0 = n - sc.n_decode
-    need = {v: _kv_bytes(m.cfg, n) for v, m in models.items()}
+    need = {v: _kv_bytes(m.cfg, n, sc.torch_dtype) for v, m in models.items()}
     rows, fit = [], []
     for v in models:
-        ok, avail = _fits(need[v], sc.headroom_bytes)
+        ok, avail = _fits(need[v], sc.headroom_bytes, sc.device)
         if ok:
             fit.append(v)
         else:
@@ -314,7 +347,7 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
                                 f"headroom do not fit in the {format_bytes(avail or 0)} available beside the "
                                 f"resident weights ({format_bytes(weights_bytes)})"})
             log(f"decode N={n} {v}: not measured: {rows[-1]['why']}")
-    hold = _fits(sum(need[v] for v in fit), sc.headroom_bytes)[0]
+    hold = _fits(sum(need[v] for v in fit), sc.headroom_bytes, sc.device)[0]
     caches: dict[str, Any] = {}
     measured_bytes: dict[str, int] = {}
     fill_s: dict[str, float] = {}
@@ -328,7 +361,8 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
             raise AssertionError(f"{v} cache at N={n}: {measured_bytes[v]} bytes, the formula says {need[v]}")
         return c
 
-    tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (1,), generator=gen)
+    tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (1,), generator=gen,
+                        device=gen.device)
     load0 = loadavg_1m()
     secs: dict[str, list[float]] = {v: [] for v in fit}
     for v in fit:  # one untimed step per model
@@ -354,7 +388,8 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
         base = {"variant": v, "kind": "decode", "seq_len": n, "n_decode": sc.n_decode, "cache": "filled",
                 "interleaved_with": [x for x in fit if x != v], "caches_held": hold,
                 "kv_bytes_measured": measured_bytes[v], "kv_bytes_formula": need[v], "fill_s": fill_s[v],
-                **_read_bytes(cfg, n0, sc.n_decode), "loadavg_1m_before": load0, "loadavg_1m_after": load1}
+                **_read_bytes(cfg, n0, sc.n_decode, sc.dtype), "loadavg_1m_before": load0,
+                "loadavg_1m_after": load1}
         rows.append(_summary_row(base, secs[v], sc.n_decode))
     return rows
 
@@ -369,10 +404,12 @@ def _prefill_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, gen: tor
     load0 = loadavg_1m()
     for r in range(sc.repeats_prefill):
         for v, m in models.items():
-            ids = torch.randint(0, vocab, (1, n_prompt), generator=gen)
+            ids = torch.randint(0, vocab, (1, n_prompt), generator=gen, device=gen.device)
             cache = m.new_cache(1, n)
+            _sync(sc.device)
             t0 = time.perf_counter()
             prefill(m, ids, cache, chunk_size=sc.chunk_size)
+            _sync(sc.device)
             secs[v].append(time.perf_counter() - t0)
             if check and r == sc.repeats_prefill - 1:
                 real[v] = cache
@@ -398,7 +435,8 @@ def _check_phase(models: dict[str, LM], real: dict[str, Any], n: int, sc: PaperS
     """Decode from the last prefill's cache and from a filled cache of the same length, interleaved."""
     n0 = n - sc.n_decode
     filled = {v: fill_cache(m.new_cache(1, n), n0, generator=gen) for v, m in models.items()}
-    tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (1,), generator=gen)
+    tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (1,), generator=gen,
+                        device=gen.device)
     secs = {(v, k): [] for v in models for k in ("prefilled", "filled")}
     for v, m in models.items():  # one untimed step each
         for c in (real[v], filled[v]):
@@ -416,8 +454,9 @@ def _check_phase(models: dict[str, LM], real: dict[str, Any], n: int, sc: PaperS
     for v, m in models.items():
         for k, c in (("prefilled", real[v]), ("filled", filled[v])):
             base = {"variant": v, "kind": "decode_check", "seq_len": n, "n_decode": sc.n_decode, "cache": k,
-                    "kv_bytes_measured": c.nbytes(), "kv_bytes_formula": _kv_bytes(m.cfg, n),
-                    **_read_bytes(m.cfg, n0, sc.n_decode), "loadavg_1m_before": load0, "loadavg_1m_after": load1}
+                    "kv_bytes_measured": c.nbytes(), "kv_bytes_formula": _kv_bytes(m.cfg, n, sc.torch_dtype),
+                    **_read_bytes(m.cfg, n0, sc.n_decode, sc.dtype), "loadavg_1m_before": load0,
+                    "loadavg_1m_after": load1}
             rows.append(_summary_row(base, secs[v, k], sc.n_decode))
     return rows
 
@@ -444,7 +483,7 @@ def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | 
     settings = settings or {"study": dataclasses.asdict(sc), "models": {v: c.to_dict() for v, c in cfgs.items()}}
     run = _Run(out, settings, log)
     t_start = time.time()
-    gen = torch.Generator().manual_seed(sc.seed)
+    gen = torch.Generator(device=sc.device).manual_seed(sc.seed)  # tokens and caches are drawn where they live
     if "limits:start" not in run.done:
         run.limits.append(_limits(sc, "start"))
         run.finish("limits:start", [])
@@ -455,9 +494,10 @@ def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | 
         if all(p in run.done for p in phases):
             continue
         t0 = time.perf_counter()
-        models = dict(zip((base, looped), build_pair(cfgs[base], cfgs[looped], seed=sc.seed)))
+        models = dict(zip((base, looped), build_pair(cfgs[base], cfgs[looped], seed=sc.seed, dtype=sc.torch_dtype,
+                                                     device=sc.device)))
         wbytes = sum(p.nbytes for p in models[base].parameters())
-        log(f"built {base} and {looped} ({format_bytes(wbytes)} of shared fp32 weights) in "
+        log(f"built {base} and {looped} ({format_bytes(wbytes)} of shared {sc.dtype} weights) in "
             f"{time.perf_counter() - t0:.0f} s")
         for n in sc.decode_lens:
             ph = f"{base}+{looped}:decode:{n}"
@@ -469,11 +509,13 @@ def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | 
                 run.finish(ph, _prefill_phase(models, n, sc, gen, n == check_len, log))
         del models
         gc.collect()
+        if sc.device.startswith("cuda"):
+            torch.cuda.empty_cache()
         if f"limits:{base}+{looped}" not in run.done:
             run.limits.append(_limits(sc, f"after {base}+{looped}"))
             run.finish(f"limits:{base}+{looped}", [])
     prov = provenance({"paper_shape": settings["study"], "models": settings["models"],
-                       "weights": f"random init (seed {sc.seed}), fp32, one set per pair",
+                       "weights": f"random init (seed {sc.seed}), {sc.dtype}, one set per pair, on {sc.device}",
                        "attention": "torch.nn.functional.scaled_dot_product_attention (default backend)"}, sc.seed)
     prov["loadavg"] = list(__import__("os").getloadavg())
     prov["wall_s_this_process"] = time.time() - t_start

@@ -16,6 +16,8 @@ Rows (run = role = the variant; seed -1; axis ``seq_len`` = N):
 * the filled-against-prefilled check at one N: ``check_prefilled_ms_per_token``, ``check_filled_ms_per_token``
   (stderr: half ranges), ``check_filled_over_prefilled``, ``check_within_spread`` (1 when the two repeat ranges
   overlap), ``check_kv_bytes_equal`` (1 when both caches have the formula's bytes);
+* ``decode_retained``: decode tokens/s at each N over the variant's own at the shortest N (stderr by the delta
+  method): how steeply its decode falls with the context;
 * ratios (role ``a|b``, run joined likewise): ``decode_ratio`` at each N both have, ``prefill_ratio`` at each
   prefill length (stderr by the delta method from the half ranges), and the paper's ``paper.decode_ratio`` (Table 9,
   at the same N) and ``paper.prefill_ratio`` (Table 8, every printed length; axis ``""``: their mean) under run
@@ -100,9 +102,17 @@ def _rate_se(r: dict[str, Any]) -> float:
     return _half_range([r["tokens"] / s for s in r["seconds"]])
 
 
+def _setting(prov: dict[str, Any], key: str, default: str) -> str:
+    return str(((prov.get("config") or {}).get("paper_shape") or {}).get(key) or default)
+
+
 def _device_label(prov: dict[str, Any]) -> str:
-    dev = prov.get("device") or {}
-    return f"CPU ({dev.get('cpu_model') or 'unknown'}, {dev.get('n_threads')} threads, fp32)"
+    """``CPU (AMD EPYC, 2 threads, fp32)`` or ``GPU (NVIDIA H200, bf16)``: where the study ran, from its
+    provenance (a result without the device and dtype settings ran on the CPU in fp32)."""
+    dev, dtype = prov.get("device") or {}, _setting(prov, "dtype", "fp32")
+    if _setting(prov, "device", "cpu").startswith("cuda"):
+        return f"GPU ({dev.get('cuda') or 'unknown'}, {dtype})"
+    return f"CPU ({dev.get('cpu_model') or 'unknown'}, {dev.get('n_threads')} threads, {dtype})"
 
 
 def summarize_paper_shape(raw: str | Path) -> pd.DataFrame:
@@ -117,7 +127,7 @@ def summarize_paper_shape(raw: str | Path) -> pd.DataFrame:
 
     d = read_raw(raw)
     prov = d.get("provenance") or {}
-    extra = {"device_label": _device_label(prov), "dtype": "fp32",
+    extra = {"device_label": _device_label(prov), "dtype": _setting(prov, "dtype", "fp32"),
              "n_threads": int((prov.get("device") or {}).get("n_threads") or 0), "status": "measured", "detail": ""}
     out: list[dict[str, Any]] = []
 
@@ -228,6 +238,15 @@ def summarize_paper_shape(raw: str | Path) -> pd.DataFrame:
                             "metric": f"paper.{kind}_ratio", "axis": "", "axis_value": math.nan,
                             "value": statistics.mean(rs.values()), "stderr": math.nan, "n": len(rs), "unit": "ratio",
                             **extra, "status": "reported", "detail": f"Table {table}, mean over the printed lengths"})
+    for v in VARIANTS:  # how much of its shortest-N decode rate each variant keeps at every longer N
+        ns = sorted(n for (k, x, n) in rate if k == "decode" and x == v)
+        for n in ns[1:]:
+            (r1, s1), (r0, s0) = rate["decode", v, n], rate["decode", v, ns[0]]
+            x = r1 / r0
+            se = x * math.hypot(s1 / r1, s0 / r0) if math.isfinite(s1) and math.isfinite(s0) else math.nan
+            out.append({"study": STUDY, "run": v, "role": v, "seed": NO_SEED, "metric": "decode_retained",
+                        "axis": "seq_len", "axis_value": float(n), "value": x, "stderr": se, "n": math.nan,
+                        "unit": "ratio", **extra, "detail": f"decode tokens/s at N over at N = {ns[0]}"})
     missing = [v for v in VARIANTS if ("decode", v, min((n for (k, _, n) in rate if k == "decode"), default=0))
                not in rate]
     if missing:
