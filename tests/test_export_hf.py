@@ -132,6 +132,70 @@ def test_exported_greedy_generate_equals_yocou_generate(runs: dict, name: str) -
     assert torch.equal(theirs[:, 9:], ours)
 
 
+REMOTE = [n for n in variants(300) if n != "transformer"]
+
+
+@pytest.mark.parametrize("name", REMOTE)
+def test_the_remote_cache_gives_the_full_forwards_logits_token_by_token(runs: dict, name: str) -> None:
+    """A prefill through the exported model's YocouCache, then one token at a time, gives at every position the
+    logits of yocou's full forward (past several windows, so the sliding-window rings wrap), left-padded rows
+    included; the early-exit prefill (logits_to_keep=1) gives the last position's."""
+    model, _, hf_dir = runs[name]
+    hf = _load_hf(hf_dir)
+    ids = _ids(model.cfg.vocab_size, 2, 3 * W + 5, 11)
+    n0 = W + 2
+    with torch.no_grad():
+        ref = model(ids).logits_BNV
+        out = hf(ids[:, :n0], use_cache=True)
+        got, cache = [out.logits], out.cache
+        for i in range(n0, ids.shape[1]):
+            out = hf(ids[:, i:i + 1], cache=cache)
+            got.append(out.logits)
+        torch.testing.assert_close(torch.cat(got, 1), ref, rtol=0, atol=1e-5)
+        last = hf(ids, use_cache=True, logits_to_keep=1).logits
+        torch.testing.assert_close(last[:, 0], ref[:, -1], rtol=0, atol=1e-5)
+        pad = 3  # row 1 left-padded: its real tokens get the unpadded logits
+        padded = torch.cat([torch.full((2, pad), 5), ids], 1)
+        mask = torch.ones_like(padded)
+        mask[1, :pad] = 0
+        padded[0] = torch.cat([ids[0], torch.full((pad,), 5)])  # row 0 keeps its tokens first (right filler)
+        mask[0] = torch.cat([torch.ones(ids.shape[1]), torch.ones(pad)]).long()
+        out = hf(padded[:, :n0 + pad], attention_mask=mask[:, :n0 + pad], use_cache=True)
+        got, cache = [out.logits], out.cache
+        for i in range(n0 + pad, padded.shape[1]):
+            out = hf(padded[:, i:i + 1], attention_mask=mask[:, :i + 1], cache=cache)
+            got.append(out.logits)
+        torch.testing.assert_close(torch.cat(got, 1)[1, pad:], ref[1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", REMOTE)
+def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, name: str) -> None:
+    """Greedy ``generate(use_cache=True)`` returns the tokens of ``use_cache=False`` and of yocou's
+    ``generate``; a sliding-window layer keeps no more than ``window - 1`` keys."""
+    model, _, hf_dir = runs[name]
+    hf = _load_hf(hf_dir)
+    prompt = _ids(model.cfg.vocab_size, 2, 9, 3)
+    ours = generate(model, prompt, 40, chunk_size=4)
+    seen: list[int] = []  # tokens each forward call of the cached generate is given: the prompt, then one
+    hook = hf.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True)
+    with torch.no_grad():
+        cached = hf.generate(prompt, max_new_tokens=40, do_sample=False, eos_token_id=None, use_cache=True)
+        hook.remove()
+        plain = hf.generate(prompt, max_new_tokens=40, do_sample=False, eos_token_id=None, use_cache=False)
+        out = hf(torch.cat([prompt, ours], 1), use_cache=True)
+    assert torch.equal(cached, plain) and torch.equal(cached[:, 9:], ours)
+    assert seen == [9] + [1] * 39
+    for (si, _t, _l), (k, _v, _first) in out.cache.self_kv.items():
+        window = model.cfg.stages[si].window
+        assert k.shape[2] == (49 if window is None else min(window - 1, 49))
+
+
+def test_a_foreign_cache_is_refused(runs: dict) -> None:
+    hf = _load_hf(runs["yocou"][2])
+    with pytest.raises(ValueError, match="YocouCache"):
+        hf(_ids(hf.config.vocab_size, 1, 4, 0), cache=transformers.DynamicCache())
+
+
 def test_remote_model_padding_gives_the_unpadded_logits(runs: dict) -> None:
     """With ``attention_mask``, a left-padded and a right-padded row give each real token the logits of the
     unpadded row under yocou's forward (padded keys are never attended)."""

@@ -120,5 +120,5 @@ class YocouConfig(PretrainedConfig):
         if head_dim % 2:
             raise ValueError(f"YocouConfig.head_dim must be even (RoPE), got {head_dim}")
         kwargs.setdefault("tie_word_embeddings", False)
-        kwargs.setdefault("use_cache", False)  # the model has no KV cache (modeling_yocou.py)
+        kwargs.setdefault("use_cache", True)  # YocouCache (modeling_yocou.py)
         super().__init__(**kwargs)

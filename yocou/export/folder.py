@@ -71,7 +71,7 @@ def _yocou_config_json(cfg: ModelConfig, max_len: int, eos_id: int, dtype: str) 
         "rope_theta": cfg.rope_theta, "cross_rope": cfg.cross_rope, "rms_norm_eps": cfg.norm_eps,
         "initializer_range": cfg.init_std, "num_experts": cfg.n_experts, "num_experts_per_tok": cfg.top_k,
         "expert_intermediate_size": cfg.d_expert, "shared_expert_intermediate_size": cfg.d_shared_expert,
-        "max_position_embeddings": max_len, "tie_word_embeddings": False, "use_cache": False,
+        "max_position_embeddings": max_len, "tie_word_embeddings": False, "use_cache": True,
         "bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id, "dtype": dtype,
     }
 
@@ -212,7 +212,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         state = {(k if k == "lm_head.weight" else "model." + k): v.detach().contiguous()
                  for k, v in model.state_dict().items()}
         config = _yocou_config_json(cfg, max_len, eos_id, dtype)
-        gen = {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id, "use_cache": False}
+        gen = {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id, "use_cache": True}
     record = {
         "format": "llama" if llama else "yocou-remote-code",
         "variant": cfg.name,

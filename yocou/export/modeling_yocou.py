@@ -20,11 +20,14 @@ The stages of the config run in order; a stage's blocks run ``n_loops`` times in
 A cross stage first makes ``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V`` from its input X (once, or at
 every loop with ``kv_per_loop``); each cross block attends with its own queries over that K̂V̂.
 
-No KV cache: every call runs the full forward over all the tokens it is given, and ``generate`` recomputes
-the whole prefix at each step: it always runs with ``use_cache=False`` (the config and generation config say
-so, and :meth:`YocouForCausalLM.generate` overrides a ``use_cache=True`` such as lm-eval's ``hf`` model
-passes). Each new token costs a forward over the whole prefix, fine for evaluation; yocou's own
-``yocou.generate`` has the cache with YOCO's early-exit prefill.
+KV cache (:class:`YocouCache`, with ``use_cache=True``, the default of ``generate``): every application of a
+self-attention layer (each loop of a looped stage its own) keeps its keys and values, a sliding-window one only
+the last ``window - 1`` (the ring a next token can still see), and each cross stage keeps its K̂V̂, made once per
+token (at every loop with ``kv_per_loop``). A call with the cache runs only the tokens it has not seen. YOCO's
+early exit: on a cached call that keeps only the last position's logits (``logits_to_keep=1``, as ``generate``
+asks), a model whose last stage is its only cross stage, with K̂V̂ made once, runs that stage on the last token
+only (the global K̂V̂ is still made for every token), as ``yocou.generate``'s prefill does. Without
+``use_cache`` every call is the full forward over all the tokens it is given.
 
 Padding: with ``attention_mask`` (1 = token, 0 = padding) padded keys are never attended and positions
 count real tokens only (``cumsum(mask) - 1``), so left or right padding gives each real token the logits
@@ -41,7 +44,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_yocou import YocouConfig
 
-__all__ = ["YocouConfig", "YocouForCausalLM", "YocouModel", "YocouPreTrainedModel"]
+__all__ = ["YocouCache", "YocouConfig", "YocouForCausalLM", "YocouModel", "YocouPreTrainedModel"]
 
 
 class RMSNorm(nn.Module):
@@ -181,6 +184,31 @@ class SelfLayer(nn.Module):
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
+    def forward_cached(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], entry: list | None,
+                       cache: YocouCache, past: int) -> tuple[torch.Tensor, list]:
+        """The new tokens (sequence indices ``past ..``) over the cached keys of this application and their own;
+        returns the output and the updated entry ``[K, V, first]``."""
+        B, N, _ = x_BND.shape
+        H, G, Dh = self.n_heads, self.n_kv_heads, self.head_dim
+        q, k, v = self.wqkv(self.attn_norm(x_BND)).split([H * Dh, G * Dh, G * Dh], dim=-1)
+        q = apply_rope(q.view(B, N, H, Dh).transpose(1, 2), *rope)
+        k = apply_rope(k.view(B, N, G, Dh).transpose(1, 2), *rope)
+        v = v.view(B, N, G, Dh).transpose(1, 2)
+        first = past
+        if entry is not None:
+            k, v, first = torch.cat([entry[0], k], dim=2), torch.cat([entry[1], v], dim=2), entry[2]
+        dev = x_BND.device
+        k_idx = torch.arange(first, past + N, device=dev)
+        allowed = visibility_cached(torch.arange(past, past + N, device=dev), k_idx,
+                                    cache.key_ok_BL[:, first:past + N], self.window)
+        o = attend(q, k, v, allowed)
+        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
+        if self.window is not None and k.shape[2] > self.window - 1:  # the ring: what a next token can see
+            keep = self.window - 1
+            k, v, first = k[:, :, -keep:] if keep else k[:, :, :0], v[:, :, -keep:] if keep else v[:, :, :0], \
+                past + N - keep
+        return x_BND + self.ffn(self.ffn_norm(x_BND)), [k.contiguous(), v.contiguous(), first]
+
 
 class SharedKV(nn.Module):
     """YOCO's K̂V̂ maker: ``K̂ = RMSNorm(X) W_K``, ``V̂ = RMSNorm(X) W_V``; ``[B, N, D] -> 2 × [B, G, N, Dh]``.
@@ -226,6 +254,55 @@ class CrossLayer(nn.Module):
         o = attend(q, kv[0], kv[1], visibility(N, key_ok_BN, None))
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+    def forward_cached(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                       kv: tuple[torch.Tensor, torch.Tensor], q_idx_N: torch.Tensor, key_ok_BK: torch.Tensor
+                       ) -> torch.Tensor:
+        """Queries at sequence indices ``q_idx_N`` over the K̂V̂ of every token so far (indices ``0 ..``)."""
+        B, N, _ = x_BND.shape
+        q = self.wq(self.attn_norm(x_BND)).view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            q = apply_rope(q, *rope)
+        k_idx = torch.arange(kv[0].shape[2], device=x_BND.device)
+        o = attend(q, kv[0], kv[1], visibility_cached(q_idx_N, k_idx, key_ok_BK, None))
+        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
+        return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+
+class YocouCache:
+    """What :class:`YocouModel` keeps between calls (module docstring): ``seq_len`` tokens seen per row,
+    ``key_ok_BL`` which of them are real tokens (1 in ``attention_mask``), and per application ``(stage, loop,
+    layer)`` of a self layer ``[K, V, first]`` (``K, V [B, G, L, Dh]``, post-RoPE, of the sequence indices
+    ``first .. seq_len - 1``; a sliding-window layer keeps the last ``window - 1``), per cross stage (and loop,
+    with ``kv_per_loop``) the K̂V̂ of every token. Batch rows are padded alike (one ``seq_len``)."""
+
+    def __init__(self) -> None:
+        self.seq_len = 0
+        self.key_ok_BL: torch.Tensor | None = None
+        self.self_kv: dict[tuple[int, int, int], list] = {}
+        self.cross_kv: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        """Tokens seen per row (transformers' ``Cache`` name)."""
+        return self.seq_len
+
+    def nbytes(self) -> int:
+        """Bytes of the cached keys and values."""
+        ts = [t for k, v, _ in self.self_kv.values() for t in (k, v)] + [t for kv in self.cross_kv.values()
+                                                                         for t in kv]
+        return sum(t.numel() * t.element_size() for t in ts)
+
+
+def visibility_cached(q_idx_N: torch.Tensor, k_idx_K: torch.Tensor, key_ok_BK: torch.Tensor,
+                      window: int | None) -> torch.Tensor:
+    """:func:`visibility` for queries at sequence indices ``q_idx_N`` over cached keys at ``k_idx_K``:
+    ``[B, N, K]`` bool, key j seen by query i iff ``j <= i``, j is a real token and (window W) ``i - j < W``;
+    a query always sees itself."""
+    diff = q_idx_N[:, None] - k_idx_K[None, :]
+    ok_NK = diff >= 0
+    if window is not None:
+        ok_NK = ok_NK & (diff < window)
+    return (ok_NK[None] & key_ok_BK[:, None, :]) | (diff == 0)[None]
 
 
 class YocouPreTrainedModel(PreTrainedModel):
@@ -294,11 +371,65 @@ class YocouModel(YocouPreTrainedModel):
                     x = layer(x, rope, key_ok_BN) if st["kind"] == "self" else layer(x, cross_rope, kv, key_ok_BN)
         return self.norm(x)
 
+    def early_exit_stage(self) -> int | None:
+        """The stage from which only the last token's output is needed (YOCO's early exit), or None: the last
+        stage, when it is the only cross stage and makes its K̂V̂ once."""
+        st = self.config.stages
+        cross = [i for i, s in enumerate(st) if s["kind"] == "cross"]
+        if cross == [len(st) - 1] and not st[-1]["kv_per_loop"]:
+            return cross[0]
+        return None
+
+    def forward_cached(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None, cache: YocouCache,
+                       last_only: bool = False) -> torch.Tensor:
+        """Final-norm hidden states ``[B, N, D]`` of the ``N`` new tokens ``input_ids`` (those after the
+        ``cache.seq_len`` already seen), updating ``cache``. ``attention_mask`` ``[B, seq_len + N]`` covers
+        the seen tokens and the new ones (default all ones); positions count real tokens. ``last_only``: the
+        last token's ``[B, 1, D]`` only, with the early exit where the model allows it."""
+        B, N = input_ids.shape
+        dev, past = input_ids.device, cache.seq_len
+        if attention_mask is None:
+            ok_new = torch.ones(B, N, dtype=torch.bool, device=dev)
+        else:
+            m = attention_mask.to(dev).bool()
+            if m.shape[1] != past + N:
+                raise ValueError(f"attention_mask covers {m.shape[1]} tokens; the cache has {past} and {N} are new")
+            ok_new = m[:, past:]
+        cache.key_ok_BL = ok_new if cache.key_ok_BL is None else torch.cat([cache.key_ok_BL, ok_new], dim=1)
+        pos_BN = (cache.key_ok_BL.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+        x = self.embed(input_ids)
+        cfg = self.config
+        rope = rope_cos_sin(pos_BN, cfg.head_dim, cfg.rope_theta, x.dtype)
+        q_idx = torch.arange(past, past + N, device=dev)
+        exit_at = self.early_exit_stage() if last_only else None
+        for si, st in enumerate(cfg.stages):
+            kv = None
+            for t in range(st["n_loops"]):
+                if st["kind"] == "cross" and (t == 0 or st["kv_per_loop"]):
+                    key = (si, t if st["kv_per_loop"] else 0)
+                    k_new, v_new = self.kv_makers[str(si)](x, rope if cfg.cross_rope else None)
+                    old = cache.cross_kv.get(key)
+                    kv = (k_new, v_new) if old is None else (torch.cat([old[0], k_new], 2), torch.cat([old[1], v_new], 2))
+                    cache.cross_kv[key] = kv
+                    if si == exit_at and t == 0:  # K̂V̂ made for every token; the stage runs on the last one
+                        x, q_idx = x[:, -1:], q_idx[-1:]
+                        rope = (rope[0][:, :, -1:], rope[1][:, :, -1:])
+                for li, layer in enumerate(self.stages[si]):
+                    if st["kind"] == "self":
+                        x, cache.self_kv[si, t, li] = layer.forward_cached(x, rope, cache.self_kv.get((si, t, li)),
+                                                                           cache, past)
+                    else:
+                        x = layer.forward_cached(x, rope if cfg.cross_rope else None, kv, q_idx, cache.key_ok_BL)
+        cache.seq_len = past + N
+        x = self.norm(x)
+        return x[:, -1:] if last_only else x
+
 
 class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
     """:class:`YocouModel` with the (untied) LM head: ``[B, N]`` ids -> ``[B, N, V]`` logits.
 
-    ``generate`` works without a KV cache: each step reruns the full prefix (module docstring).
+    ``generate`` decodes with a :class:`YocouCache` (``use_cache=True``, the default) or reruns the whole prefix
+    at each step (``use_cache=False``).
     """
 
     def __init__(self, config: YocouConfig) -> None:
@@ -325,19 +456,31 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
                 past_key_values: object = None, return_dict: bool | None = None,
                 **kwargs: object) -> CausalLMOutputWithPast:
         """Logits ``[B, N, V]`` (the last ``logits_to_keep`` positions when > 0) and, with ``labels``
-        ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored). No cache is
-        returned, whatever ``use_cache`` says.
+        ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored).
+
+        With ``use_cache=True`` or a :class:`YocouCache` (``cache`` or ``past_key_values``; a fresh one when
+        none), ``input_ids`` are the tokens after those the cache has seen, ``attention_mask`` covers all of
+        them, positions count real tokens (``position_ids`` is not read), and the cache is returned in
+        ``cache``. Otherwise ``input_ids`` is the whole sequence from position 0 and no cache is returned.
 
         Args:
-            input_ids: token ids ``[B, N]``; the whole sequence, from position 0, at every call.
+            input_ids: token ids ``[B, N]``.
             attention_mask, position_ids: as :meth:`YocouModel.forward`.
 
         Raises:
-            ValueError: a KV cache is passed (``cache`` or ``past_key_values``): this model has none.
+            ValueError: a cache that is not a :class:`YocouCache` (a transformers ``DynamicCache``, say), or an
+                ``attention_mask`` whose length is not the cached plus the new tokens.
         """
-        if cache is not None or past_key_values is not None:
-            raise ValueError("YocouForCausalLM has no KV cache: pass the whole sequence, without a cache")
-        h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
+        cache = cache if cache is not None else past_key_values
+        if cache is not None and not isinstance(cache, YocouCache):
+            raise ValueError(f"YocouForCausalLM keeps its own cache (YocouCache), got {type(cache).__name__}: pass "
+                             "the cache it returned, or none")
+        if cache is not None or use_cache:
+            cache = cache if cache is not None else YocouCache()
+            h = self.model.forward_cached(input_ids, attention_mask, cache,
+                                          last_only=logits_to_keep == 1 and labels is None)
+        else:
+            h = self.model(input_ids, attention_mask=attention_mask, position_ids=position_ids)
         if logits_to_keep:
             h = h[:, -logits_to_keep:]
         logits = self.lm_head(h)
@@ -345,9 +488,23 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
                                    labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100)
-        return CausalLMOutputWithPast(loss=loss, logits=logits)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache)
 
-    def generate(self, *args: object, **kwargs: object) -> torch.Tensor:
-        """``GenerationMixin.generate`` with ``use_cache=False`` forced: each step reruns the whole prefix."""
-        kwargs["use_cache"] = False
-        return super().generate(*args, **kwargs)
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        """No transformers ``DynamicCache``: the model makes its :class:`YocouCache` on its first cached call."""
+        return False
+
+    def prepare_inputs_for_generation(self, input_ids: torch.Tensor, cache: YocouCache | None = None,
+                                      attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
+                                      **kwargs: object) -> dict:
+        """The tokens the cache has not seen (all of them without a cache), the whole attention mask, the cache
+        and ``use_cache``; other keyword arguments pass through (``position_ids`` and ``cache_position`` are
+        dropped: positions come from the attention mask)."""
+        cache = cache if cache is not None else kwargs.pop("past_key_values", None)
+        if cache is not None:
+            input_ids = input_ids[:, cache.seq_len:]
+        for k in ("position_ids", "cache_position", "past_key_values"):
+            kwargs.pop(k, None)
+        return {"input_ids": input_ids, "attention_mask": attention_mask, "cache": cache, "use_cache": use_cache,
+                **kwargs}
