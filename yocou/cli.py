@@ -263,7 +263,8 @@ def _cmd_export_hf(a: argparse.Namespace) -> int:
     from .export import export_hf
 
     print(json.dumps(export_hf(a.run_dir, a.out_dir, model_file=a.model, tokenizer=a.tokenizer,
-                               overwrite=a.overwrite), indent=2))
+                               overwrite=a.overwrite, max_position_embeddings=a.max_position_embeddings),
+                     indent=2))
     return 0
 
 
@@ -370,6 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--tokenizer", default=None, help="tokenizer.json path or name (cl100k_base); default "
                     "RUN_DIR/tokenizer.json, else the pipeline's runs/<scale>/tokenizer.json two folders up")
     ex.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
+    ex.add_argument("--max-position-embeddings", type=int_at_least(1), default=None, metavar="N",
+                    help="max_position_embeddings to write (default: the longest length the run's scale config "
+                         "evaluates it at, from workflows/config/<scale>.yaml; else its training seq_len)")
     ex.set_defaults(func=_cmd_export_hf)
 
     from .audit.args import add_arguments as _audit_arguments

@@ -14,10 +14,20 @@ What :func:`export_hf` writes into ``OUT_DIR``:
   "cl100k_base"}``, load it with ``tiktoken.get_encoding("cl100k_base")``).
 - ``yocou_export.json``: where it came from (run folder, checkpoint step, yocou's model and training
   configs, the tokenizer's fingerprint) and the provenance record of :func:`yocou.io.provenance`.
+- ``README.md``: a model card made from the run (variant, parameters, data and licences, tokens, the final
+  held-out losses with their splits, the commit, how to load it).
 
-``max_position_embeddings`` is the run's training sequence length (lm-eval's ``hf`` model takes its default
-``max_length`` from it, as :class:`yocou.lmeval.model.YocouLM` takes it from the checkpoint); RoPE itself
-has no limit. Token ids: BOS, EOS and padding are all ``<|endoftext|>``, yocou's document separator.
+``max_position_embeddings`` (and the tokenizer's ``model_max_length``) is the longest length the run is
+evaluated at (:func:`eval_max_length`: the longest of the scale config's long-context, needle, perplexity and
+downstream lengths and the training length), so that lm-eval's ``hf`` model, which takes its default
+``max_length`` from it, scores every item of the task pack with no other argument. RoPE and the sliding
+window have no limit of their own; beyond the training length the model extrapolates, as the long-context
+evaluations measure. The pipeline's own downstream evaluation cuts contexts at the training length
+(``eval.downstream.max_length: null``); pass ``max_length=<seq_len>`` in lm-eval's ``--model_args`` to cut
+where it does.
+
+Every file is written readable by all (``0o666`` less the umask, as ``open`` would); safetensors alone
+would leave the weights at ``0600``. Token ids: BOS, EOS and padding are all ``<|endoftext|>``, yocou's document separator.
 One difference remains: the Hugging Face tokenizer reads the literal text ``<|endoftext|>`` inside a string
 as the special token, where yocou's encodes it as plain text.
 """
@@ -35,7 +45,7 @@ import torch
 
 from ..config import ModelConfig, config_from_dict
 
-__all__ = ["REMOTE_CODE_FILES", "export_hf", "find_tokenizer"]
+__all__ = ["REMOTE_CODE_FILES", "eval_max_length", "export_hf", "find_tokenizer", "model_card"]
 
 #: The remote-code files copied from this package into an exported folder of a non-Transformer variant.
 REMOTE_CODE_FILES = ("configuration_yocou.py", "modeling_yocou.py")
@@ -56,6 +66,53 @@ def find_tokenizer(run_dir: str | os.PathLike) -> Path:
             return p
     raise FileNotFoundError(f"no tokenizer for run {run_dir}: neither {tried[0]} nor {tried[1]} exists; "
                             "pass --tokenizer PATH (a tokenizer.json) or a name (cl100k_base)")
+
+
+#: The evaluation lengths of a scale config that bound how far an exported model is meant to be run
+#: (dotted keys: a list takes its largest entry, ``null`` is skipped).
+EVAL_LENGTH_KEYS = ("eval.longppl.lengths", "eval.niah.lengths", "eval.ppl.seq_len", "eval.downstream.max_length",
+                    "train.seq_len")
+
+
+def eval_max_length(run_dir: str | os.PathLike, run_config: dict | None,
+                    train_seq_len: int) -> tuple[int, str]:
+    """The longest length a run is evaluated at, and where that number came from.
+
+    The scale is the run config's ``scale``; its config is ``workflows/config/<scale>.yaml`` in the project that
+    holds the run (``RUN_DIR`` being ``runs/<scale>/models/<variant>``), else under the working folder. The length
+    is the largest of :data:`EVAL_LENGTH_KEYS` in that config (schema defaults filled), at least
+    ``train_seq_len``. Without a scale config it is ``train_seq_len``, and the source says so.
+
+    Returns:
+        ``(length in tokens, source)``; the source names the file and key, or why the training length was used.
+
+    Raises:
+        ValueError: the scale config exists but is not a valid pipeline config (its one-line error).
+    """
+    from ..scales import CONFIG_DIR
+    from ..wfconfig import read_scale_file, resolve_config
+
+    scale = (run_config or {}).get("scale")
+    if not isinstance(scale, str) or not scale:
+        return train_seq_len, "train.seq_len (the run config names no scale)"
+    run_dir = Path(run_dir).resolve()
+    roots = ([run_dir.parents[3]] if len(run_dir.parents) > 3 else []) + [Path.cwd()]
+    path = next((r / CONFIG_DIR / f"{scale}.yaml" for r in roots if (r / CONFIG_DIR / f"{scale}.yaml").is_file()),
+                None)
+    if path is None:
+        return train_seq_len, (f"train.seq_len (no workflows/config/{scale}.yaml beside the run or in the working "
+                               "folder)")
+    cfg = resolve_config(read_scale_file(path), source=str(path), root=path.parents[2])
+    best, where = train_seq_len, "train.seq_len"
+    for key in EVAL_LENGTH_KEYS:
+        node: Any = cfg
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        values = node if isinstance(node, list) else [node]
+        for v in values:
+            if isinstance(v, int) and not isinstance(v, bool) and v > best:
+                best, where = v, key
+    return best, f"{path.relative_to(path.parents[2])}: {where}"
 
 
 def _yocou_config_json(cfg: ModelConfig, max_len: int, eos_id: int, dtype: str) -> dict[str, Any]:
@@ -117,7 +174,8 @@ def _tokenizer_files(spec: str | os.PathLike, max_len: int) -> tuple[dict[str, b
 
 
 def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_file: str = "model.pt",
-              tokenizer: str | os.PathLike | None = None, overwrite: bool = False) -> dict[str, Any]:
+              tokenizer: str | os.PathLike | None = None, overwrite: bool = False,
+              max_position_embeddings: int | None = None) -> dict[str, Any]:
     """Write the run in ``run_dir`` as a Hugging Face folder ``out_dir`` (module docstring).
 
     Args:
@@ -128,9 +186,12 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         model_file: the checkpoint inside ``run_dir`` (e.g. ``model_step100.pt``), or a path.
         tokenizer: a ``tokenizer.json`` path or a name (``cl100k_base``); default :func:`find_tokenizer`.
         overwrite: replace a non-empty ``out_dir``.
+        max_position_embeddings: the length written as ``max_position_embeddings`` (tokens); default
+            :func:`eval_max_length`, the longest length the run's scale config evaluates it at.
 
     Returns:
-        ``{"out_dir", "format" ("llama" or "yocou-remote-code"), "variant", "step", "files", "n_params"}``.
+        ``{"out_dir", "format" ("llama" or "yocou-remote-code"), "variant", "step", "files", "n_params",
+        "max_position_embeddings", "max_position_embeddings_source"}``.
 
     Raises:
         FileNotFoundError: ``run_dir``, the checkpoint or the tokenizer does not exist.
@@ -138,7 +199,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         FileExistsError: ``out_dir`` is a file, a non-empty folder without ``overwrite``, or ``run_dir`` itself or
             a folder above it (whatever ``overwrite`` says).
         ValueError: an unreadable checkpoint, a ``run_config.json`` whose model differs from the
-            checkpoint's, or a tokenizer with more ids than the model's ``vocab_size``.
+            checkpoint's, a tokenizer with more ids than the model's ``vocab_size``, a
+            ``max_position_embeddings`` that is not a positive integer, or an invalid scale config.
     """
     from safetensors.torch import save_file
 
@@ -181,7 +243,14 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
             raise ValueError(f"{rc_path}: its 'model' differs from the config stored in {ckpt}; the run folder "
                              "mixes two runs (retrain it, or pass --model FILE of the matching checkpoint)")
     train_cfg = ck.get("train_config") or {}
-    max_len = int(train_cfg.get("seq_len") or 2048)
+    train_len = int(train_cfg.get("seq_len") or 2048)
+    if max_position_embeddings is None:
+        max_len, max_len_source = eval_max_length(run_dir, rc, train_len)
+    else:
+        if isinstance(max_position_embeddings, bool) or not isinstance(max_position_embeddings, int) \
+                or max_position_embeddings < 1:
+            raise ValueError(f"max_position_embeddings: expected a positive integer, got {max_position_embeddings!r}")
+        max_len, max_len_source = max_position_embeddings, "given"
     tok_spec = tokenizer if tokenizer is not None else find_tokenizer(run_dir)
     tok_files, tok_record, eos_id = _tokenizer_files(tok_spec, max_len)
     if tok_record["vocab_size"] > cfg.vocab_size:
@@ -221,6 +290,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         "model_config": cfg.to_dict(),
         "train_config": train_cfg,
         "tokenizer": tok_record,
+        "dtype": dtype,
+        "max_position_embeddings": {"value": max_len, "source": max_len_source, "train_seq_len": train_len},
     }
     record["provenance"] = provenance({"export_hf": {"run_dir": str(run_dir), "model_file": model_file,
                                                      "tokenizer": str(tok_spec)}}, None)
@@ -239,13 +310,143 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
             for name in REMOTE_CODE_FILES:
                 shutil.copyfile(_HERE / name, tmp / name)
         _write_json(tmp / "yocou_export.json", record)
+        n_params = sum(v.numel() for v in state.values())
+        (tmp / "README.md").write_text(model_card(run_dir, record, n_params, max_len, max_len_source,
+                                                  out_name=str(out_dir)), encoding="utf-8")
+        _readable_by_all(tmp)
         _move_into_place(tmp, out_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
     return {"out_dir": str(out_dir), "format": record["format"], "variant": cfg.name,
             "step": record["source"]["step"], "files": sorted(p.name for p in out_dir.iterdir()),
-            "n_params": sum(v.numel() for v in state.values())}
+            "n_params": n_params, "max_position_embeddings": max_len, "max_position_embeddings_source": max_len_source}
+
+
+def _read_json_or_none(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _last_heldout(metrics: Path) -> tuple[int, dict[str, float]] | None:
+    """``(step, {split: nats/token})`` of the last ``metrics.jsonl`` row with a finite held-out loss."""
+    import math
+
+    last = None
+    try:
+        lines = metrics.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        h = row.get("heldout_loss") if isinstance(row, dict) else None
+        if isinstance(h, dict) and h and all(isinstance(v, (int, float)) and math.isfinite(v) for v in h.values()):
+            last = (row.get("step"), {str(k): float(v) for k, v in h.items()})
+    return last
+
+
+def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int, max_positions: int,
+               max_positions_source: str, out_name: str = "OUT_DIR") -> str:
+    """The exported folder's ``README.md``: a model card made from the run folder and the export record.
+
+    Reads, where present, ``RUN_DIR/summary.json`` (tokens, steps, training commit), ``RUN_DIR/metrics.jsonl``
+    (the last held-out losses) and the pipeline's ``runs/<scale>/corpus/manifest.json`` two folders up (the
+    sources and their licences, the hold-out rule); says "not recorded" for what is missing. Never raises on
+    a missing or unreadable file.
+
+    Args:
+        record: the ``yocou_export.json`` record (variant, format, source, configs, tokenizer, provenance).
+        n_params: parameters in the exported weights.
+        max_positions: the ``max_position_embeddings`` written, with ``max_positions_source`` saying why.
+    """
+    run_dir = Path(run_dir)
+    summary = _read_json_or_none(run_dir / "summary.json") or {}
+    manifest = _read_json_or_none(run_dir.parent.parent / "corpus" / "manifest.json") or {}
+    rc = record["source"].get("run_config") or {}
+    train = record.get("train_config") or {}
+    variant = record["variant"]
+    remote = record["format"] != "llama"
+    tokens = summary.get("tokens")
+    heldout = _last_heldout(run_dir / "metrics.jsonl")
+    train_commit = (summary.get("provenance") or {}).get("git_commit", "not recorded")
+    train_dirty = (summary.get("provenance") or {}).get("git_dirty")
+    prov = record.get("provenance") or {}
+    cls = "YocouForCausalLM (remote code in this folder)" if remote else "LlamaForCausalLM (native transformers)"
+    lines = [f"# yocou {variant}" + (f" ({rc.get('scale')} scale)" if rc.get("scale") else ""), "",
+             f"A `{variant}` language model trained by yocou, the reproduction harness for \"Universal YOCO for "
+             "Efficient Depth Scaling\" (Sun et al., 2026), and exported for transformers. A small research model "
+             "for comparing architectures at equal budgets: not for use beyond that.", "",
+             "| | |", "|---|---|",
+             f"| architecture | {cls} |",
+             f"| parameters | {n_params:,} (d_model {record['model_config'].get('d_model')}, "
+             f"n_heads {record['model_config'].get('n_heads')}, n_kv_heads {record['model_config'].get('n_kv_heads')},"
+             f" vocabulary {record['model_config'].get('vocab_size')}) |",
+             f"| training tokens | {f'{tokens:,}' if isinstance(tokens, int) else 'not recorded'}"
+             f" ({summary.get('steps', 'not recorded')} steps x batch {train.get('batch_size', '?')} x seq_len "
+             f"{train.get('seq_len', '?')}; seed {rc.get('seed', 'not recorded')}) |",
+             f"| checkpoint | step {record['source'].get('step')}, sha256 {record['source']['checkpoint_sha256'][:16]}... |",
+             f"| dtype | {(record.get('dtype') or 'as saved')} |",
+             f"| max_position_embeddings | {max_positions} ({max_positions_source}) |",
+             f"| trained at commit | {train_commit}{' (dirty tree)' if train_dirty else ''} |",
+             f"| exported at commit | {prov.get('git_commit', 'unknown')}{' (dirty tree)' if prov.get('git_dirty') else ''}"
+             f", yocou {(prov.get('versions') or {}).get('yocou', '?')} |", ""]
+    lines += ["## Held-out loss", ""]
+    if heldout:
+        step, losses = heldout
+        lines += [f"At step {step}, in nats per token on the first `train.eval_tokens` "
+                  f"({train.get('eval_tokens', '?')}) tokens of each held-out split:", ""]
+        lines += [f"- `{k}`: {v:.4f}" for k, v in sorted(losses.items())]
+        if manifest.get("holdout_rule"):
+            lines += ["", f"Held-out documents (never trained on): {manifest['holdout_rule']}"]
+    else:
+        lines += ["Not recorded (the run logged no held-out loss: `train.eval_every` was 0)."]
+    lines += ["", "## Data and licences", ""]
+    sources = manifest.get("sources") or {}
+    if sources:
+        lines += ["Real text installed offline from package registries (the corpus manifest "
+                  "`runs/<scale>/corpus/manifest.json` lists every file with its sha256):", ""]
+        for name, src in sorted(sources.items()):
+            lines.append(f"- `{name}`: {src.get('n_docs', '?')} documents, {src.get('n_chars', 0):,} characters; "
+                         f"origin {src.get('origin', 'not recorded')}; licence {src.get('licence') or 'not recorded'}")
+    else:
+        lines += ["Not recorded (no corpus manifest beside the run)."]
+    tok = record.get("tokenizer") or {}
+    tok_name = tok.get("name") or "the run's trained BPE (tokenizer.json)"
+    lines += ["", f"Tokenizer: {tok_name}, "
+              f"{tok.get('vocab_size', '?')} ids; BOS, EOS and padding are `<|endoftext|>` (id {tok.get('eos_id')}).",
+              "", "## How to load", "", "```python",
+              "from transformers import AutoModelForCausalLM, AutoTokenizer",
+              f"model = AutoModelForCausalLM.from_pretrained(\"{out_name}\"" + (", trust_remote_code=True" if remote else "")
+              + ")",
+              f"tok = AutoTokenizer.from_pretrained(\"{out_name}\")",
+              "ids = tok(\"To be, or not\", return_tensors=\"pt\").input_ids",
+              "out = model.generate(ids, max_new_tokens=32, do_sample=False)  # with the model's KV cache",
+              "```", ""]
+    if remote:
+        lines += ["`trust_remote_code=True` runs `configuration_yocou.py` and `modeling_yocou.py` from this folder "
+                  "(they import only torch and transformers; read them first). Without it transformers cannot build "
+                  "the model.", ""]
+    lines += ["lm-eval: `lm_eval --model hf --model_args pretrained=" + out_name
+              + (",trust_remote_code=True" if remote else "") + " --include_path <pack>/tasks --tasks ...`; "
+              "`max_length` defaults to max_position_embeddings.", "",
+              "Where it came from: `yocou_export.json` (run folder, configs, tokenizer fingerprint, provenance).", ""]
+    return "\n".join(lines)
+
+
+def _readable_by_all(folder: Path) -> None:
+    """Give every file in ``folder`` the mode ``open`` would (``0o666`` less the umask) and the folder ``0o777``
+    less it: safetensors writes the weights ``0600``, which a shared folder's readers cannot open."""
+    umask = os.umask(0)
+    os.umask(umask)
+    for f in folder.iterdir():
+        if f.is_file():
+            f.chmod(0o666 & ~umask)
+    folder.chmod(0o777 & ~umask)
 
 
 def _write_json(path: Path, obj: Any) -> None:

@@ -7,7 +7,7 @@ package::
 
     model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 
-It re-implements yocou's full forward pass (``yocou.model.LM`` without a cache) and reads yocou's weights
+It re-implements yocou's forward pass (``yocou.model.LM``) and its cached decoding, and reads yocou's weights
 under the same names, behind a ``model.`` prefix (``model.stages.0.1.wqkv.weight``, ``lm_head.weight``).
 
 Shape legend: B batch, N sequence length, D hidden size, H query heads, G key/value heads, Dh head dim,
@@ -23,7 +23,9 @@ every loop with ``kv_per_loop``); each cross block attends with its own queries 
 KV cache (:class:`YocouCache`, with ``use_cache=True``, the default of ``generate``): every application of a
 self-attention layer (each loop of a looped stage its own) keeps its keys and values, a sliding-window one only
 the last ``window - 1`` (the ring a next token can still see), and each cross stage keeps its K̂V̂, made once per
-token (at every loop with ``kv_per_loop``). A call with the cache runs only the tokens it has not seen. YOCO's
+token (at every loop with ``kv_per_loop``). Each is a :class:`KVBuffer` written in place (grown by doubling, a
+window compacted when full), so a decode step costs the same at every length but for the attention itself; a
+decode step without padding attends with no mask. A call with the cache runs only the tokens it has not seen. YOCO's
 early exit: on a cached call that keeps only the last position's logits (``logits_to_keep=1``, as ``generate``
 asks), a model whose last stage is its only cross stage, with K̂V̂ made once, runs that stage on the last token
 only (the global K̂V̂ is still made for every token), as ``yocou.generate``'s prefill does. Without
@@ -44,7 +46,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_yocou import YocouConfig
 
-__all__ = ["YocouCache", "YocouConfig", "YocouForCausalLM", "YocouModel", "YocouPreTrainedModel"]
+__all__ = ["KVBuffer", "YocouCache", "YocouConfig", "YocouForCausalLM", "YocouModel", "YocouPreTrainedModel"]
 
 
 class RMSNorm(nn.Module):
@@ -76,13 +78,20 @@ def apply_rope(x_BHND: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> to
     return x_BHND * cos + torch.cat([-x_BHND[..., h:], x_BHND[..., :h]], dim=-1) * sin
 
 
-def attend(q_BHND: torch.Tensor, k_BGND: torch.Tensor, v_BGND: torch.Tensor, allowed_BNN: torch.Tensor
+def attend(q_BHND: torch.Tensor, k_BGND: torch.Tensor, v_BGND: torch.Tensor, allowed_BNN: torch.Tensor | None
            ) -> torch.Tensor:
     """Softmax attention where ``allowed_BNN[b, i, j]`` (bool) says query i may see key j; ``-> [B, H, N, Dh]``.
 
-    Query head h reads key/value head ``h // (H / G)`` (grouped-query attention).
+    Query head h reads key/value head ``h // (H / G)`` (grouped-query attention). ``allowed_BNN`` None: every
+    key is visible (a decode step without padding); the ``H / G`` query heads of a key head then become query
+    rows of one call (``[B, G, (H/G)·N, Dh]``), which is exact and avoids copying the keys per query head.
     """
-    rep = q_BHND.shape[1] // k_BGND.shape[1]
+    B, H, N, Dh = q_BHND.shape
+    G = k_BGND.shape[1]
+    if allowed_BNN is None:
+        q_BGMD = q_BHND.reshape(B, G, (H // G) * N, Dh)
+        return F.scaled_dot_product_attention(q_BGMD, k_BGND, v_BGND).reshape(B, H, N, Dh)
+    rep = H // G
     k = k_BGND.repeat_interleave(rep, dim=1)
     v = v_BGND.repeat_interleave(rep, dim=1)
     return F.scaled_dot_product_attention(q_BHND, k, v, attn_mask=allowed_BNN[:, None])
@@ -184,30 +193,32 @@ class SelfLayer(nn.Module):
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
-    def forward_cached(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], entry: list | None,
-                       cache: YocouCache, past: int) -> tuple[torch.Tensor, list]:
-        """The new tokens (sequence indices ``past ..``) over the cached keys of this application and their own;
-        returns the output and the updated entry ``[K, V, first]``."""
+    def forward_cached(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], buf: "KVBuffer",
+                       cache: "YocouCache", past: int) -> torch.Tensor:
+        """The new tokens (sequence indices ``past ..``) over this application's cached keys and their own;
+        their keys and values join ``buf`` (a sliding-window layer then keeps the last ``window - 1``)."""
         B, N, _ = x_BND.shape
         H, G, Dh = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = self.wqkv(self.attn_norm(x_BND)).split([H * Dh, G * Dh, G * Dh], dim=-1)
         q = apply_rope(q.view(B, N, H, Dh).transpose(1, 2), *rope)
         k = apply_rope(k.view(B, N, G, Dh).transpose(1, 2), *rope)
         v = v.view(B, N, G, Dh).transpose(1, 2)
-        first = past
-        if entry is not None:
-            k, v, first = torch.cat([entry[0], k], dim=2), torch.cat([entry[1], v], dim=2), entry[2]
-        dev = x_BND.device
-        k_idx = torch.arange(first, past + N, device=dev)
-        allowed = visibility_cached(torch.arange(past, past + N, device=dev), k_idx,
-                                    cache.key_ok_BL[:, first:past + N], self.window)
+        if buf.first is None:
+            buf.first = past
+        k, v = buf.append(k, v, keep=None if self.window is None else self.window - 1 + N)
+        if N == 1 and cache.all_ok:  # every cached key is real and inside the window: no mask
+            allowed = None
+        else:
+            dev = x_BND.device
+            first = buf.first
+            allowed = visibility_cached(torch.arange(past, past + N, device=dev),
+                                        torch.arange(first, past + N, device=dev),
+                                        cache.key_ok()[:, first:past + N], self.window)
         o = attend(q, k, v, allowed)
+        if self.window is not None:
+            buf.keep_last(self.window - 1)  # the ring: what a next token can see
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
-        if self.window is not None and k.shape[2] > self.window - 1:  # the ring: what a next token can see
-            keep = self.window - 1
-            k, v, first = k[:, :, -keep:] if keep else k[:, :, :0], v[:, :, -keep:] if keep else v[:, :, :0], \
-                past + N - keep
-        return x_BND + self.ffn(self.ffn_norm(x_BND)), [k.contiguous(), v.contiguous(), first]
+        return x_BND + self.ffn(self.ffn_norm(x_BND))
 
 
 class SharedKV(nn.Module):
@@ -256,41 +267,123 @@ class CrossLayer(nn.Module):
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
     def forward_cached(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                       kv: tuple[torch.Tensor, torch.Tensor], q_idx_N: torch.Tensor, key_ok_BK: torch.Tensor
-                       ) -> torch.Tensor:
-        """Queries at sequence indices ``q_idx_N`` over the K̂V̂ of every token so far (indices ``0 ..``)."""
+                       kv: tuple[torch.Tensor, torch.Tensor], q_idx_N: torch.Tensor,
+                       key_ok_BK: torch.Tensor | None) -> torch.Tensor:
+        """Queries at sequence indices ``q_idx_N`` over the K̂V̂ of every token so far (indices ``0 ..``);
+        ``key_ok_BK`` None: every key is a real token."""
         B, N, _ = x_BND.shape
         q = self.wq(self.attn_norm(x_BND)).view(B, N, self.n_heads, self.head_dim).transpose(1, 2)
         if rope is not None:
             q = apply_rope(q, *rope)
-        k_idx = torch.arange(kv[0].shape[2], device=x_BND.device)
-        o = attend(q, kv[0], kv[1], visibility_cached(q_idx_N, k_idx, key_ok_BK, None))
+        if N == 1 and key_ok_BK is None:  # the last token over every token: no mask
+            allowed = None
+        else:
+            if key_ok_BK is None:
+                key_ok_BK = torch.ones(B, kv[0].shape[2], dtype=torch.bool, device=x_BND.device)
+            allowed = visibility_cached(q_idx_N, torch.arange(kv[0].shape[2], device=x_BND.device), key_ok_BK, None)
+        o = attend(q, kv[0], kv[1], allowed)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
 
+class KVBuffer:
+    """Keys and values of one attention application: buffers ``[B, G, capacity, Dh]`` whose slots
+    ``start .. stop - 1`` hold the sequence indices ``first ..`` in order. Appending writes in place; when
+    the buffer is full it first moves the kept slots to the front (a sliding window keeps few), else doubles
+    its capacity, so a decode step copies O(1) keys amortised, not the whole cache."""
+
+    def __init__(self) -> None:
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+        self.start = self.stop = 0
+        self.first: int | None = None
+
+    @property
+    def length(self) -> int:
+        """Tokens held."""
+        return self.stop - self.start
+
+    @property
+    def capacity(self) -> int:
+        return 0 if self.k is None else self.k.shape[2]
+
+    def append(self, k_BGND: torch.Tensor, v_BGND: torch.Tensor, keep: int | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add ``N`` new keys and values; returns views ``[B, G, length, Dh]`` of all held. ``keep``: the
+        most slots that will be kept after this call (a window), which sizes the buffer."""
+        B, G, N, Dh = k_BGND.shape
+        if self.k is None:
+            cap = max(2 * (keep or 0), N, 16)
+            self.k = k_BGND.new_empty(B, G, cap, Dh)
+            self.v = v_BGND.new_empty(B, G, cap, Dh)
+        if self.stop + N > self.capacity:
+            n = self.length
+            cap = self.capacity if n + N <= self.capacity // 2 else max(2 * self.capacity, 2 * (n + N))
+            k_new, v_new = self.k.new_empty(B, G, cap, Dh), self.v.new_empty(B, G, cap, Dh)
+            k_new[:, :, :n] = self.k[:, :, self.start:self.stop]
+            v_new[:, :, :n] = self.v[:, :, self.start:self.stop]
+            self.k, self.v, self.start, self.stop = k_new, v_new, 0, n
+        self.k[:, :, self.stop:self.stop + N] = k_BGND
+        self.v[:, :, self.stop:self.stop + N] = v_BGND
+        self.stop += N
+        return self.k[:, :, self.start:self.stop], self.v[:, :, self.start:self.stop]
+
+    def keep_last(self, n: int) -> None:
+        """Forget all but the last ``n`` tokens."""
+        drop = max(self.length - n, 0)
+        self.start += drop
+        self.first = (self.first or 0) + drop
+
+    def views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(K, V)`` ``[B, G, length, Dh]`` of the held tokens."""
+        return self.k[:, :, self.start:self.stop], self.v[:, :, self.start:self.stop]
+
+
 class YocouCache:
-    """What :class:`YocouModel` keeps between calls (module docstring): ``seq_len`` tokens seen per row,
-    ``key_ok_BL`` which of them are real tokens (1 in ``attention_mask``), and per application ``(stage, loop,
-    layer)`` of a self layer ``[K, V, first]`` (``K, V [B, G, L, Dh]``, post-RoPE, of the sequence indices
-    ``first .. seq_len - 1``; a sliding-window layer keeps the last ``window - 1``), per cross stage (and loop,
-    with ``kv_per_loop``) the K̂V̂ of every token. Batch rows are padded alike (one ``seq_len``)."""
+    """What :class:`YocouModel` keeps between calls (module docstring): ``seq_len`` tokens seen per row, which
+    of them are real tokens (1 in ``attention_mask``; ``all_ok`` while no padding has been seen), and a
+    :class:`KVBuffer` per application ``(stage, loop, layer)`` of a self layer (post-RoPE; a sliding-window
+    layer keeps the last ``window - 1``) and per cross stage (and loop, with ``kv_per_loop``): the K̂V̂ of every
+    token. Batch rows are padded alike (one ``seq_len``)."""
 
     def __init__(self) -> None:
         self.seq_len = 0
-        self.key_ok_BL: torch.Tensor | None = None
-        self.self_kv: dict[tuple[int, int, int], list] = {}
-        self.cross_kv: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        self.all_ok = True
+        self._ok: torch.Tensor | None = None  # [B, capacity] bool, the first seq_len slots used
+        self._n_real: torch.Tensor | None = None  # [B] real tokens seen per row
+        self.self_kv: dict[tuple[int, int, int], KVBuffer] = {}
+        self.cross_kv: dict[tuple[int, int], KVBuffer] = {}
 
     def get_seq_length(self, layer_idx: int = 0) -> int:
         """Tokens seen per row (transformers' ``Cache`` name)."""
         return self.seq_len
 
+    def key_ok(self) -> torch.Tensor:
+        """``[B, seq_len]`` bool: which tokens seen (this call's new ones included) are real."""
+        return self._ok[:, :self.seq_len]
+
+    def add_tokens(self, ok_BN: torch.Tensor) -> torch.Tensor:
+        """Record ``N`` new tokens (``ok_BN`` real or padding) and return their positions ``[B, N]`` (real tokens
+        counted from 0; padding repeats its neighbour's)."""
+        B, N = ok_BN.shape
+        if self._ok is None:
+            self._ok = ok_BN.new_ones(B, max(2 * N, 64))
+            self._n_real = torch.zeros(B, dtype=torch.long, device=ok_BN.device)
+        if self.seq_len + N > self._ok.shape[1]:
+            grown = ok_BN.new_ones(B, 2 * (self.seq_len + N))
+            grown[:, :self.seq_len] = self._ok[:, :self.seq_len]
+            self._ok = grown
+        self._ok[:, self.seq_len:self.seq_len + N] = ok_BN
+        self.all_ok = self.all_ok and bool(ok_BN.all())
+        pos_BN = (self._n_real[:, None] + ok_BN.long().cumsum(-1) - 1).clamp(min=0)
+        self._n_real = self._n_real + ok_BN.long().sum(-1)
+        self.seq_len += N
+        return pos_BN
+
     def nbytes(self) -> int:
-        """Bytes of the cached keys and values."""
-        ts = [t for k, v, _ in self.self_kv.values() for t in (k, v)] + [t for kv in self.cross_kv.values()
-                                                                         for t in kv]
-        return sum(t.numel() * t.element_size() for t in ts)
+        """Bytes of the cached keys and values (the held tokens, not the buffers' spare room)."""
+        return sum(t.numel() * t.element_size() for b in [*self.self_kv.values(), *self.cross_kv.values()]
+                   for t in b.views())
 
 
 def visibility_cached(q_idx_N: torch.Tensor, k_idx_K: torch.Tensor, key_ok_BK: torch.Tensor,
@@ -395,32 +488,28 @@ class YocouModel(YocouPreTrainedModel):
             if m.shape[1] != past + N:
                 raise ValueError(f"attention_mask covers {m.shape[1]} tokens; the cache has {past} and {N} are new")
             ok_new = m[:, past:]
-        cache.key_ok_BL = ok_new if cache.key_ok_BL is None else torch.cat([cache.key_ok_BL, ok_new], dim=1)
-        pos_BN = (cache.key_ok_BL.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+        pos_BN = cache.add_tokens(ok_new)
         x = self.embed(input_ids)
         cfg = self.config
         rope = rope_cos_sin(pos_BN, cfg.head_dim, cfg.rope_theta, x.dtype)
         q_idx = torch.arange(past, past + N, device=dev)
+        key_ok = None if cache.all_ok else cache.key_ok()
         exit_at = self.early_exit_stage() if last_only else None
         for si, st in enumerate(cfg.stages):
             kv = None
             for t in range(st["n_loops"]):
                 if st["kind"] == "cross" and (t == 0 or st["kv_per_loop"]):
-                    key = (si, t if st["kv_per_loop"] else 0)
-                    k_new, v_new = self.kv_makers[str(si)](x, rope if cfg.cross_rope else None)
-                    old = cache.cross_kv.get(key)
-                    kv = (k_new, v_new) if old is None else (torch.cat([old[0], k_new], 2), torch.cat([old[1], v_new], 2))
-                    cache.cross_kv[key] = kv
+                    buf = cache.cross_kv.setdefault((si, t if st["kv_per_loop"] else 0), KVBuffer())
+                    kv = buf.append(*self.kv_makers[str(si)](x, rope if cfg.cross_rope else None))
                     if si == exit_at and t == 0:  # K̂V̂ made for every token; the stage runs on the last one
                         x, q_idx = x[:, -1:], q_idx[-1:]
                         rope = (rope[0][:, :, -1:], rope[1][:, :, -1:])
                 for li, layer in enumerate(self.stages[si]):
                     if st["kind"] == "self":
-                        x, cache.self_kv[si, t, li] = layer.forward_cached(x, rope, cache.self_kv.get((si, t, li)),
-                                                                           cache, past)
+                        x = layer.forward_cached(x, rope, cache.self_kv.setdefault((si, t, li), KVBuffer()), cache,
+                                                 past)
                     else:
-                        x = layer.forward_cached(x, rope if cfg.cross_rope else None, kv, q_idx, cache.key_ok_BL)
-        cache.seq_len = past + N
+                        x = layer.forward_cached(x, rope if cfg.cross_rope else None, kv, q_idx, key_ok)
         x = self.norm(x)
         return x[:, -1:] if last_only else x
 
