@@ -337,7 +337,7 @@ def test_yocou_audit_exit_codes_and_report(src, tmp_path):
     # the report: counts, every section, figures inline in the HTML
     import base64
 
-    png = tmp_path / "fig.png"
+    png = tmp_path / "fig2.png"
     png.write_bytes(base64.b64decode(
         "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="))
     out = tmp_path / "audit"
@@ -354,6 +354,17 @@ def test_yocou_audit_exit_codes_and_report(src, tmp_path):
     assert "data:image/png;base64," in html and "<table>" in html
     for f in ("checks.csv", "verdicts.csv", "claims.csv"):
         assert len(pd.read_csv(out / f)) > 0
+    # texts from data: a figure is captioned with what it is, Markdown code is HTML code, sizes from the runs table
+    assert f"<figcaption>Figure 2: loss against training FLOPs and tokens (ours, tiny scale; {png})" in html
+    assert "<code>" in html and not re.findall(r"<p>[^<]*`", html)
+    assert "model sizes not recorded (no tidy runs table)" in html and "10M" not in html
+    for x in ("csv", "json"):
+        shutil.copy(ROOT / "results" / "tiny" / "tidy" / f"runs.{x}", empty / "tidy" / f"runs.{x}")
+    main(["audit", *common, "--baseline", str(BASELINE), "--out", str(out), "--figures", str(png), "--report-only"])
+    runs = pd.read_csv(ROOT / "results" / "tiny" / "tidy" / "runs.csv")
+    p = runs.loc[runs["metric"] == "params", "value"]
+    want = f"models of {p.min() / 1e6:.2f}M-{p.max() / 1e6:.2f}M parameters at this scale"
+    assert want in (out / "report.html").read_text(encoding="utf-8") and want in (out / "report.md").read_text()
 
 
 def test_yocou_audit_rejects_an_unknown_scale_naming_the_scales(tmp_path, monkeypatch, capsys):

@@ -390,12 +390,15 @@ def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: P
     wd = smoke_run
     summary = _snakemake(wd, "--cores", "1", "--summary", "reproduce_all", "--config", "scale=smoke").stdout
     made = sorted({line.split("\t")[0] for line in summary.splitlines()[1:] if line.strip()})
+    # the audit's standalone page (figures inline, over a browser's data: URL limit at tiny) is not an item: the
+    # report shows the audit as its HTML page, results/smoke/audit/html/report.html
     expected = [f for f in made if f.startswith(("results/smoke/", "figures/smoke/"))
-                and f.endswith((".md", ".png", ".html"))]
+                and f.endswith((".md", ".png", ".html")) and f != "results/smoke/audit/report.html"]
     for f in ("figures/smoke/fig2.png", "figures/smoke/fig8.png", "figures/smoke/niah_heatmap.png",
-              "results/smoke/table2.md", "results/smoke/table10_ratios.md", "results/smoke/audit/report.html"):
+              "results/smoke/table2.md", "results/smoke/table10_ratios.md", "results/smoke/audit/html/report.html",
+              "results/smoke/html/table2.html"):
         assert f in expected, f  # the summary lists the DAG's files as we read them
-    assert len(expected) >= 20, expected  # 8 figures, 14 tables, the audit page (smoke, today)
+    assert len(expected) >= 40, expected  # 8 figures, 14 tables and their pages, the audit's pages (smoke, today)
 
     _snakemake(wd, "--cores", "1", "--report", "report.zip", "--config", "scale=smoke")
     with zipfile.ZipFile(wd / "report.zip") as z:
@@ -413,7 +416,8 @@ def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: P
     assert "Other" not in categories and all("Other" not in subs for subs in categories.values())
     assert filed["results/smoke/table4.md"] == filed["figures/smoke/niah_heatmap.png"] == ("4 Long context", "Table 4")
     assert filed["results/smoke/table2.md"] == ("2 Loss scaling and downstream tasks", "Table 2")
-    assert filed["results/smoke/audit/report.html"][0] == "8 Audit of the reported numbers"
+    assert filed["results/smoke/audit/html/report.html"][0] == "8 Audit of the reported numbers"
+    assert filed["results/smoke/html/table2.html"] == filed["results/smoke/table2.md"]
     for path, r in results.items():
         text = _caption_text(r["caption"])
         assert len(text) > 200 and "The paper" in text and "smoke" in text, (path, text)
@@ -431,7 +435,10 @@ def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: P
     _snakemake(wd, "--cores", "1", "--report", "report.html", "--config", "scale=smoke")
     embedded = _report_var((wd / "report.html").read_text(encoding="utf-8"), "results")
     assert sorted(embedded) == sorted(results)
-    for path, r in embedded.items():  # self-contained: each file inline as a data URI
+    from yocou.render.pages import DATA_URL_LIMIT
+
+    for path, r in embedded.items():  # self-contained: each file inline as a data URI, within a browser's limit
         assert r["caption"] == results[path]["caption"]
+        assert len(r["data_uri"]) <= DATA_URL_LIMIT, path
         head, data = r["data_uri"].split(";base64,", 1)
         assert head.startswith("data:") and base64.b64decode(data) == (wd / path).read_bytes(), path

@@ -73,7 +73,8 @@ def test_paper_dry_run_plans_the_full_dag(tmp_path: Path, slurm_dry_run: str) ->
     learning-rate study, which the paper config does not configure (no lr_sensitivity: section)."""
     smoke = _snakemake(_workdir(tmp_path), "-n", "--cores", "2", "reproduce_all", "--config", "scale=smoke")
     assert "lr_sensitivity" not in PAPER
-    assert _rules_planned(slurm_dry_run) == _rules_planned(smoke) - {"summarize_lr", "lr_sensitivity"}
+    lr = {"summarize_lr", "lr_sensitivity", "report_pages_lr_sensitivity"}
+    assert _rules_planned(slurm_dry_run) == _rules_planned(smoke) - lr
     assert "lr_sensitivity" in _rules_planned(smoke)
     for v in PAPER["core_variants"]:
         assert f"runs/paper/models/{v}/model.pt" in slurm_dry_run

@@ -65,6 +65,11 @@ RULES = frozenset({
     # summarize steps (raw results -> results/<scale>/tidy/<study>.{csv,json})
     "summarize_efficiency", "summarize_efficiency_derived", "summarize_kv", "summarize_table10", "summarize_table4",
     "committed_config", "start_runs",
+    # the report's HTML pages of the tables (workflows/rules/report.smk), one rule per report item
+    "report_pages", "report_pages_audit", "report_pages_fig2", "report_pages_fig3", "report_pages_fig4",
+    "report_pages_fig5", "report_pages_fig6", "report_pages_fig7", "report_pages_fig8", "report_pages_heldout_ppl",
+    "report_pages_lr_sensitivity", "report_pages_table1", "report_pages_table2", "report_pages_table3",
+    "report_pages_table4", "report_pages_table5", "report_pages_tables8_10", "report_pages_timing",
     "summarize_table2", "summarize_table3", "summarize_table5", "summarize_fig3", "summarize_runs", "summarize_fig2",
     "summarize_fig4", "summarize_fig5", "summarize_fig6", "summarize_fig8", "summarize_heldout_ppl",
     # the n-gram references, every run's held-out loss, the learning-rate study, the crossover target

@@ -32,7 +32,7 @@ rule audit:
             [str(f) for name in AUDIT_FROM if rules.has(name) for f in getattr(rules, name).output]
             + [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
                if str(f).startswith((f"{RES}/", f"{FIG}/")) and not str(f).startswith(f"{AUDIT_OUT}/")
-               and not str(f).startswith(f"{RES}/timing.")
+               and not str(f).startswith(f"{RES}/timing.") and not is_report_page(f)
                and str(f) != f"{RES}/config.json"])),  # timing comes after the audit (timing.smk)
         tidy=lambda w: [f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES] + measured_elsewhere(AUDIT_ELSEWHERE),
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
@@ -45,7 +45,9 @@ rule audit:
         started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         md=in_report(f"{AUDIT_OUT}/report.md", "audit"),
-        html=in_report(f"{AUDIT_OUT}/report.html", "audit"),
+        # the standalone page, figures inline (about 3 MB: over a browser's 2 MiB data: URL limit, so the report
+        # shows the audit as report.md's HTML page, html/report.html, and the figures as their own items)
+        html=f"{AUDIT_OUT}/report.html",
         checks=in_report(f"{AUDIT_OUT}/checks.csv", "audit"),
         verdicts=in_report(f"{AUDIT_OUT}/verdicts.csv", "audit"),
         claims=f"{AUDIT_OUT}/claims.csv",

@@ -8,7 +8,8 @@ COMMITTED_CONFIG = f"{RES}/config.json"
 rule committed_config:
     input:
         done=lambda w: [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
-                        if str(f) != COMMITTED_CONFIG and not str(f).startswith(f"{TIMING_OUT}.")],
+                        if str(f) != COMMITTED_CONFIG and not str(f).startswith(f"{TIMING_OUT}.")
+                        and not is_report_page(f)],  # the report's pages come after (they show timing.md)
         code=f"{PKG}/committed.py",
         started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:

@@ -94,12 +94,41 @@ REPORT_GROUPS = {
 }
 
 
+# Every table marked for the report (.md, or .csv where the table has no .md) also gets an HTML page, which the
+# report shows inline (it offers .md and .csv only as downloads): REPORT_PAGES maps the page,
+# <folder>/html/<stem>.html, to its table and item; the rule report_pages (report.smk) writes them all.
+REPORT_PAGES = {}
+
+
+def report_page(path):
+    """The HTML page of the table ``path`` (``results/tiny/table2.md`` -> ``results/tiny/html/table2.html``)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder, "html", os.path.splitext(name)[0] + ".html")
+
+
+def is_report_page(path):
+    return str(path) in REPORT_PAGES
+
+
 def in_report(path, item):
-    """``path`` marked for `snakemake --report` under ``REPORT_GROUPS[item]``, captioned by workflows/report/<item>.rst."""
+    """``path`` marked for `snakemake --report` under ``REPORT_GROUPS[item]``, captioned by workflows/report/<item>.rst.
+    A table (.md; a .csv with no .md of the same stem) also gets its HTML page (REPORT_PAGES)."""
     category, subcategory = REPORT_GROUPS[item]
+    if path.endswith((".md", ".csv")):
+        page = report_page(path)
+        if path.endswith(".md") or page not in REPORT_PAGES:
+            REPORT_PAGES[page] = (path, item)
     return report(path, caption=f"../report/{item}.rst", category=category, subcategory=subcategory)
 
+
+def report_page_output(page):
+    """A page of REPORT_PAGES marked for the report like its table."""
+    item = REPORT_PAGES[page][1]
+    category, subcategory = REPORT_GROUPS[item]
+    return report(page, caption=f"../report/{item}.rst", category=category, subcategory=subcategory)
+
 from yocou import cluster as _cluster  # standard library only: parsing stays fast
+from yocou.render.labels import drawn as caption_drawn  # standard library only: what a loss figure draws
 
 
 def launcher(wildcards):

@@ -149,6 +149,7 @@ rule table4:
         scale=SCALE,
         dpi=config["render"]["dpi"],  # render-only: never recomputes
         seed=config["seed"],
+        n_choices=_protocol("niah")["n_choices"],  # the caption's multiple choice (eval/protocols.yaml)
     conda: CONDA_ENV
     script:
         "../scripts/table4.py"

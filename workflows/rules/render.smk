@@ -71,6 +71,7 @@ rule fig2:
     params:
         scale=SCALE,
         dpi=config["render"]["dpi"],  # render-only: never recomputes
+        drawn=caption_drawn("fig2", config),  # the caption's words for the curves (yocou.render.labels)
     conda: CONDA_ENV
     script:
         "../scripts/fig2.py"

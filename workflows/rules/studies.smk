@@ -110,6 +110,7 @@ for _f, _runs in (("fig5", [x for rs in STUDIES.get("fig5", {}).values() for r i
             script=_f,
             scale=SCALE,
             dpi=config["render"]["dpi"],  # render-only: never recomputes
+            drawn=caption_drawn(_f, config),  # the caption's words for the curves (yocou.render.labels)
         conda: CONDA_ENV
         script:
             "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)

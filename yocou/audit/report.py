@@ -109,7 +109,20 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     claims = claim_status(load_claims(src), checks, verdicts)
     rows = load_comparisons()
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
-            "results_dir": str(rdir), "seed_spread": seed_spread(load_tidy(rdir, rows), rows)}
+            "results_dir": str(rdir), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
+            "model_params": _param_range(rdir)}
+
+
+def _param_range(rdir: Path) -> tuple[float, float] | None:
+    """(smallest, largest) ``params`` of the runs in ``rdir/tidy/runs.csv``, or None without that table."""
+    f = rdir / "tidy" / "runs.csv"
+    if not f.is_file():
+        return None
+    from ..tidy import read_tidy
+
+    v = read_tidy(f, complete=False)
+    v = v.loc[v["metric"] == "params", "value"].astype(float)
+    return (float(v.min()), float(v.max())) if len(v) else None
 
 
 def claim_status(claims: pd.DataFrame, checks: Iterable[CheckResult], verdicts: Iterable[Verdict]) -> pd.DataFrame:
@@ -324,7 +337,7 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
                     "arXiv 2604.01220 (Universal YOCO). Consistency checks need no training and "
                     "are the same at every scale; verdicts compare our runs at this scale with the paper's numbers "
                     "and are never stronger than the evidence (a training-side verdict only from several seeds, by "
-                    "its 95% interval; CPU timings; ~10M-parameter models at tiny).", summary),
+                    f"its 95% interval; CPU timings; {model_sizes_text(res)}).", summary),
     ]
     if cnt["regressions"]:
         out.append(("Regressions against the baseline", "", pd.DataFrame(cnt["regressions"])))
@@ -353,6 +366,46 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     out.append(("Claims: table cells by table", "Status of the printed cells of each table "
                 "(every cell is a claim; `claims.csv` lists each with its checks and verdicts).", per_table))
     return out
+
+
+#: What each figure the audit shows is, by file stem (the paper's numbering; ours where the paper has none).
+FIGURE_NAMES = {
+    "fig2": "Figure 2: loss against training FLOPs and tokens",
+    "fig3": "Figure 3: math tasks against the loop count",
+    "fig4": "Figure 4: perplexity against input length",
+    "fig5": "Figure 5: held-out loss against parameters and activated parameters",
+    "fig6": "Figure 6: loop scaling, T = 1, 2, 3, 5",
+    "fig7": "Figure 7: prefill and decode throughput and KV-cache memory against N",
+    "fig8": "Figure 8: angular distance per layer application",
+    "niah_heatmap": "Table 4: needle in a haystack by length and depth",
+    "crossover": "Ours: YOCO-U's gap to YOCO at 8x the tokens",
+    "fig7_paper_shape": "Figure 7 at the paper's 1.3B shape (CPU)",
+}
+
+
+def figure_caption(path: str | Path, scale: str) -> str:
+    """``"Figure 2: loss against training FLOPs and tokens (ours, tiny scale; figures/tiny/fig2.png)"``: what the
+    figure is, then its file (the stem alone where :data:`FIGURE_NAMES` does not know it)."""
+    p = Path(path)
+    return f"{FIGURE_NAMES.get(p.stem, p.stem)} (ours, {scale} scale; {p})"
+
+
+def _inline_code(text: str) -> str:
+    """HTML of ``text`` with its Markdown inline code (`` `x` ``) as ``<code>x</code>``, the rest escaped."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: plain text
+        return html.escape(text)
+    return "".join(html.escape(t) if i % 2 == 0 else f"<code>{html.escape(t)}</code>" for i, t in enumerate(parts))
+
+
+def model_sizes_text(res: dict[str, Any]) -> str:
+    """``"models of 0.25M-2.0M parameters at this scale"`` from the ``params`` rows of the results' tidy ``runs``
+    table (``res["model_params"]``), or says that no sizes were recorded."""
+    lo_hi = res.get("model_params")
+    if not lo_hi:
+        return "model sizes not recorded (no tidy runs table)"
+    lo, hi = lo_hi
+    return f"models of {lo / 1e6:.2f}M-{hi / 1e6:.2f}M parameters at this scale (tidy runs table)"
 
 
 def _img_data(path: Path) -> str:
@@ -412,7 +465,7 @@ def _write_report_files(res: dict[str, Any], out: Path, stage: Path, cnt: dict[s
     if figs:
         md.write("## Figures\n\n")
         for f in figs:
-            md.write(f"![{f.stem}]({os.path.relpath(f, out)})\n\n")
+            md.write(f"![{figure_caption(f, res['scale'])}]({os.path.relpath(f, out)})\n\n")
     footer = (f"<sub>yocou {prov['versions'].get('yocou')} · commit {prov['git_commit'][:10]}"
               f"{' (dirty)' if prov.get('git_dirty') else ''} · {prov['created_utc']}</sub>\n")
     md.write(footer)
@@ -434,14 +487,15 @@ def _write_report_files(res: dict[str, Any], out: Path, stage: Path, cnt: dict[s
     for title, intro, df in sections:
         h.write(f"<h2>{html.escape(title)}</h2>")
         if intro:
-            h.write(f"<p>{html.escape(intro)}</p>")
+            h.write(f"<p>{_inline_code(intro)}</p>")
         if df is not None:
             h.write(_html_table(df))
     if figs:
         h.write("<h2>Figures</h2>")
         for f in figs:
-            h.write(f"<figure><img alt='{html.escape(f.stem)}' src='{_img_data(f)}'>"
-                    f"<figcaption>{html.escape(str(f))}</figcaption></figure>")
+            cap = figure_caption(f, res["scale"])
+            h.write(f"<figure><img alt='{html.escape(cap, quote=True)}' src='{_img_data(f)}'>"
+                    f"<figcaption>{html.escape(cap)}</figcaption></figure>")
     h.write(f"<p><small>yocou {html.escape(str(prov['versions'].get('yocou')))} · commit "
             f"{html.escape(prov['git_commit'][:10])} · {html.escape(prov['created_utc'])}</small></p></body></html>\n")
     atomic_write_text(stage / "report.html", h.getvalue())

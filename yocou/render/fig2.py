@@ -15,6 +15,7 @@ import pandas as pd
 from ..names import COLORS, label
 from ..tidy import read_tidy, select
 from .common import numeric, save_figure, stem_of, write_table
+from .labels import drawn, loss_axis
 
 
 def load_curves(tidy: pd.DataFrame, metric: str = "train_loss_smoothed") -> pd.DataFrame:
@@ -67,8 +68,7 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, summary: str 
     df = numeric(read_tidy(tidy), "step", "seed_min", "seed_max")
     held = "heldout_loss.seed_mean" in set(df["metric"])
     curves = load_curves(df, "heldout_loss.seed_mean" if held else "train_loss_smoothed")
-    how = ("held-out loss (book+code mean), mean across seeds, band min-max across seeds" if held else
-           str(select(df, metric="train_loss_smoothed")["detail"].iloc[0]))
+    how = drawn("fig2", held)
     cfg = {"tidy": str(tidy), "scale": scale, "ref": ref, "new": new}
     save_figure(plot(curves, how, scale, held), stem_of(out), config=cfg)
     raw = load_curves(df, "train_loss")
@@ -101,7 +101,7 @@ def plot(df: pd.DataFrame, how: str, scale: str, held: bool = False):
     axes[0].set_xlabel("Training FLOPs (analytic)")
     axes[1].set_xlabel("Training tokens")
     for ax in axes:
-        ax.set_ylabel("held-out loss (nats/token), book+code mean" if held else "Training loss (full range)")
+        ax.set_ylabel(loss_axis(held, smoothed=True))
         log_axis(ax)
         ax.grid(alpha=0.3, which="both")
     axes[1].legend(frameon=False)

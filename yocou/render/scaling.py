@@ -25,6 +25,7 @@ from ..names import COLORS, label
 from ..summarize.training import fig5_derived_run
 from ..tidy import one, read_tidy, select
 from .common import save_figure, stem_of, write_table
+from .labels import HELDOUT_LOSS, HELDOUT_SPLITS, loss_axis
 
 
 def _budget(runs: pd.DataFrame, run: str) -> dict[str, Any]:
@@ -110,7 +111,7 @@ def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
     axes[1].set_xlabel("Activated matrix parameters per token (M, loops counted)")
     for ax in axes:
         ax.set_xscale("log")
-        ax.set_ylabel("Held-out loss (nats/token, book+code mean)")
+        ax.set_ylabel(HELDOUT_LOSS)
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(frameon=False, fontsize=8, title="bars: min-max across seeds", title_fontsize=8)
     fig.suptitle(f"Figure 5 (ours, {scale} scale, CPU): parameter scaling at equal steps", fontsize=10)
@@ -155,8 +156,9 @@ def fig6_render(tidy: str | Path, runs: str | Path, *, out: str | Path, data: st
 
 def fig6(tidy: pd.DataFrame, df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
          config: dict | None = None) -> pd.DataFrame:
-    """Render Figure 6: the smoothed training curves of the tidy ``fig6`` rows (left) and :func:`fig6_table`'s
-    held-out losses against T (right)."""
+    """Render Figure 6: the held-out curves of the tidy ``fig6`` rows (the smoothed training curves where the runs
+    logged no held-out loss) against tokens (left) and :func:`fig6_table`'s held-out losses against T (right); the
+    axis labels are :mod:`yocou.render.labels`'."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,11 +183,11 @@ def fig6(tidy: pd.DataFrame, df: pd.DataFrame, *, scale: str, out: str | Path, d
     axes[1].plot(df["T"], df["book"], marker=".", ls="--", color="#555555", label="book")
     axes[1].plot(df["T"], df["code"], marker=".", ls=":", color="#555555", label="code")
     axes[0].set_xlabel("Training tokens")
-    axes[0].set_ylabel("Held-out loss (nats/token, book+code mean)" if not held.empty else "Training loss")
+    axes[0].set_ylabel(loss_axis(not held.empty, smoothed=True))
     axes[0].set_xscale("log")
     axes[1].set_xlabel("Loops T")
     axes[1].set_xticks(ts)
-    axes[1].set_ylabel("Held-out loss (nats/token)")
+    axes[1].set_ylabel(HELDOUT_SPLITS)
     for ax in axes:
         ax.grid(alpha=0.3)
         # beside the panel, not over the curves
