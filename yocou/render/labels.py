@@ -16,7 +16,7 @@ __all__ = ["HELDOUT_LOSS", "HELDOUT_SPLITS", "SEED_BAND", "TRAIN_LOSS", "TRAIN_L
            "heldout_logged", "loss_axis"]
 
 HELDOUT_LOSS = "held-out loss (nats/token, book+code mean)"
-HELDOUT_SPLITS = "held-out loss (nats/token): book+code mean, book, code"
+HELDOUT_SPLITS = "held-out loss (nats/token)"  # with a line each for the book+code mean, book and code
 TRAIN_LOSS = "training loss (nats/token)"
 TRAIN_LOSS_SMOOTHED = "training loss (nats/token, EMA-smoothed)"
 SEED_BAND = "mean across seeds, band min-max across seeds"
@@ -44,7 +44,9 @@ def drawn(item: str, config_or_held: Mapping[str, Any] | bool) -> str:
         return f"{loss_axis(True)}, {SEED_BAND}" if held else f"{loss_axis(False, smoothed=True)}, first seed"
     if item == "fig6":
         return (f"left: {loss_axis(held, smoothed=True)} against training tokens"
-                + (f", {SEED_BAND}" if held else ", first seed") + f"; right: the final {HELDOUT_SPLITS} against T")
+                + (f", {SEED_BAND}" if held else ", first seed")
+                + f"; right: the final {HELDOUT_SPLITS} against T, book+code mean (bars: min-max across seeds), book "
+                "and code")
     if item == "fig5":
         return f"{HELDOUT_LOSS} of the final models, mean across seeds (bars: min-max across seeds)"
     return ""
