@@ -371,7 +371,7 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
 #: What each figure the audit shows is, by file stem (the paper's numbering; ours where the paper has none).
 FIGURE_NAMES = {
     "fig2": "Figure 2: loss against training FLOPs and tokens",
-    "fig3": "Figure 3: math tasks against the loop count",
+    "fig3": "Figure 3: accuracy on math benchmarks",
     "fig4": "Figure 4: perplexity against input length",
     "fig5": "Figure 5: held-out loss against parameters and activated parameters",
     "fig6": "Figure 6: loop scaling, T = 1, 2, 3, 5",
