@@ -206,6 +206,20 @@ def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, 
         assert buf.length == (ids.shape[1] if window is None else window - 1)
 
 
+def test_text_generation_pipeline_gives_yocous_greedy_tokens(runs: dict) -> None:
+    """transformers' ``pipeline("text-generation")`` on the exported YOCO-U (its tokenizer and remote model, the
+    cache on) continues a prompt with the tokens of yocou's ``generate``."""
+    model, _, hf_dir = runs["yocou"]
+    tok = transformers.AutoTokenizer.from_pretrained(hf_dir, trust_remote_code=True)
+    pipe = transformers.pipeline("text-generation", model=_load_hf(hf_dir), tokenizer=tok, device="cpu")
+    prompt = "the quick brown fox"
+    out = pipe(prompt, max_new_tokens=24, do_sample=False, return_full_text=False)[0]["generated_text"]
+    ids = torch.tensor([tok(prompt).input_ids])
+    assert out == tok.decode(generate(model, ids, 24)[0])
+    load = next(line for line in (hf_dir / "README.md").read_text().splitlines() if line.startswith("tok = "))
+    assert load.endswith(", trust_remote_code=True)"), load
+
+
 def test_a_foreign_cache_is_refused(runs: dict) -> None:
     hf = _load_hf(runs["yocou"][2])
     with pytest.raises(ValueError, match="YocouCache"):

@@ -423,14 +423,16 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
               "from transformers import AutoModelForCausalLM, AutoTokenizer",
               f"model = AutoModelForCausalLM.from_pretrained(\"{out_name}\"" + (", trust_remote_code=True" if remote else "")
               + ")",
-              f"tok = AutoTokenizer.from_pretrained(\"{out_name}\")",
+              f"tok = AutoTokenizer.from_pretrained(\"{out_name}\"" + (", trust_remote_code=True" if remote else "")
+              + ")",
               "ids = tok(\"To be, or not\", return_tensors=\"pt\").input_ids",
               "out = model.generate(ids, max_new_tokens=32, do_sample=False)  # with the model's KV cache",
               "```", ""]
     if remote:
         lines += ["`trust_remote_code=True` runs `configuration_yocou.py` and `modeling_yocou.py` from this folder "
                   "(they import only torch and transformers; read them first). Without it transformers cannot build "
-                  "the model.", ""]
+                  "the model, and it stops to ask (also when loading the tokenizer, which reads `config.json`). "
+                  "`pipeline(\"text-generation\", model=model, tokenizer=tok)` works with both.", ""]
     lines += ["lm-eval: `lm_eval --model hf --model_args pretrained=" + out_name
               + (",trust_remote_code=True" if remote else "") + " --include_path <pack>/tasks --tasks ...`; "
               "`max_length` defaults to max_position_embeddings.", "",
