@@ -181,28 +181,33 @@ class SelfLayer(nn.Module):
         self.ffn_norm = RMSNorm(D, config.rms_norm_eps)
         self.ffn = make_ffn(config)
 
-    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], key_ok_BN: torch.Tensor
-                ) -> torch.Tensor:
+    def qkv(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries ``[B, H, N, Dh]``, keys and values ``[B, G, N, Dh]`` of ``x``, RoPE on queries and keys."""
         B, N, _ = x_BND.shape
         H, G, Dh = self.n_heads, self.n_kv_heads, self.head_dim
         q, k, v = self.wqkv(self.attn_norm(x_BND)).split([H * Dh, G * Dh, G * Dh], dim=-1)
         q = apply_rope(q.view(B, N, H, Dh).transpose(1, 2), *rope)
         k = apply_rope(k.view(B, N, G, Dh).transpose(1, 2), *rope)
-        v = v.view(B, N, G, Dh).transpose(1, 2)
-        o = attend(q, k, v, visibility(N, key_ok_BN, self.window))
-        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
+        return q, k, v.view(B, N, G, Dh).transpose(1, 2)
+
+    def out(self, x_BND: torch.Tensor, o_BHND: torch.Tensor) -> torch.Tensor:
+        """The block's output from its input and the attention output: residual, FFN, residual."""
+        B, N, _ = x_BND.shape
+        x_BND = x_BND + self.wo(o_BHND.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
+
+    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], key_ok_BN: torch.Tensor
+                ) -> torch.Tensor:
+        q, k, v = self.qkv(x_BND, rope)
+        return self.out(x_BND, attend(q, k, v, visibility(x_BND.shape[1], key_ok_BN, self.window)))
 
     def forward_cached(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor], buf: "KVBuffer",
                        cache: "YocouCache", past: int) -> torch.Tensor:
         """The new tokens (sequence indices ``past ..``) over this application's cached keys and their own;
         their keys and values join ``buf`` (a sliding-window layer then keeps the last ``window - 1``)."""
-        B, N, _ = x_BND.shape
-        H, G, Dh = self.n_heads, self.n_kv_heads, self.head_dim
-        q, k, v = self.wqkv(self.attn_norm(x_BND)).split([H * Dh, G * Dh, G * Dh], dim=-1)
-        q = apply_rope(q.view(B, N, H, Dh).transpose(1, 2), *rope)
-        k = apply_rope(k.view(B, N, G, Dh).transpose(1, 2), *rope)
-        v = v.view(B, N, G, Dh).transpose(1, 2)
+        N = x_BND.shape[1]
+        q, k, v = self.qkv(x_BND, rope)
         if buf.first is None:
             buf.first = past
         k, v = buf.append(k, v, keep=None if self.window is None else self.window - 1 + N)
@@ -217,8 +222,7 @@ class SelfLayer(nn.Module):
         o = attend(q, k, v, allowed)
         if self.window is not None:
             buf.keep_last(self.window - 1)  # the ring: what a next token can see
-        x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, H * Dh))
-        return x_BND + self.ffn(self.ffn_norm(x_BND))
+        return self.out(x_BND, o)
 
 
 class SharedKV(nn.Module):
