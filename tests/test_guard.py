@@ -108,6 +108,7 @@ CASES = [
     ("python -m yocou.analysis.angular --model {x} --data {d} --max-tokens 8 --seq-len 8 --out {x}",
      "--out", "--model"),
     ("python -m yocou.bench.profile --run-configs {x} --out {x}", "--out", "--run-configs"),
+    ("python -m yocou.render.pages {m}={d}/p.html {x}={x}", "PAGE 2", "TABLE 2"),
 ]
 
 

@@ -138,7 +138,7 @@ def _in_dir(folder: Any, names: Iterable[str]) -> list[str]:
 
 _TRAIN_FILES = ("model.pt", "ckpt.pt", "metrics.jsonl", "summary.json")
 _AUDIT_FILES = ("report.md", "report.html", "checks.csv", "verdicts.csv", "claims.csv", "summary.json",
-                "seed_spread.csv", "seed_spread.md")
+                "seed_spread.csv", "seed_spread.md", "power.csv", "power.md")
 _SPLITS = ("train", "heldout_book", "heldout_code")
 
 
@@ -223,6 +223,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
     "python -m yocou.bench.profile": lambda a: IOPaths({"--run-configs": a.run_configs,
                                                         "--profile-config": a.profile_config}, {"--out": a.out}),
     "python -m yocou.bench.gpu_check": lambda a: IOPaths({}, {}, {"--out": a.out}),
+    "python -m yocou.render.pages": lambda a: IOPaths(  # TABLE=PAGE pairs, numbered from 1
+        {f"TABLE {i}": p.partition("=")[0] for i, p in enumerate(a.pairs, 1)},
+        {f"PAGE {i}": p.partition("=")[2] for i, p in enumerate(a.pairs, 1)}),
     "python -m yocou.bench.paper_shape": lambda a: IOPaths({"--paper-config": a.paper_config,
                                                             "--study-config": a.study_config}, {"--out": a.out}),
 }

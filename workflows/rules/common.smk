@@ -121,6 +121,21 @@ def in_report(path, item):
     return report(path, caption=f"../report/{item}.rst", category=category, subcategory=subcategory)
 
 
+def _flat(files):
+    """The paths in ``files``, nested lists flattened."""
+    for f in files:
+        if isinstance(f, (list, tuple)):
+            yield from _flat(f)
+        else:
+            yield str(f)
+
+
+def pages_of(files):
+    """The report pages (REPORT_PAGES) of the tables among ``files`` (nested lists of paths)."""
+    have = set(_flat(files))
+    return [page for page, (src, _item) in REPORT_PAGES.items() if src in have]
+
+
 def report_page_output(page):
     """A page of REPORT_PAGES marked for the report like its table."""
     item = REPORT_PAGES[page][1]

@@ -34,20 +34,6 @@ for _item, _pairs in sorted(_PAGES_BY_ITEM.items()):
             "python -m yocou.render.pages {params.pairs} > {log} 2>&1"
 
 
-def _flat(files):
-    for f in files:
-        if isinstance(f, (list, tuple)):
-            yield from _flat(f)
-        else:
-            yield str(f)
-
-
-def pages_of(files):
-    """The report pages (REPORT_PAGES) of the tables among ``files`` (nested lists of paths)."""
-    have = set(_flat(files))
-    return [page for page, (src, _item) in REPORT_PAGES.items() if src in have]
-
-
 rule report_pages:
     # every page of a table reproduce_all makes (the learning-rate study's only where the scale configures it)
     input:

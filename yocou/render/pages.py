@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     pages = [p for _s, p in pairs]
     if len(set(pages)) != len(pages):
         raise ValueError(f"TABLE=PAGE: a page is named twice ({sorted({p for p in pages if pages.count(p) > 1})})")
+    from ..guard import check_command
+
+    check_command("python -m yocou.render.pages", a)
     for src, page in pairs:
         write_page(src, page)
         print(f"{src} -> {page}")
