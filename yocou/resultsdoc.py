@@ -30,6 +30,7 @@ SECTIONS = (
     ("Crossover: YOCO-U's gap to YOCO at 8x the tokens", "results/{scale}/crossover.md"),
     ("Table 4 by seed (retrieval runs)", "results/{scale}/table4_seeds.md"),
     ("Table 3 (downstream tasks, chance levels beside)", "results/{scale}/table3.md"),
+    ("Seeds needed: a power calculation for the family of comparisons", "results/{scale}/audit/power.md"),
     ("Spread across seeds", "results/{scale}/audit/seed_spread.md"),
     ("Replication on a second machine", "benchmarks/results/replicate_core_{scale}.md"),
     ("Efficiency at the paper's 1.3B shape (CPU, fp32): ratios beside Tables 8-9", "results/paper_shape/ratios.md"),
@@ -70,22 +71,36 @@ def _verdicts(root: Path, scale: str) -> pd.DataFrame:
 def glance_table(root: str | Path = ".", scale: str = "tiny") -> str:
     """The training-side verdicts of the committed audit with two or more seeds a side, as Markdown.
 
-    Columns: the comparison, the paper's number, ours (effect and 95% interval), seeds, verdict. Source:
+    Columns: the comparison, the paper's number, ours (effect and 95% interval), seeds, the row's own 95% verdict,
+    the Holm-adjusted p and the verdict after the family-wise adjustment (a restatement points to its row). Source:
     ``results/<scale>/audit/verdicts.csv``. Raises ValueError naming the file if it is unreadable or malformed.
     """
     v = _verdicts(Path(root), scale)
     t = v[(v["evidence"] == "training") & (pd.to_numeric(v["n_seeds"], errors="coerce") >= 2)]
-    lines = ["| comparison (ours at tiny, CPU) | paper | ours: effect [95% interval] | seeds | verdict |",
-             "|---|---|---|---|---|"]
+    m = pd.to_numeric(t["family_size"], errors="coerce").max() if "family_size" in t else float("nan")
+    m = int(m) if m == m else 0
+    lines = ["| comparison (ours at tiny, CPU) | paper | ours: effect [95% interval] | seeds | alone (95%) | "
+             f"Holm p (family of {m}) | verdict |", "|---|---|---|---|---|---|---|"]
+    decided = counted = 0
     for _, r in t.iterrows():
         ours = f"{_fmt(r['effect'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
+        alone = r.get("verdict_unadjusted")
+        alone = r["verdict"] if not isinstance(alone, str) or not alone else alone
+        padj = r.get("p_adjusted")
+        padj = "n/a" if padj is None or padj != padj else f"{padj:.3f}" if padj >= 0.001 else "< 0.001"
+        rest = r.get("restates")
+        verdict = f"**{r['verdict']}**" + (f" (restates `{rest}`)" if isinstance(rest, str) and rest else "")
         lines.append(f"| {_short(r['comparison'])} | {str(r['paper']).replace('|', '/')} | {ours} | "
-                     f"{int(r['n_seeds'])} | **{r['verdict']}** |")
-    decided = int(t["verdict"].isin(["same direction and size", "same direction", "opposite", "no difference"]).sum())
+                     f"{int(r['n_seeds'])} | {alone} | {padj} | {verdict} |")
+        if str(r.get("counted", True)) != "False":
+            counted += 1
+            decided += r["verdict"] in ("same direction and size", "same direction", "opposite", "no difference")
     lines.append("")
-    lines.append(f"{decided} of these {len(t)} are decided by their interval (`results/{scale}/audit/verdicts.csv`, "
-                 f"column `verdict`; a difference in nats/token is YOCO-U's loss minus the other's, so > 0 means "
-                 f"YOCO-U is worse; \"opposite\" means opposite to the paper's claim).")
+    lines.append(f"{decided} of these {counted} are decided (restatements counted once), each by its interval after "
+                 f"Holm's adjustment over the {m} training-side comparisons with an interval "
+                 f"(`results/{scale}/audit/verdicts.csv`: `verdict`, beside `verdict_unadjusted`; the seeds each "
+                 f"would need: `results/{scale}/audit/power.md`). A difference in nats/token is YOCO-U's loss minus "
+                 f"the other's, so > 0 means YOCO-U is worse; \"opposite\" means opposite to the paper's claim.")
     return "\n".join(lines)
 
 
@@ -103,7 +118,7 @@ def results_md(root: str | Path = ".", scale: str = "tiny") -> str:
            "its heading. Models of 0.34M-1.5M parameters trained on about one token per parameter: these are "
            "tests of direction at a tiny budget, not of the paper's numbers.", "",
            "## The audit in counts", "", f"From `results/{scale}/audit/summary.json`:", ""]
-    for part in ("claims", "checks", "verdicts", "verdicts_training"):
+    for part in ("claims", "checks", "verdicts", "verdicts_training", "family"):
         sec = summary.get(part)
         if isinstance(sec, dict):
             items = ", ".join(f"{k} {v}" for k, v in sec.items() if isinstance(v, (int, float)))

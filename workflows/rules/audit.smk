@@ -38,8 +38,8 @@ rule audit:
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
-                                           "verdicts.py", "decision.py", "spread.py", "report.py", "args.py",
-                                           "arith.py")]
+                                           "verdicts.py", "decision.py", "family.py", "spread.py", "report.py",
+                                           "args.py", "arith.py")]
              + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
         started=started_input,  # runs/<scale>/started.json when computing (common.smk)
@@ -54,6 +54,10 @@ rule audit:
         summary=f"{AUDIT_OUT}/summary.json",
         seed_spread=f"{AUDIT_OUT}/seed_spread.csv",
         seed_spread_md=in_report(f"{AUDIT_OUT}/seed_spread.md", "audit"),
+        # the seeds each comparison would need; its cost column reads results/<scale>/timing.csv where one is
+        # already there (the committed run's: timing is written after the audit)
+        power=f"{AUDIT_OUT}/power.csv",
+        power_md=in_report(f"{AUDIT_OUT}/power.md", "audit"),
     log:
         f"logs/{SCALE}/audit.log",
     benchmark:

@@ -31,7 +31,7 @@ from scipy import stats
 
 __all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EVIDENCE",
            "EFFECTS", "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval",
-           "above_chance"]
+           "above_chance", "level_text", "t_p_value"]
 
 SAME_SIZE, SAME, OPPOSITE, INCONCLUSIVE = "same direction and size", "same direction", "opposite", "inconclusive"
 # the 95% interval across seeds lies inside the margin: the effect the paper claims is absent at this scale
@@ -76,6 +76,22 @@ class Verdict:
     ci_high: float | None = None
     ci_method: str = ""              # e.g. "t, Welch, 95%, df 3.9, seeds 3/3"
     margin: float | None = None      # the "no difference" margin the interval was held against
+    # the family-wise adjustment (yocou.audit.family): the two-sided p of "no effect" from the interval's t, the
+    # family it belongs to, its Holm-adjusted p and the interval at the level Holm gives it; verdict and qualifier
+    # above are then the adjusted ones and the per-row ones move to *_unadjusted
+    p_value: float | None = None
+    ci_se: float | None = None       # the interval's standard error and Student-t degrees of freedom
+    ci_df: float | None = None
+    family_size: int | None = None
+    p_adjusted: float | None = None
+    level_adjusted: float | None = None
+    ci_low_adjusted: float | None = None
+    ci_high_adjusted: float | None = None
+    verdict_unadjusted: str = ""
+    qualifier_unadjusted: str = ""
+    adjustment: str = ""             # e.g. "Holm over 13 training-side comparisons (tiny)"
+    restates: str = ""               # the id of the row this one restates (same quantity, same runs): counted once
+    counted: bool = True             # False for the rows of a restatement group other than the one that counts
 
     def as_row(self) -> dict:
         return {**self.__dict__, "claims": " ".join(self.claims), "files": " ".join(self.files)}
@@ -84,14 +100,14 @@ class Verdict:
 def decide(paper: float, ours: float | None, *, evidence: str, se: float | None = None, size_comparable: bool = True,
            n_seeds: int | None = 1, scale: str = "", floor: bool = False,
            tolerance: tuple[float, float, float] | None = None, ci: tuple[float, float] | None = None,
-           margin: float | None = None, percent: bool = False) -> tuple[str, str]:
+           margin: float | None = None, percent: bool = False, level: float = CONFIDENCE) -> tuple[str, str]:
     """The verdict and its qualifier for one effect (signed: positive = the paper's claimed direction when
     ``paper > 0``). ``se``: standard error of ``ours``; ``n_seeds``: training seeds behind it (None: does not
     depend on training); ``floor``: both sides at a floor or ceiling; ``tolerance = (ours_raw, paper_raw, tol)``:
     the same size means within ``tol`` of the paper's raw value (an exponent) instead of within a factor of 2. At
     ``smoke`` every non-deterministic verdict is capped at inconclusive. ``training`` evidence with ``n_seeds >= 2``
-    and ``ci`` (the 95% interval across seeds) is decided by :func:`decide_interval` against ``margin`` (``percent``:
-    print them in percent); the other
+    and ``ci`` (the interval across seeds at ``level``, 95% unless a family-wise adjustment widened it) is decided by
+    :func:`decide_interval` against ``margin`` (``percent``: print them in percent); the other
     evidence kinds keep the 2-standard-error rule.
 
     Raises:
@@ -105,7 +121,8 @@ def decide(paper: float, ours: float | None, *, evidence: str, se: float | None 
     seeds = n_seeds or 0
     if evidence == "training" and seeds >= 2 and ci is not None and math.isfinite(ours):
         return decide_interval(paper, ours, ci, margin=margin, scale=scale, floor=floor,
-                               size_comparable=size_comparable, tolerance=tolerance, percent=percent)
+                               size_comparable=size_comparable, tolerance=tolerance, percent=percent,
+                               level=level)
     direction = SAME if (ours > 0) == (paper > 0) and ours != 0 else OPPOSITE
     observed = f"observed: {direction if ours != 0 else 'no difference'}"
     for undecided, why in ((floor, "at the floor for both (no signal)"),
@@ -136,8 +153,10 @@ def decide(paper: float, ours: float | None, *, evidence: str, se: float | None 
 
 def decide_interval(paper: float | None, ours: float, ci: tuple[float, float], *, margin: float | None,
                     scale: str = "", floor: bool = False, size_comparable: bool = True,
-                    tolerance: tuple[float, float, float] | None = None, percent: bool = False) -> tuple[str, str]:
-    """The verdict of a training-side effect from its 95% interval ``ci = (low, high)`` across seeds.
+                    tolerance: tuple[float, float, float] | None = None, percent: bool = False,
+                    level: float = CONFIDENCE) -> tuple[str, str]:
+    """The verdict of a training-side effect from its interval ``ci = (low, high)`` across seeds at ``level``
+    (95%, or the level a family-wise adjustment gives it: :mod:`yocou.audit.family`; the qualifier names it).
 
     ``paper`` is the paper's signed effect, or None where the paper claims parity (``paper: {expect: parity}``).
     With a direction: the interval excludes 0 -> same direction (and size, by :func:`decide`'s size rule: within a
@@ -149,7 +168,8 @@ def decide_interval(paper: float | None, ours: float, ci: tuple[float, float], *
     """
     lo, hi = ci
     inside = margin is not None and -margin <= lo and hi <= margin
-    iv = f"95% interval [{lo * 100:+.3g}%, {hi * 100:+.3g}%]" if percent else f"95% interval [{lo:+.3g}, {hi:+.3g}]"
+    lv = level_text(level)
+    iv = f"{lv} interval [{lo * 100:+.3g}%, {hi * 100:+.3g}%]" if percent else f"{lv} interval [{lo:+.3g}, {hi:+.3g}]"
     mtxt = "no margin stated" if margin is None else f"±{margin * 100:g}%" if percent else f"±{margin:g}"
     if floor:
         return INCONCLUSIVE, "at the floor for both (no signal)"
@@ -185,6 +205,11 @@ def decide_interval(paper: float | None, ours: float, ci: tuple[float, float], *
     return verdict, why
 
 
+def level_text(level: float) -> str:
+    """A confidence level as printed: ``0.95`` -> ``"95%"``, ``0.99615`` -> ``"99.62%"``."""
+    return f"{level:.0%}" if round(level * 100, 6) == round(level * 100) else f"{level * 100:.4g}%"
+
+
 def t_interval(est: float, terms: list[tuple[str, Any, pd.Series, float]], level: float = CONFIDENCE) -> dict | None:
     """The Student-t interval of an effect ``est`` from its linearisation ``terms``: ``(group, key, per-seed values,
     weight)``, the effect's gradient in that value times its weight. Terms of one group (the same runs: a role) are
@@ -210,7 +235,7 @@ def t_interval(est: float, terms: list[tuple[str, Any, pd.Series, float]], level
         q = float(stats.t.ppf(0.5 + level / 2, dof))
         return {"lo": float(est - q * se), "hi": float(est + q * se), "se": se, "df": float(dof),
                 "seeds": {g: n for g in groups}, "paired": True,
-                "method": f"t, paired by seed, {level:.0%}, df {dof}, seeds {'/'.join(str(n) for _ in groups)}"}
+                "method": f"t, paired by seed, {level_text(level)}, df {dof}, seeds {'/'.join(str(n) for _ in groups)}"}
     comps: list[tuple[float, int]] = []
     ns: dict[str, int] = {}
     for g in dict.fromkeys(t[0] for t in terms):
@@ -230,7 +255,22 @@ def t_interval(est: float, terms: list[tuple[str, Any, pd.Series, float]], level
     q = float(stats.t.ppf(0.5 + level / 2, dof))
     kind = "t, Welch" if len(ns) > 1 else "t"
     return {"lo": float(est - q * se), "hi": float(est + q * se), "se": se, "df": dof, "seeds": ns, "paired": False,
-            "method": f"{kind}, {level:.0%}, df {dof:.3g}, seeds {'/'.join(str(n) for n in ns.values())}"}
+            "method": f"{kind}, {level_text(level)}, df {dof:.3g}, seeds {'/'.join(str(n) for n in ns.values())}"}
+
+
+def t_p_value(effect: float, se: float, df: float) -> float:
+    """The two-sided p-value of "no effect" for an ``effect`` with standard error ``se`` and Student-t ``df``
+    degrees of freedom (the test the interval of :func:`t_interval` inverts: it excludes 0 at level L exactly when
+    p < 1 - L). ``se == 0``: 0 for a non-zero effect, 1 for zero.
+
+    Raises:
+        ValueError: ``effect`` or ``se`` not finite, ``se < 0`` or ``df <= 0``.
+    """
+    if not (math.isfinite(effect) and math.isfinite(se) and se >= 0 and df > 0):
+        raise ValueError(f"t_p_value: need a finite effect, se >= 0 and df > 0, got {effect}, {se}, {df}")
+    if se == 0:
+        return 0.0 if effect != 0 else 1.0
+    return float(2 * stats.t.sf(abs(effect) / se, df))
 
 
 def above_chance(k: int, n: int, chance: float, level: float = CONFIDENCE) -> dict[str, float | bool]:

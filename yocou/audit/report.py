@@ -11,7 +11,13 @@ Runs the consistency checks (:mod:`yocou.audit.checks`) on the reported tables, 
   (evidence ``training``: decided by the 95% interval across seeds) decided and undecided, and lists each decided
   one with its effect and interval;
 - ``seed_spread.csv``, ``seed_spread.md``: mean, standard deviation across seeds and number of seeds of every
-  training-side metric a comparison reads, per study, role and axis value (:func:`yocou.audit.verdicts.seed_spread`).
+  training-side metric a comparison reads, per study, role and axis value (:func:`yocou.audit.verdicts.seed_spread`);
+- ``power.csv``, ``power.md``: the seeds each comparison of the family (and each one-seed row that borrows a
+  member's spread) would need, and what one more seed costs (:func:`yocou.audit.family.power_table`).
+
+The training-side verdicts with an interval are one family per scale, decided with Holm's adjustment
+(:mod:`yocou.audit.family`): ``verdict`` is the adjusted verdict and ``verdict_unadjusted`` the row's own at 95%;
+a row that restates another (``restates``) is counted once, under the row it restates.
 
 Baseline: a JSON file ``{"checks": {check id: result}}`` (committed as ``results/audit/baseline.json``). A check
 that ``holds`` there and no longer holds (or no longer exists) is a regression; ``yocou audit`` then exits 1.
@@ -50,6 +56,7 @@ from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
 from .claims import load_claims, load_sources
+from .family import power_table, read_timing
 from .verdicts import (
     INCONCLUSIVE,
     NO_DIFFERENCE,
@@ -108,9 +115,13 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     verdicts = reproduce(src, rdir, scale)
     claims = claim_status(load_claims(src), checks, verdicts)
     rows = load_comparisons()
+    cfg_path = rdir / "config.json"
+    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
+    cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
             "results_dir": str(rdir), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
-            "model_params": _param_range(rdir)}
+            "model_params": _param_range(rdir),
+            "power": power_table(verdicts, rows, config=cfg, timing=read_timing(rdir))}
 
 
 def _param_range(rdir: Path) -> tuple[float, float] | None:
@@ -224,7 +235,8 @@ def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, 
     claims = res["claims"]
     st = Counter(claims["status"])
     cr = Counter(c.result for c in res["checks"])
-    vr = Counter(v.verdict for v in res["verdicts"])
+    counted = [v for v in res["verdicts"] if v.counted]   # one row of a restatement group
+    vr = Counter(v.verdict for v in counted)
     return {
         "scale": res["scale"],
         "claims": {"total": len(claims), "prose": int((claims["kind"] == "prose").sum()),
@@ -233,16 +245,33 @@ def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, 
                    "checked": int(st["holding"] + st["failing"] + st["inconclusive"]),
                    **{k: int(st[k]) for k in STATUSES}},
         "checks": {"total": len(res["checks"]), **{k: int(cr[k]) for k in RESULTS}},
-        "verdicts": {"total": len(res["verdicts"]), **{k: int(vr[k]) for k in VERDICTS},
-                     "not run at this scale": sum(v.qualifier == NOT_RUN for v in res["verdicts"])},
+        "verdicts": {"total": len(counted), **{k: int(vr[k]) for k in VERDICTS},
+                     "not run at this scale": sum(v.qualifier == NOT_RUN for v in counted),
+                     "restatements": len(res["verdicts"]) - len(counted)},
         "verdicts_training": training_counts(res["verdicts"]),
+        "family": family_counts(res["verdicts"]),
         "regressions": regress or [],
     }
 
 
+def family_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
+    """The family-wise adjustment in numbers: method, alpha, the family's size and members (ids, raw and adjusted
+    p), the verdicts it changed (unadjusted -> adjusted) and the restatements (id -> the id it restates)."""
+    vs = list(verdicts)
+    fam = [v for v in vs if v.family_size and v.counted]
+    return {"method": "Holm step-down on the p-values of 'no effect'; intervals at the Holm levels",
+            "alpha": 0.05, "size": fam[0].family_size if fam else 0,
+            "members": [{"id": v.id, "p": v.p_value, "p_adjusted": v.p_adjusted, "verdict": v.verdict,
+                         "verdict_unadjusted": v.verdict_unadjusted} for v in sorted(fam, key=lambda v: v.p_value)],
+            "changed": [{"id": v.id, "unadjusted": v.verdict_unadjusted, "adjusted": v.verdict} for v in vs
+                        if v.family_size and v.counted and v.verdict != v.verdict_unadjusted],
+            "restatements": {v.id: v.restates for v in vs if v.restates}}
+
+
 def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
-    """Training-side verdicts (evidence ``training``) decided (not inconclusive) and undecided, by verdict."""
-    tr = [v for v in verdicts if v.evidence == "training"]
+    """Training-side verdicts (evidence ``training``, restatements not counted) decided (not inconclusive, after
+    the family-wise adjustment) and undecided, by verdict."""
+    tr = [v for v in verdicts if v.evidence == "training" and v.counted]
     dec = [v for v in tr if v.verdict != INCONCLUSIVE]
     by = Counter(v.verdict for v in tr)
     return {"decided": len(dec), "undecided": len(tr) - len(dec),
@@ -254,6 +283,9 @@ def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
             "decided_list": [{"id": v.id, "verdict": v.verdict, "effect": _finite_or_none(v.effect),
                               "ours": v.ours, "ci_low": _finite_or_none(v.ci_low),
                               "ci_high": _finite_or_none(v.ci_high), "ci_method": v.ci_method, "margin": v.margin,
+                              "p_adjusted": v.p_adjusted, "level_adjusted": v.level_adjusted,
+                              "ci_low_adjusted": _finite_or_none(v.ci_low_adjusted),
+                              "ci_high_adjusted": _finite_or_none(v.ci_high_adjusted),
                               "paper": v.paper} for v in dec]}
 
 
@@ -263,6 +295,7 @@ def _finite_or_none(x: float | None) -> float | None:
 
 def summary_text(cnt: dict[str, Any]) -> str:
     c, k, v, t = cnt["claims"], cnt["checks"], cnt["verdicts"], cnt["verdicts_training"]
+    f = cnt.get("family") or {"size": 0, "changed": []}
     lines = [
         f"audit ({cnt['scale']}): {c['total']} claims ({c['prose']} prose/caption, {c['table_cells']} cells of "
         f"Tables {', '.join(map(str, c['tables']))})",
@@ -272,9 +305,10 @@ def summary_text(cnt: dict[str, Any]) -> str:
         f"is published {k[UNCHECKABLE]}",
         f"  reproduced verdicts {v['total']}: same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, "
         f"no difference {v[NO_DIFFERENCE]}, opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} "
-        f"(not run at this scale {v['not run at this scale']})",
+        f"(not run at this scale {v['not run at this scale']}; restatements counted once: {v.get('restatements', 0)})",
         f"  training-side verdicts {t['decided'] + t['undecided']}: decided {t['decided']} ({t['by_interval']} by the "
-        f"95% interval across seeds), undecided {t['undecided']} (not run at this scale {t['not_run']})",
+        f"interval across seeds, Holm-adjusted over a family of {f['size']}), undecided {t['undecided']} "
+        f"(not run at this scale {t['not_run']}); the adjustment changed {len(f['changed'])} verdicts",
     ]
     if cnt["regressions"]:
         lines.append(f"  REGRESSIONS against the baseline: {len(cnt['regressions'])}")
@@ -302,6 +336,7 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     verd = pd.DataFrame([v.as_row() for v in res["verdicts"]])
     claims = res["claims"]
     c, k, v, t = cnt["claims"], cnt["checks"], cnt["verdicts"], cnt["verdicts_training"]
+    fam = cnt.get("family") or {"size": 0, "changed": [], "restatements": {}}
     summary = pd.DataFrame([
         {"what": "claims in the registry", "count": c["total"],
          "detail": f"{c['prose']} prose/caption statements + {c['table_cells']} printed cells of Tables "
@@ -319,14 +354,20 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
                    f"{v[NO_DIFFERENCE]}, opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} (of which not run "
                    f"at this scale: {v['not run at this scale']})"},
         {"what": "training-side verdicts decided", "count": t["decided"],
-         "detail": f"{t['by_interval']} by the 95% interval across seeds; undecided {t['undecided']} (of which not "
-                   f"run at this scale: {t['not_run']})"},
+         "detail": f"{t['by_interval']} by the interval across seeds after Holm's adjustment over a family of "
+                   f"{fam['size']}; undecided {t['undecided']} (of which not run at this scale: {t['not_run']})"},
+        {"what": "verdicts the family-wise adjustment changed", "count": len(fam["changed"]),
+         "detail": ", ".join(f"{x['id']}: {x['unadjusted']} -> {x['adjusted']}" for x in fam["changed"]) or "-"},
+        {"what": "restatements (counted once, under the row they restate)", "count": v.get("restatements", 0),
+         "detail": ", ".join(f"{a} -> {b}" for a, b in fam["restatements"].items()) or "-"},
         {"what": "regressions against the baseline", "count": len(cnt["regressions"]),
          "detail": ", ".join(r["id"] for r in cnt["regressions"]) or "-"},
     ])
     cols_c = ["id", "result", "observed", "expected", "tolerance", "message"]
     cols_v = ["id", "comparison", "paper", "ours", "spread", "n_seeds", "evidence", "verdict", "qualifier", "message"]
-    cols_t = ["id", "paper", "effect", "ci_low", "ci_high", "ci_method", "margin", "verdict", "qualifier"]
+    cols_t = ["id", "paper", "effect", "ci_low", "ci_high", "ci_method", "margin", "verdict_unadjusted", "p_value",
+              "p_adjusted", "level_adjusted", "ci_low_adjusted", "ci_high_adjusted", "verdict", "restates",
+              "qualifier"]
     per_table = (claims[claims["kind"] == "table_cell"].groupby("table")["status"].value_counts().unstack(fill_value=0)
                  .reindex(columns=list(STATUSES), fill_value=0).reset_index())
     per_table.insert(1, "cells", per_table[list(STATUSES)].sum(axis=1))
@@ -352,12 +393,21 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
                 decided[cols_v]))
     out.append(("Reproduced verdicts: inconclusive", "", verd[verd["verdict"] == INCONCLUSIVE][cols_v]))
     train = verd[verd["evidence"] == "training"] if not verd.empty else verd
-    out.append(("Training-side verdicts: effect and 95% interval across seeds",
-                f"{t['decided']} decided, {t['undecided']} undecided. A Student-t interval (Welch for two sides, the "
-                "delta method for relative effects); same direction or opposite only when it excludes 0, no "
-                "difference only when it lies inside the margin, else inconclusive; one seed: no interval. "
-                "Seed spread of the metrics behind them: `seed_spread.md`.",
-                train[cols_t] if not train.empty else train))
+    out.append(("Training-side verdicts: effect and interval across seeds, raw and Holm-adjusted",
+                f"{t['decided']} decided, {t['undecided']} undecided (restatements not counted). A Student-t "
+                "interval (Welch for two sides, the delta method for relative effects); same direction or opposite "
+                "only when it excludes 0, no difference only when it lies inside the margin, else inconclusive; one "
+                f"seed: no interval. The {fam['size']} rows with an interval (a restatement counts once) are one "
+                "family, decided with Holm's step-down at a family-wise 0.05: `p_value` is the row's two-sided p of "
+                "'no effect', `p_adjusted` Holm's, and the verdict is decided again on the interval at "
+                "`level_adjusted` (1 - 0.05/(m - i + 1) for the i-th row Holm rejects, 1 - 0.05/(m - r) for the "
+                "rest); `verdict_unadjusted` is the row's own 95% verdict. Seed spread of the metrics behind them: "
+                "`seed_spread.md`; the seeds each would need: `power.md`.",
+                train[[c for c in cols_t if c in train.columns]] if not train.empty else train))
+    power = res.get("power")
+    if power is not None:
+        out.append(("Seeds needed: a power calculation from the measured seed spread", POWER_INTRO.format(
+            m=fam["size"], a=0.05 / max(fam["size"], 1)), power))
     spread = res.get("seed_spread")
     if spread is not None:
         out.append(("Seed spread of the training-side metrics", "Mean, standard deviation across seeds (ddof 1) and "
@@ -366,6 +416,17 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     out.append(("Claims: table cells by table", "Status of the printed cells of each table "
                 "(every cell is a claim; `claims.csv` lists each with its checks and verdicts).", per_table))
     return out
+
+
+POWER_INTRO = (
+    "For each comparison of the family (and each one-seed row that borrows a member's spread: `spread_from`), the "
+    "seeds a paired t interval would need to decide with 80% power at the strictest Holm level alpha = 0.05/{m} = "
+    "{a:.4f}: `seeds_margin` a true difference of the margin, `seeds_observed` the effect we observed, "
+    "`seeds_no_difference` 'no difference' if the true effect were 0 (sd taken as known). `sd_per_seed` is the "
+    "standard deviation of the per-seed effect (se x sqrt(seeds)); blank: more than 200. `cpu_s_per_seed`: the CPU "
+    "seconds of one more seed of the row's runs (training and evaluation, from the committed `timing.csv`). "
+    "`status`: decided, borderline (decided at 95% but not after the adjustment, or adjusted p >= 0.01), "
+    "undecided, or one seed (no interval of its own).")
 
 
 #: What each figure the audit shows is, by file stem (the paper's numbering; ours where the paper has none).
@@ -415,7 +476,7 @@ def _img_data(path: Path) -> str:
 def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[str | Path] = (),
                  baseline: str | Path | None = None) -> dict[str, Any]:
     """Write report.md, report.html, checks.csv, verdicts.csv, claims.csv, summary.json and (when ``res`` has one)
-    seed_spread.{csv,md} into ``out_dir``.
+    seed_spread.{csv,md} and power.{csv,md} into ``out_dir``.
 
     ``figures``: PNG files shown in the report (inline in the HTML). Returns the counts (see :func:`counts`).
 
@@ -503,6 +564,12 @@ def _write_report_files(res: dict[str, Any], out: Path, stage: Path, cnt: dict[s
     atomic_write_text(stage / "checks.csv", pd.DataFrame([c.as_row() for c in res["checks"]]).to_csv(index=False))
     atomic_write_text(stage / "verdicts.csv", pd.DataFrame([v.as_row() for v in res["verdicts"]]).to_csv(index=False))
     atomic_write_text(stage / "claims.csv", res["claims"].to_csv(index=False))
+    if (power := res.get("power")) is not None:
+        atomic_write_text(stage / "power.csv", power.to_csv(index=False))
+        atomic_write_text(stage / "power.md", (
+            f"# Seeds needed: a power calculation from the measured seed spread ({res['scale']} scale)\n\n"
+            + POWER_INTRO.format(m=cnt["family"]["size"], a=0.05 / max(cnt["family"]["size"], 1)) + "\n\n"
+            + _md_table(power) + "\n" + footer))
     if (spread := res.get("seed_spread")) is not None:
         atomic_write_text(stage / "seed_spread.csv", spread.to_csv(index=False))
         atomic_write_text(stage / "seed_spread.md", (

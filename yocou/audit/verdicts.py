@@ -17,11 +17,12 @@ from typing import Any
 import pandas as pd
 
 from .. import evaldefs, names
+from . import family
 from ..readers import read_json
 from .claims import Sources, cell_ref
 from .decision import (_GRAD, _PAIRWISE, _RELATIVE, CONFIDENCE, EFFECTS, EVIDENCE, INCONCLUSIVE, MARGINS,
                        NO_DIFFERENCE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict, decide, decide_interval,
-                       t_interval)
+                       t_interval, t_p_value)
 from .spread import SPREAD_COLUMNS, load_tidy, seed_spread
 
 __all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EFFECTS",
@@ -137,7 +138,7 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     ours = float(sum(effs) / len(effs))
     return {"ours": ours, "se": None if None in ses else math.sqrt(sum(x * x for x in ses)) / len(ses),
             "seeds": seeds, "floor": floor, "effect": eff, "unit": unit, "k": k, "shown": "; ".join(shown),
-            "ci": t_interval(ours, terms) if math.isfinite(ours) else None}
+            "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)) if math.isfinite(ours) else None}
 
 
 def _paper_pairwise(row: dict, src: Sources) -> dict:
@@ -202,7 +203,7 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     ours = float(sum(effs) / len(effs))
     terms = [(g, key, v, w / len(effs)) for g, key, v, w in terms]
     return {"ours": ours, "se": None, "seeds": min(len(t[2]) for t in terms), "effect": "monotone",
-            "ci": t_interval(ours, terms), "unit": "",
+            "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)), "unit": "",
             "shown": "; ".join(parts) + ("" if row.get("series") == "per_role" else
                                          f" ({'monotone' if mono else 'not monotone'})")}
 
@@ -241,15 +242,20 @@ def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     if s is None:
         return {"missing": f"{row['metric']} not in the table"}
     return {"ours": s["value"], "se": s["se"] if s["seeds"] > 1 else None, "seeds": s["seeds"], "unit": s["unit"],
-            "ci": t_interval(s["value"], [(row["roles"]["a"], row["metric"], s["by_seed"], 1.0)]),
+            "ci": t_interval(s["value"], [(row["roles"]["a"], row["metric"], s["by_seed"], 1.0)],
+                             row.get("_level", CONFIDENCE)),
             "shown": f"{s['value']:.3f} {row.get('unit', '')}".strip()}
 
 
-def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str) -> Verdict:
+def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str,
+             level: float = CONFIDENCE) -> Verdict:
     """The verdict of one expanded comparison row, reading the tidy table ``tidy[row['study']]``. A row with
     ``results: <name>`` reads a study that does not depend on the scale (``results/<name>/tidy``): it is judged
     as measured there (``scale`` is ``<name>``, so the smoke scale's cap does not apply) and labelled with the
-    row's ``label`` (what was measured, e.g. "CPU, 1.3B shape, fp32") instead of the scale."""
+    row's ``label`` (what was measured, e.g. "CPU, 1.3B shape, fp32") instead of the scale. ``level``: the
+    confidence level of a training-side interval (95%; :mod:`yocou.audit.family` asks again at the level Holm's
+    adjustment gives the row). The verdict's ``p_value`` is the two-sided p of "no effect" of that interval's t."""
+    row = {**row, "_level": level}
     p, ev, eff = row["paper"], row["evidence"], row["effect"]
     files = (f"{'../' + row['results'] + '/' if row.get('results') else ''}tidy/{row['study']}.csv",)
     if row.get("results"):
@@ -287,7 +293,9 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
                                       f"({ci['method']}); {one_se}"),
             None if "missing" in res else seeds, ev, verdict, qualifier, message, files,
             None if number is None else float(number), ci and ci["lo"], ci and ci["hi"], ci["method"] if ci else "",
-            margin if ev == "training" else None)
+            margin if ev == "training" else None,
+            p_value=t_p_value(res["ours"], ci["se"], ci["df"]) if ci and "missing" not in res else None,
+            ci_se=ci and ci["se"], ci_df=ci and ci["df"])
 
     if "missing" in res:
         return out(INCONCLUSIVE, NOT_RUN, res["missing"])
@@ -298,7 +306,8 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
     if p.get("expect") == "parity":
         if ci is not None and (seeds or 1) >= 2:
             return out(*decide_interval(None, res["ours"], (ci["lo"], ci["hi"]), margin=margin, scale=scale,
-                                        floor=res.get("floor", False), percent=pct), f"{where}, {row['study']}")
+                                        floor=res.get("floor", False), percent=pct, level=level),
+                       f"{where}, {row['study']}")
         return out(INCONCLUSIVE, "parity cannot be shown by a non-significant difference"
                    + ("; one seed, no interval" if (seeds or 1) < 2 else ""), where)
     if not paper:
@@ -307,7 +316,7 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str)
     return out(*decide(paper, res["ours"], evidence=ev, se=se, n_seeds=seeds, scale=scale, tolerance=tol,
                        size_comparable=_by_unit(row.get("comparable"), res.get("unit", ""), True),
                        floor=res.get("floor", False), ci=None if ci is None else (ci["lo"], ci["hi"]),
-                       margin=margin, percent=pct), f"{where}, {row['study']}")
+                       margin=margin, percent=pct, level=level), f"{where}, {row['study']}")
 
 
 def _margin(row: dict, unit: str, effect: str, k: float) -> float | None:
@@ -327,7 +336,9 @@ def _eff_s(x: float, effect: str) -> str:
 
 def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
               comparisons: str | Path | None = None) -> list[Verdict]:
-    """Every declared comparison's verdict for one scale, reading ``results_dir/tidy/`` (``results/<scale>``).
+    """Every declared comparison's verdict for one scale, reading ``results_dir/tidy/`` (``results/<scale>``),
+    the training-side intervals decided as one family with Holm's adjustment and restatements marked
+    (:func:`yocou.audit.family.adjust`).
     A row's ``axis_max: <metric>`` is the smallest value of that metric in the tidy ``runs`` table (e.g.
     ``seq_len``, the training length).
 
@@ -338,7 +349,8 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
     tidy = load_tidy(results_dir, rows)
     require_tables(results_dir, rows, tidy)
     set_axis_max(rows, tidy)
-    return [evaluate(r, tidy, src, scale) for r in rows]
+    return family.adjust([evaluate(r, tidy, src, scale) for r in rows], rows,
+                         lambda r, level: evaluate(r, tidy, src, scale, level), scale)
 
 
 def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
