@@ -81,7 +81,7 @@ def glance_table(root: str | Path = ".", scale: str = "tiny") -> str:
     m = int(m) if m == m else 0
     lines = ["| comparison (ours at tiny, CPU) | paper | ours: effect [95% interval] | seeds | alone (95%) | "
              f"Holm p (family of {m}) | verdict |", "|---|---|---|---|---|---|---|"]
-    decided = counted = 0
+    decided = counted = by_interval = 0
     for _, r in t.iterrows():
         ours = f"{_fmt(r['effect'])} [{_fmt(r['ci_low'])}, {_fmt(r['ci_high'])}]"
         alone = r.get("verdict_unadjusted")
@@ -94,10 +94,12 @@ def glance_table(root: str | Path = ".", scale: str = "tiny") -> str:
                      f"{int(r['n_seeds'])} | {alone} | {padj} | {verdict} |")
         if str(r.get("counted", True)) != "False":
             counted += 1
-            decided += r["verdict"] in ("same direction and size", "same direction", "opposite", "no difference")
+            is_decided = r["verdict"] in ("same direction and size", "same direction", "opposite", "no difference")
+            decided += is_decided
+            by_interval += is_decided and padj != "n/a"
     lines.append("")
-    lines.append(f"{decided} of these {counted} are decided (restatements counted once), each by its interval after "
-                 f"Holm's adjustment over the {m} training-side comparisons with an interval "
+    lines.append(f"{decided} of these {counted} are decided (restatements counted once), {by_interval} of them by "
+                 f"their interval after Holm's adjustment over the {m} training-side comparisons with an interval "
                  f"(`results/{scale}/audit/verdicts.csv`: `verdict`, beside `verdict_unadjusted`; the seeds each "
                  f"would need: `results/{scale}/audit/power.md`). A difference in nats/token is YOCO-U's loss minus "
                  f"the other's, so > 0 means YOCO-U is worse; \"opposite\" means opposite to the paper's claim.")
