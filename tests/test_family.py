@@ -108,7 +108,7 @@ def test_a_restatement_counts_once_and_shares_its_rows_level(src, tmp_path):
                                      comparisons=_family_toy(tmp_path, {"n1": "toy.e0"}))}
     assert {v.family_size for v in vs.values()} == {11}
     assert vs["toy.n1"].restates == "toy.e0" and vs["toy.n1"].level_adjusted == vs["toy.e0"].level_adjusted
-    assert vs["toy.n1"].qualifier.startswith("restates toy.e0 (counted there)")
+    assert vs["toy.n1"].qualifier.endswith("; restates toy.e0 (counted there)")
     cnt = counts({"claims": pd.DataFrame(columns=["status", "kind", "table"]), "checks": [],
                   "verdicts": list(vs.values()), "scale": "tiny"})
     assert cnt["verdicts"]["total"] == 11 and cnt["verdicts"]["restatements"] == 1

@@ -138,17 +138,18 @@ def adjust(verdicts: list[Verdict], rows: list[dict], evaluate_at: Callable[[dic
     out = []
     for v, row in zip(verdicts, rows):
         g = rest.get(v.id, v.id)
-        pre = "" if g == v.id else f"restates {g} ({'counted here' if counted[g] == v.id else 'counted there'}); "
+        post = "" if g == v.id or v.qualifier == NOT_RUN else (
+            f"; restates {g} ({'counted here' if counted[g] == v.id else 'counted there'})")
         if g not in res or not in_family(v):
             out.append(replace(v, restates=g if g != v.id else "", counted=counted[g] == v.id,
-                               qualifier=pre + v.qualifier if pre else v.qualifier))
+                               qualifier=v.qualifier + post))
             continue
         h = res[g]
         a = evaluate_at(row, h["level"])
         out.append(replace(
             v, verdict=a.verdict, verdict_unadjusted=v.verdict, qualifier_unadjusted=v.qualifier,
-            qualifier=f"{pre}{a.qualifier}; Holm ({m} comparison{'s' if m != 1 else ''}): adjusted p "
-                      f"{h['p_adjusted']:.2g} (raw {v.p_value:.2g})",
+            qualifier=f"{a.qualifier}; Holm ({m} comparison{'s' if m != 1 else ''}): adjusted p "
+                      f"{h['p_adjusted']:.2g} (raw {v.p_value:.2g}){post}",
             p_adjusted=h["p_adjusted"], family_size=m, level_adjusted=h["level"], ci_low_adjusted=a.ci_low,
             ci_high_adjusted=a.ci_high, adjustment=text, restates=g if g != v.id else "",
             counted=counted[g] == v.id))
