@@ -40,6 +40,21 @@ def test_lr_runs_scale_each_runs_own_rate_and_crossover_multiplies_steps():
     assert not set(crossover_runs(c)) & set(pipeline_runs(c)) and "yoco_lr2x" in pipeline_runs(c)
 
 
+def test_seeds_at_the_other_rates_and_per_run_counts():
+    """seeds.lr_rates gives every run at another rate its replicas (that rate, seed + k); seeds.runs gives one run
+    more seeds than its study's count; the largest count wins; an unknown run is refused naming it."""
+    c = expand_runs(_cfg(lr_sensitivity={"runs": ["yoco"], "factors": [0.5, 2]},
+                         seeds={"core": 2, "lr_rates": 3, "runs": {"yoco": 4, "yocou": 1, "yoco_lr2x": 2}}))
+    assert replicas(c, "yoco_lr2x") == ["yoco_lr2x", "yoco_lr2x_seed1", "yoco_lr2x_seed2"]
+    assert replicas(c, "yoco_lr0p5x") == ["yoco_lr0p5x", "yoco_lr0p5x_seed1", "yoco_lr0p5x_seed2"]
+    assert c["variants"]["yoco_lr2x_seed2"]["train"] == {"lr": pytest.approx(2e-3), "seed": 9}
+    assert replicas(c, "yoco") == ["yoco", "yoco_seed1", "yoco_seed2", "yoco_seed3"]
+    assert replicas(c, "yocou") == ["yocou", "yocou_seed1"]                 # core's 2 beats runs' 1
+    assert expand_runs(copy.deepcopy(c)) == c                               # idempotent
+    with pytest.raises(ConfigError, match=r"seeds\.runs: 'nope' is not a variant"):
+        expand_runs(_cfg(seeds={"runs": {"nope": 3}}))
+
+
 def test_expansion_is_idempotent_and_a_clash_fails_naming_the_variant():
     c = expand_runs(_cfg(seeds={"core": 2}))
     before = copy.deepcopy(c)

@@ -33,3 +33,34 @@ def test_best_rate_is_the_lowest_mean_loss_over_splits_and_seeds(tmp_path):
                                                                            "yes")
     runs["yoco"][-1] = _run(tmp_path, "yoco_lr2x_b", 4e-3, 0, 4.9, 4.9)
     assert summarize_lr(runs, ppl_root=tmp_path / "ppl").query("metric == 'best_lr'")["value"].item() == 4e-3
+
+
+def test_seeds_at_the_best_rate_give_the_best_rate_comparison_an_interval(tmp_path):
+    """Replicas at another rate (seeds.lr_rates): each role at its own best rate has 3 seeds, the same seeds on both
+    sides, so the at-min comparison is paired by seed and its interval is scipy's paired one."""
+    import numpy as np
+    import yaml
+    from scipy import stats
+
+    from yocou.audit.claims import load_sources
+    from yocou.audit.verdicts import reproduce
+    from yocou.tidy import write_tidy
+
+    a_best = np.array([5.10, 5.16, 5.12])             # role a is best at 4e-3, role b at 2e-3
+    b_best = np.array([5.00, 5.03, 5.05])
+    runs = {"a": [], "b": []}
+    for k in range(3):
+        sfx = f"_seed{k}" if k else ""
+        runs["a"] += [_run(tmp_path, f"a{sfx}", 2e-3, k, 5.4, 5.0), _run(tmp_path, f"a_lr2x{sfx}", 4e-3, k, a_best[k], 4.5)]
+        runs["b"] += [_run(tmp_path, f"b{sfx}", 2e-3, k, b_best[k], 4.5), _run(tmp_path, f"b_lr2x{sfx}", 4e-3, k, 5.6, 5.2)]
+    t = summarize_lr(runs, ppl_root=tmp_path / "ppl")
+    assert dict(t[t.metric == "best_lr"].set_index("role")["value"]) == {"a": 4e-3, "b": 2e-3}
+    write_tidy(t.to_dict("records"), tmp_path / "res" / "tidy" / "lr")
+    comps = tmp_path / "c.yaml"
+    comps.write_text(yaml.safe_dump([dict(id="toy.lr", comparison="a against b at each one's best rate", study="lr",
+                                          metric="loss.book", at="min", a="a", b="b", effect="difference",
+                                          evidence="training", paper={"value": 1.0, "text": "x"})]))
+    (v,) = reproduce(load_sources(), tmp_path / "res", "tiny", comparisons=comps)
+    ci = stats.ttest_rel(a_best, b_best).confidence_interval(0.95)
+    assert v.n_seeds == 3 and v.ci_method.startswith("t, paired by seed")
+    assert (v.ci_low, v.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))

@@ -259,7 +259,7 @@ def _check_sizes(config: Mapping, source: str) -> None:
 
 
 #: Studies whose runs ``seeds:`` may replicate: ``core`` is ``core_variants``, the others ``studies.<name>``.
-SEED_STUDIES = ("core", "table2", "table3", "table5", "fig5", "fig6", "lr")
+SEED_STUDIES = ("core", "table2", "table3", "table5", "fig5", "fig6", "lr", "lr_rates")
 
 
 def _study_runs(config: Mapping, study: str) -> list[str]:
@@ -305,6 +305,9 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
     * ``seeds: {<study>: n}`` (a study of :data:`SEED_STUDIES`): every run the study names gets ``n - 1`` replicas
       ``<run>_seed<k>``, k = 1 .. n-1, with ``train.seed = seed + k`` (init and data order change; the base run
       is seed ``seed``). A run in several studies gets the largest n. Derived runs (``<v>_eqflops``) are skipped.
+      ``seeds.lr_rates: n``: every run ``lr_sensitivity`` adds at another rate (``<run>_lr<f>x``) gets n seeds
+      (so a comparison at each model's own best rate has an interval); ``seeds.runs: {<run>: n}``: one run (a
+      variant or a derived run) gets n seeds, e.g. more seeds for the two sides of one comparison only.
     * ``crossover: {runs, factor, seeds}``: ``<run>_x<factor>`` trained ``factor`` times the steps (the
       ``crossover`` target, outside ``reproduce_all``), and its replicas ``<run>_x<factor>_seed<k>``.
     * ``niah_train: {runs, factor, needle_fraction}``: ``<run>_niah``, Table 4's retrieval run (a labelled
@@ -326,16 +329,25 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
         return V[run]
 
     lr = config.get("lr_sensitivity") or {}
+    at_other_rates: list[str] = []
     for run in lr.get("runs", []):
         spec = need(run, "lr_sensitivity.runs")
         rate = float((spec.get("train") or {}).get("lr", base_lr if base_lr is not None else 1e-3))
         for f in lr.get("factors", []):
             new[f"{run}_lr{_factor_tag(f)}x"] = _derived(spec, {"lr": rate * float(f)})
+            at_other_rates.append(f"{run}_lr{_factor_tag(f)}x")
     counts: dict[str, int] = {}
-    for study, n in (config.get("seeds") or {}).items():
-        for run in _study_runs(config, study):
+    seeds = dict(config.get("seeds") or {})
+    per_run = seeds.pop("runs", None) or {}
+    for study, n in seeds.items():
+        for run in (at_other_rates if study == "lr_rates" else _study_runs(config, study)):
             if run in V or run in new:
                 counts[run] = max(counts.get(run, 1), int(n))
+    for run, n in per_run.items():
+        if run not in V and run not in new:
+            raise ConfigError(f"{source}: seeds.runs: {run!r} is not a variant or a run derived by lr_sensitivity "
+                              f"({sorted(V)[:6]}...)")
+        counts[run] = max(counts.get(run, 1), int(n))
     for run, n in counts.items():
         spec = V.get(run) or new[run]
         for k in range(1, n):

@@ -170,10 +170,10 @@ rule crossover:
 
 
 # Learning-rate sensitivity: the core runs at train.lr x each factor of lr_sensitivity, beside the
-# shared rate (yocou.wfconfig.lr_runs; the base run and its seed replicas at the shared rate).
+# shared rate (yocou.wfconfig.lr_runs; every rate's run and its seed replicas: seeds.lr_rates).
 from yocou.wfconfig import lr_runs as _lr_runs
 
-_LR_RUNS = {r: [x for f, x in sorted(by.items()) if f != 1.0] + replicas(config, r)
+_LR_RUNS = {r: [y for f, x in sorted(by.items()) if f != 1.0 for y in replicas(config, x)] + replicas(config, r)
             for r, by in _lr_runs(config).items()}
 
 

@@ -4,8 +4,8 @@ this study says whether a comparison holds at each variant's own best rate too.
 
 Rows (study ``lr``), per run: ``loss.<split>`` (nats/token on the whole capped held-out split, from the run's ppl
 JSON, stderr = its ``stderr_nats``), axis ``lr`` = the run's peak learning rate, role = the base run (``yoco``, ...),
-seed = the run's training seed. Replicas of the base run at the shared rate are rows at that rate too (the verdicts
-average them by seed); ``best_lr`` (one row per role) is the rate with the lowest mean loss over both splits.
+seed = the run's training seed. Seed replicas are rows at their run's rate too (the base run's at the shared rate,
+and, with ``seeds.lr_rates``, those at the other rates; the verdicts average them by seed and pair them by seed); ``best_lr`` (one row per role) is the rate with the lowest mean loss over both splits.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def summarize_lr(runs: Mapping[str, Sequence[str | Path]], *, ppl_root: str | Pa
     """Tidy rows of study ``lr``.
 
     Args:
-        runs: role (the base run) → its run folders at every rate (and its seed replicas at the shared rate); each
+        runs: role (the base run) → its run folders at every rate, with their seed replicas; each
             folder holds ``run_config.json`` and ``summary.json``.
         ppl_root: the folder of the runs' ppl JSONs (``results/<scale>/ppl``).
 
