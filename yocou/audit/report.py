@@ -8,7 +8,7 @@ Runs the consistency checks (:mod:`yocou.audit.checks`) on the reported tables, 
 - ``report.html``: the same, self-contained (inline CSS, figures as base64 PNG);
 - ``checks.csv``, ``verdicts.csv``, ``claims.csv``: tidy data behind the report; ``summary.json``: the counts,
   regressions against the baseline and provenance; ``verdicts_training`` there counts the training-side verdicts
-  (evidence ``training``: decided by the 95% interval across seeds) decided and undecided, and lists each decided
+  (evidence ``training``: decided by the interval across seeds, Holm-adjusted) decided and undecided, and lists each decided
   one with its effect and interval;
 - ``seed_spread.csv``, ``seed_spread.md``: mean, standard deviation across seeds and number of seeds of every
   training-side metric a comparison reads, per study, role and axis value (:func:`yocou.audit.verdicts.seed_spread`);
@@ -24,7 +24,7 @@ that ``holds`` there and no longer holds (or no longer exists) is a regression; 
 A malformed baseline raises ValueError (exit 2 through the CLI).
 
 Claim status (the headline counts): ``failing`` when a consistency check on the claim does not hold or a verdict
-is ``opposite`` or ``no difference`` (the effect the paper claims is absent: its 95% interval lies inside the
+is ``opposite`` or ``no difference`` (the effect the paper claims is absent: its interval lies inside the
 margin); else ``holding`` when a check holds or a verdict has the paper's direction; else ``inconclusive``
 when it was looked at but nothing could be decided (cannot be checked from what is published, inconclusive
 verdicts); else ``not audited``. ``checked`` = holding + failing + inconclusive.
@@ -231,7 +231,7 @@ def write_baseline(path: str | Path, checks: Iterable[CheckResult]) -> None:
 def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, Any]:
     """Headline counts: claims by status, checks by result, verdicts by label; ``verdicts_training``: the
     training-side verdicts (evidence ``training``) decided and undecided (of which not run), by verdict, and each
-    decided one's id, verdict, effect and 95% interval."""
+    decided one's id, verdict, effect, 95% interval and the interval at its Holm level."""
     claims = res["claims"]
     st = Counter(claims["status"])
     cr = Counter(c.result for c in res["checks"])
@@ -378,7 +378,8 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
                     "arXiv 2604.01220 (Universal YOCO). Consistency checks need no training and "
                     "are the same at every scale; verdicts compare our runs at this scale with the paper's numbers "
                     "and are never stronger than the evidence (a training-side verdict only from several seeds, by "
-                    f"its 95% interval; CPU timings; {model_sizes_text(res)}).", summary),
+                    f"its interval, at the level Holm's adjustment over the scale's training-side comparisons gives it; "
+                    f"CPU timings; {model_sizes_text(res)}).", summary),
     ]
     if cnt["regressions"]:
         out.append(("Regressions against the baseline", "", pd.DataFrame(cnt["regressions"])))
