@@ -148,3 +148,21 @@ def test_reproduce_all_and_mode_compute_recompute(committed_tree):
     assert jobs.get("train", 0) >= 51 and jobs.get("ppl", 0) >= 51 and "audit" in jobs, jobs
     res, jobs = _plan(committed_tree, "table3", "--config", "mode=compute")
     assert res.returncode == 0 and jobs.get("train", 0) > 0 and jobs.get("downstream", 0) > 0, jobs
+
+
+def test_a_seeds_count_that_adds_no_run_changes_no_result():
+    """seeds is judged by the replicas it adds to variants: a per-run count at or below the study's leaves the
+    expanded variants as they are (no recompute); one above it adds replicas, and variants differ."""
+    import copy
+
+    from yocou.wfconfig import expand_runs
+
+    committed = json.loads((ROOT / "results" / "tiny" / CONFIG_NAME).read_text(encoding="utf-8"))
+    committed = committed.get("config", committed)
+    same = copy.deepcopy(committed)
+    same["seeds"] = {**same["seeds"], "runs": {"yoco": 1}}
+    assert config_diff(result_config(committed), result_config(expand_runs(same))) == []
+    more = copy.deepcopy(committed)
+    more["seeds"] = {**more["seeds"], "runs": {"yoco": 7}}
+    diff = config_diff(result_config(committed), result_config(expand_runs(more)))
+    assert diff and all(d.startswith("variants.yoco_seed") for d in diff), diff

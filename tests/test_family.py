@@ -177,3 +177,22 @@ def test_power_table_of_the_known_family_and_the_cost_of_a_seed(src, tmp_path):
     # r: the mean over its replicas (12 and 14); e0: no replica, its own jobs; other runs: unknown cost
     assert pt.loc["toy.e0", "cpu_s_per_seed"] == pytest.approx(13.0 + 50.0)
     assert pd.isna(pt.loc["toy.n0", "cpu_s_per_seed"])
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda r: r[0].update(power_frm="toy.e0"), r"row 0 \(toy\.e0\): unknown field 'power_frm'"),
+    (lambda r: r[1].update(power_from="toy.nope"), r"row toy\.e1: power_from 'toy\.nope', which is not another row's id"),
+    (lambda r: r[1].update(power_from="toy.e1"), r"row toy\.e1: power_from 'toy\.e1'"),
+    (lambda r: r[1].update(restates={"Wiki ppl": "toy.e0"}), r"row 1 \(toy\.e1\): restates names column 'Wiki ppl'"),
+    (lambda r: r[1].update(restates=["toy.e0"]), r"row 1 \(toy\.e1\): restates must be a row id"),
+])
+def test_a_misdeclared_row_is_refused_naming_the_file_read(src, tmp_path, edit, match):
+    """A misspelled field, a power_from or restates that names no other row, a {column: id} mapping whose column the
+    row does not expand to: one error naming the file that was read (not the default eval/comparisons.yaml)."""
+    comps = _family_toy(tmp_path)
+    rows = yaml.safe_load(comps.read_text(encoding="utf-8"))
+    edit(rows)
+    bad = tmp_path / "mine.yaml"
+    bad.write_text(yaml.safe_dump(rows), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{bad}: .*{match}"):
+        reproduce(src, tmp_path, "tiny", comparisons=bad)

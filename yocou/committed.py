@@ -46,8 +46,9 @@ __all__ = [
     "write_committed_config",
 ]
 
-#: Dotted keys that change no result: rendering, execution and the mode itself.
-NO_RESULT_KEYS = ("mode", "render", "launch", "resources", "eval.threads")
+#: Dotted keys that change no result: rendering, execution and the mode itself; and ``seeds``, whose whole effect
+#: is the seed replicas it adds to ``variants`` (compared in full), so a count that adds no run changes nothing.
+NO_RESULT_KEYS = ("mode", "render", "launch", "resources", "eval.threads", "seeds")
 #: The file, under results/<scale>/, holding the resolved config of the committed results.
 CONFIG_NAME = "config.json"
 #: Targets that always recompute (the default target is reproduce_all).

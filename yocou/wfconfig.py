@@ -307,7 +307,7 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
       is seed ``seed``). A run in several studies gets the largest n. Derived runs (``<v>_eqflops``) are skipped.
       ``seeds.lr_rates: n``: every run ``lr_sensitivity`` adds at another rate (``<run>_lr<f>x``) gets n seeds
       (so a comparison at each model's own best rate has an interval); ``seeds.runs: {<run>: n}``: one run (a
-      variant or a derived run) gets n seeds, e.g. more seeds for the two sides of one comparison only.
+      variant or a derived run) gets at least n seeds (counts only raise: the largest of a run's counts wins).
     * ``crossover: {runs, factor, seeds}``: ``<run>_x<factor>`` trained ``factor`` times the steps (the
       ``crossover`` target, outside ``reproduce_all``), and its replicas ``<run>_x<factor>_seed<k>``.
     * ``niah_train: {runs, factor, needle_fraction}``: ``<run>_niah``, Table 4's retrieval run (a labelled
@@ -346,7 +346,7 @@ def expand_runs(config: dict, source: str = "the config") -> dict:
     for run, n in per_run.items():
         if run not in V and run not in new:
             raise ConfigError(f"{source}: seeds.runs: {run!r} is not a variant or a run derived by lr_sensitivity "
-                              f"({sorted(V)[:6]}...)")
+                              f"(one of {', '.join(sorted(n for n in {*V, *new} if '_seed' not in n))})")
         counts[run] = max(counts.get(run, 1), int(n))
     for run, n in counts.items():
         spec = V.get(run) or new[run]

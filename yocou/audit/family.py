@@ -24,8 +24,8 @@ expanded column to an id). The group counts once: one family member (the restate
 row has no interval), every interval row of the group decided at the member's level, and summaries count only one
 row of the group (``counted``: the member, else the first row that was run, the restated row first).
 
-**Seeds needed** (:func:`power_table`): for each family member (and each one-seed row that names a member to borrow
-its seed spread from, ``power_from``), the seeds a paired t interval would need to decide, with 80% power at the
+**Seeds needed** (:func:`power_table`): for each family member (and each one-seed row that names a row with an
+interval to borrow its seed spread from, ``power_from``), the seeds a paired t interval would need to decide, with 80% power at the
 strictest Holm level alpha / m: a true difference of the row's margin (excluding 0), the observed effect, and "no
 difference" when the true effect is 0 (the interval inside the margin; the sample sd taken as known). The spread is
 the per-seed effect's standard deviation, se·sqrt(n) (for a Welch row, n the smaller side's seeds: approximate).
@@ -84,25 +84,35 @@ def holm(p: dict[str, float], alpha: float = ALPHA) -> dict[str, dict[str, Any]]
     return out
 
 
-def restatements(rows: list[dict], path: str = "eval/comparisons.yaml") -> dict[str, str]:
+def _declared(r: dict, key: str) -> Any:
+    """A row's ``restates``/``power_from``: one id, or the id of its column in a ``{column: id}`` mapping."""
+    t = r.get(key)
+    return t.get(r.get("column", "")) if isinstance(t, dict) else t
+
+
+def restatements(rows: list[dict]) -> dict[str, str]:
     """``{row id: the id it restates}`` from the rows' ``restates`` (a string, or ``{column: id}`` for rows
-    expanded over columns; other columns restate nothing).
+    expanded over columns; other columns restate nothing). Also checks every ``power_from``.
 
     Raises:
-        ValueError: naming the file and row, when the restated id does not exist, is the row itself, or restates
-            another row in turn.
+        ValueError: naming the file the row came from (``_source``) and the row, when a restated or ``power_from``
+            id does not exist or is the row itself, or a restated row restates another row in turn.
     """
     ids = {r["id"] for r in rows}
     out: dict[str, str] = {}
     for r in rows:
-        t = r.get("restates")
-        t = t.get(r.get("column", "")) if isinstance(t, dict) else t
+        path = r.get("_source", "eval/comparisons.yaml")
+        pf = _declared(r, "power_from")
+        if pf is not None and (not isinstance(pf, str) or pf not in ids or pf == r["id"]):
+            raise ValueError(f"{path}: row {r['id']}: power_from {pf!r}, which is not another row's id")
+        t = _declared(r, "restates")
         if t is None:
             continue
         if not isinstance(t, str) or t not in ids or t == r["id"]:
             raise ValueError(f"{path}: row {r['id']}: restates {t!r}, which is not another row's id")
         out[r["id"]] = t
     if bad := sorted(k for k, v in out.items() if v in out):
+        path = next(r.get("_source", "eval/comparisons.yaml") for r in rows if r["id"] == bad[0])
         raise ValueError(f"{path}: row {bad[0]}: restates {out[bad[0]]}, which itself restates {out[out[bad[0]]]}; "
                          "name the row it restates")
     return out
@@ -208,9 +218,9 @@ def seed_cost(run: str, timing: pd.DataFrame) -> float | None:
 
 def power_table(verdicts: Iterable[Verdict], rows: list[dict], *, config: dict | None = None,
                 timing: pd.DataFrame | None = None, alpha: float = ALPHA) -> pd.DataFrame:
-    """One row per family member and per one-seed row that names a member in ``power_from``: columns
+    """One row per family member and per one-seed row that names a row with an interval in ``power_from``: columns
     :data:`POWER_COLUMNS` (``status``: decided / borderline (decided at 95% but not after the adjustment, or an
-    adjusted p below 0.1) / undecided; ``seeds_*`` per :func:`seeds_needed` at ``alpha / m``, NaN for "more than
+    adjusted p of 0.01 or more) / undecided / one seed; ``seeds_*`` per :func:`seeds_needed` at ``alpha / m``, NaN for "more than
     200"; ``cpu_s_per_seed``: :func:`seed_cost` summed over the row's runs). Module docstring."""
     vs = list(verdicts)
     by_id = {v.id: v for v in vs}
@@ -225,13 +235,15 @@ def power_table(verdicts: Iterable[Verdict], rows: list[dict], *, config: dict |
         if in_family(v) and v.counted:
             src = v
         else:
-            pf = row_of.get(v.id, {}).get("power_from")
-            pf = pf.get(row_of[v.id].get("column", "")) if isinstance(pf, dict) else pf
+            pf = _declared(row_of.get(v.id, {}), "power_from")
             if (v.evidence != "training" or pf is None or in_family(v) or v.effect is None
                     or not math.isfinite(v.effect)):
                 continue
             if pf not in by_id or not in_family(by_id[pf]):
-                raise ValueError(f"eval/comparisons.yaml: row {v.id}: power_from {pf!r} is not a row with an interval")
+                if pf in by_id and by_id[pf].qualifier == NOT_RUN:
+                    continue                                  # the row it borrows from was not run here
+                raise ValueError(f"{row_of[v.id].get('_source', 'eval/comparisons.yaml')}: row {v.id}: power_from "
+                                 f"{pf!r} is not a row with an interval across seeds")
             src, src_id = by_id[pf], pf
         n = int(src.n_seeds or 0)
         sd = float(src.ci_se) * math.sqrt(n)

@@ -420,7 +420,8 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
 
 
 POWER_INTRO = (
-    "For each comparison of the family (and each one-seed row that borrows a member's spread: `spread_from`), the "
+    "For each comparison of the family (and each one-seed row that borrows the spread of a row with an interval: "
+    "`spread_from`), the "
     "seeds a paired t interval would need to decide with 80% power at the strictest Holm level alpha = 0.05/{m} = "
     "{a:.4f}: `seeds_margin` a true difference of the margin, `seeds_observed` the effect we observed, "
     "`seeds_no_difference` 'no difference' if the true effect were 0 (sd taken as known). `sd_per_seed` is the "

@@ -35,21 +35,40 @@ def _fill(x: Any, subs: dict[str, str]) -> Any:
             else {k: _fill(v, subs) for k, v in x.items()} if isinstance(x, dict) else x)
 
 
+#: The fields a declared row (and, but for id, pairs and columns, a ``pairs`` entry, which may also set ``column``)
+#: may have: the header of eval/comparisons.yaml documents them. A misspelled field is refused, not ignored.
+ROW_KEYS = frozenset({"id", "claims", "comparison", "study", "a", "b", "metric", "metrics", "metric_b", "at", "effect",
+                      "paper", "evidence", "margin", "scale", "comparable", "tolerance", "pairs", "columns",
+                      "axis_max", "series", "reached", "unreached", "unit", "results", "label", "k", "fallback",
+                      "restates", "power_from"})
+
+
 def load_comparisons(path: str | Path | None = None) -> list[dict]:
     """The declared comparisons, expanded over ``pairs`` × ``columns``, with ``{a}``, ``{b}``, ``{column}``
-    filled (``{a}``: the paper's row label of role ``a`` in the row's paper table, else its display label).
+    filled (``{a}``: the paper's row label of role ``a`` in the row's paper table, else its display label). Each
+    expanded row keeps the file it came from under ``_source``.
 
     Raises:
-        ValueError: a row lacks id/study/effect/evidence, names an unknown effect or evidence kind, or two expanded
-            rows share an id (naming the file and the row).
+        ValueError: a row lacks id/study/effect/evidence, has a field not in :data:`ROW_KEYS`, names an unknown
+            effect or evidence kind, maps ``restates``/``power_from`` from a column it does not expand to, or two
+            expanded rows share an id (naming the file and the row).
     """
     p = Path(path or evaldefs.eval_dir() / "comparisons.yaml")
     if not isinstance(raw := evaldefs._load(str(p)), list):
         raise ValueError(f"{p}: expected a list of comparison rows")
     out: list[dict] = []
     for i, row in enumerate(raw):
+        if not isinstance(row, dict):
+            raise ValueError(f"{p}: row {i}: expected a mapping of fields, got {row!r}")
         if miss := [k for k in ("id", "study", "effect", "evidence") if k not in row]:
             raise ValueError(f"{p}: row {i} ({row.get('id')}): missing {miss}")
+        for where, keys, allowed in [("", set(row), ROW_KEYS)] + [
+                (f" pairs[{j}]", set(pr) if isinstance(pr, dict) else {"?"},
+                 (ROW_KEYS - {"id", "pairs", "columns"}) | {"column"})
+                for j, pr in enumerate(row.get("pairs") or [])]:
+            if bad := sorted(map(str, keys - allowed)):
+                raise ValueError(f"{p}: row {i} ({row['id']}){where}: unknown field {bad[0]!r} (the fields are "
+                                 f"{', '.join(sorted(allowed))})")
         effs = row["effect"].values() if isinstance(row["effect"], dict) else [row["effect"]]
         if any(e not in EFFECTS for e in effs) or row["evidence"] not in EVIDENCE:
             raise ValueError(f"{p}: row {i} ({row['id']}): effect must be one of {EFFECTS} and evidence one of "
@@ -61,6 +80,16 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
                      **({"unavailable": spec[c]["unavailable"]} if m is None else
                         {"unavailable": spec[c]["if_missing"]} if "if_missing" in spec[c] else {})}
                     for c, m in evaldefs.column_metrics(cols).items()]
+        expanded_cols = {c.get("column", "") for c in cols or [{}]}
+        for pair in row.get("pairs") or [{}]:
+            for key in ("restates", "power_from"):
+                m = pair.get(key, row.get(key))
+                if isinstance(m, dict) and (bad := sorted(map(str, set(m) - expanded_cols))):
+                    raise ValueError(f"{p}: row {i} ({row['id']}): {key} names column {bad[0]!r}, which the row "
+                                     f"does not expand to (its columns: {sorted(expanded_cols)})")
+                if m is not None and not isinstance(m, (str, dict)):
+                    raise ValueError(f"{p}: row {i} ({row['id']}): {key} must be a row id or {{column: id}}, "
+                                     f"got {m!r}")
         for pair, col in itertools.product(row.get("pairs") or [{}], cols or [{}]):
             r = {**{k: v for k, v in row.items() if k not in ("pairs", "columns")}, **pair, **col,
                  "claims": list(row.get("claims", [])) + list(pair.get("claims", [])),
@@ -69,7 +98,7 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
             subs = {s: (names.paper_row(ptab, r[s]) or names.label(r[s])) if s in r else "" for s in ("a", "b")}
             subs |= {k: v for k, v in col.items() if isinstance(v, str)}  # e.g. {split} of a columns entry
             subs |= {"column": r.get("column", ""), "a_role": r.get("a", ""), "b_role": r.get("b", "")}
-            out.append(_fill(r, subs) | {"roles": {s: r[s] for s in ("a", "b") if s in r}})
+            out.append(_fill(r, subs) | {"roles": {s: r[s] for s in ("a", "b") if s in r}, "_source": str(p)})
     if len(ids := [r["id"] for r in out]) != len(set(ids)):
         raise ValueError(f"{p}: duplicate ids {sorted({i for i in ids if ids.count(i) > 1})}")
     return out
