@@ -44,10 +44,10 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from .decision import CONFIDENCE, NOT_RUN, Verdict, level_text
+from .decision import CONFIDENCE, NOT_RUN, Verdict
 
 __all__ = ["ALPHA", "POWER", "holm", "restatements", "in_family", "adjust", "seeds_needed", "power_table",
-           "POWER_COLUMNS", "seed_cost"]
+           "POWER_COLUMNS", "seed_cost", "read_timing"]
 
 ALPHA = 1 - CONFIDENCE          # the family-wise error rate the adjustment holds
 POWER = 0.8                     # the power the seed calculation asks for
@@ -277,7 +277,12 @@ def _need(delta: float | None, sd: float, alpha: float, equivalence: bool) -> fl
 
 
 def read_timing(results_dir: str | Path) -> pd.DataFrame | None:
-    """``results_dir/timing.csv`` (the pipeline's job times) if present, else None."""
+    """``results_dir/timing.csv`` (the pipeline's job times: one row a job, ``wildcards`` and ``cpu_s`` in CPU
+    seconds) if present, else None.
+
+    Raises:
+        ValueError: the file lacks those columns (naming it).
+    """
     p = Path(results_dir) / "timing.csv"
     if not p.is_file():
         return None
@@ -285,6 +290,3 @@ def read_timing(results_dir: str | Path) -> pd.DataFrame | None:
     if not {"wildcards", "cpu_s"} <= set(t.columns):
         raise ValueError(f"{p}: expected columns wildcards and cpu_s")
     return t
-
-
-__all__ += ["read_timing", "level_text"]
