@@ -15,21 +15,28 @@ min_version("9.0")
 # figure under the part of the paper it belongs to (workflows/rules/common.smk, REPORT_GROUPS), each captioned.
 report: "workflows/report/workflow.rst"
 
-from yocou.scales import check_scale_name, configured_scales  # standard library only
+from yocou.scales import check_scale_name, config_error, configured_scales  # standard library only
+
 
 # A scale is any workflows/config/<scale>.yaml with a safe name (yocou.scales.SCALE_PATTERN): add your own.
-SCALE = check_scale_name(config.get("scale", "tiny"), "--config scale")
-_scales = configured_scales()
-if SCALE not in _scales:
-    raise ValueError(f"--config scale={SCALE}: no workflows/config/{SCALE}.yaml; choose one of {_scales}")
+try:
+    SCALE = check_scale_name(config.get("scale", "tiny"), "--config scale")
+    _scales = configured_scales()
+    if SCALE not in _scales:
+        raise ValueError(f"--config scale={SCALE}: no workflows/config/{SCALE}.yaml; choose one of {_scales}")
+except ValueError as _e:
+    config_error(_e)
 
 
 from yocou.wfconfig import read_scale_file, resolve_config  # jsonschema + PyYAML only
 
 _SCALE_FILE = f"workflows/config/{SCALE}.yaml"
-read_scale_file(_SCALE_FILE)  # a file that is not YAML fails naming it, before Snakemake's own reader
-for _cf in workflow.config_settings.configfiles:  # --configfile: Snakemake would keep the last of a duplicated key
-    read_scale_file(_cf)
+try:
+    read_scale_file(_SCALE_FILE)  # a file that is not YAML fails naming it, before Snakemake's own reader
+    for _cf in workflow.config_settings.configfiles:  # --configfile: Snakemake keeps the last of a duplicated key
+        read_scale_file(_cf)
+except ValueError as _e:
+    config_error(_e)
 
 
 configfile: _SCALE_FILE
@@ -42,8 +49,11 @@ configfile: _SCALE_FILE
 # model size must be known. Parsing writes nothing: jobs get their settings through params.
 from yocou.config import check_variants
 
-check_variants(config)
-resolve_config(config, source=f"{_SCALE_FILE} (with --config/--configfile overrides)")
+try:
+    check_variants(config)
+    resolve_config(config, source=f"{_SCALE_FILE} (with --config/--configfile overrides)")
+except ValueError as _e:
+    config_error(_e)
 
 from yocou.wfconfig import bf16_warning  # reads /proc/cpuinfo only
 
@@ -58,21 +68,21 @@ CORE = config["core_variants"]
 PKG = importlib.util.find_spec("yocou").submodule_search_locations[0]
 for _v in CORE:
     if _v not in config["variants"]:
-        raise ValueError(f"core_variants names {_v!r}, which is not in 'variants' of workflows/config/{SCALE}.yaml")
+        config_error(f"core_variants names {_v!r}, which is not in 'variants' of workflows/config/{SCALE}.yaml")
 _V = config["variants"]
 for _v, _spec in _V.items():
     _to = _spec.get("equal_flops_to")
     if _to is not None and (_to == _v or _to not in _V):
-        raise ValueError(f"variants.{_v}.equal_flops_to: {_to!r} must name another variant of "
-                         f"workflows/config/{SCALE}.yaml ({sorted(set(_V) - {_v})})")
+        config_error(f"variants.{_v}.equal_flops_to: {_to!r} must name another variant of "
+                     f"workflows/config/{SCALE}.yaml ({sorted(set(_V) - {_v})})")
 _RUNS_OK = set(_V) | {f"{v}_eqflops" for v, s in _V.items() if s.get("equal_flops_to")}
 for _study, _sec in config.get("studies", {}).items():
     _names = _sec if isinstance(_sec, list) else [x for y in _sec.values() for x in (y if isinstance(y, list) else [y])]
     for _r in _names:
         if _r not in _RUNS_OK:
-            raise ValueError(f"studies.{_study} names {_r!r}, which is not a run of workflows/config/{SCALE}.yaml: "
-                             f"expected a key of 'variants' or <variant>_eqflops of a variant with equal_flops_to "
-                             f"({sorted(_RUNS_OK)})")
+            config_error(f"studies.{_study} names {_r!r}, which is not a run of workflows/config/{SCALE}.yaml: "
+                         f"expected a key of 'variants' or <variant>_eqflops of a variant with equal_flops_to "
+                         f"({sorted(_RUNS_OK)})")
 
 
 include: "workflows/rules/common.smk"

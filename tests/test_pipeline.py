@@ -104,6 +104,9 @@ def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
     res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke", check=False)
     assert res.returncode != 0
     assert "steps" in res.stdout + res.stderr
+    # one line naming the field: no Snakemake header or traceback around it
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip() and "extended by additional config" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and "train.steps" in lines[0], res.stderr[-2000:]
 
 
 @pytest.mark.parametrize("edit, field", [
@@ -121,6 +124,8 @@ def test_studies_must_name_runs_of_the_config(tmp_path: Path, edit, field: str) 
     res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke", check=False)
     assert res.returncode != 0
     assert field in res.stdout + res.stderr
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"Error: {field}"), res.stderr[-2000:]
 
 
 def test_resolve_run_records_assumptions_and_rejects_unknown_variant() -> None:

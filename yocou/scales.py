@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
-__all__ = ["SCALE_PATTERN", "check_scale_name", "configured_scales", "result_scales", "check_scale"]
+__all__ = ["SCALE_PATTERN", "check_scale_name", "configured_scales", "result_scales", "check_scale", "config_error"]
 
 #: A scale name: a letter or digit, then letters, digits, ``_``, ``-`` or ``.`` (no ``/``, spaces or shell syntax).
 SCALE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -59,3 +60,16 @@ def check_scale(name: object, where: str = "--scale", root: str | os.PathLike = 
     raise ValueError(f"{where} {name!r}: no such scale: neither {CONFIG_DIR / f'{name}.yaml'} nor "
                      f"{RESULTS_DIR / str(name)}/ exists under {here}; scales with a config: {configs or 'none'}, "
                      f"with results: {results or 'none'}")
+
+
+def config_error(e: Exception | str) -> None:
+    """Stop the Snakefile's planning with a bad config's one-line message (it names the field or file).
+
+    Printed as ``Error: <message>`` on stderr, then ``SystemExit(1)``: Snakemake passes that on without its
+    header and traceback, which an exception raised in a Snakefile gets.
+
+    Raises:
+        SystemExit: always, with status 1.
+    """
+    print(f"Error: {e}", file=sys.stderr)
+    raise SystemExit(1)
