@@ -196,3 +196,53 @@ def test_a_misdeclared_row_is_refused_naming_the_file_read(src, tmp_path, edit, 
     bad.write_text(yaml.safe_dump(rows), encoding="utf-8")
     with pytest.raises(ValueError, match=rf"^{bad}: .*{match}"):
         reproduce(src, tmp_path, "tiny", comparisons=bad)
+
+
+def _lr_toy(tmp, best: dict[str, float]):
+    """A learning-rate study of roles x and y: the shared rate 1.0 (runs <role>, <role>_seed<k>, 4 seeds) and 2.0
+    (runs <role>_lr2x..., 4 seeds); x is better at 2.0 on the book but worse on code; ``best`` names each role's
+    best rate (the study's best_lr rows). Rows at the best rate, restating the shared-rate row at the base."""
+    rng = np.random.default_rng(3)
+    base = {("x", 1.0): (5.0, 4.6), ("x", 2.0): (4.9, 4.8), ("y", 1.0): (5.1, 4.7), ("y", 2.0): (5.3, 4.9)}
+    rec = []
+    for (role, lr), means in base.items():
+        for s in range(4):
+            run = (role if lr == 1.0 else f"{role}_lr2x") + (f"_seed{s}" if s else "")
+            for split, m in zip(("book", "code"), means):
+                rec.append(dict(study="lr", run=run, role=role, seed=s, metric=f"loss.{split}", axis="lr",
+                                axis_value=lr, value=float(m + 0.01 * rng.standard_normal()), unit="nats"))
+    rec += [dict(study="lr", run=r, role=r, seed=-1, metric="best_lr", value=v, unit="lr") for r, v in best.items()]
+    write_tidy(rec, tmp / "tidy" / "lr")
+    rows = [dict(id="shared.{split}", comparison="x against y at the shared rate", study="lr",
+                 metric="loss.{split}", at=1.0, a="x", b="y", effect="difference", evidence="training",
+                 paper={"value": -0.1, "text": "lower"}, columns=[{"column": "", "split": s} for s in ("book", "code")]),
+            dict(id="best.{split}", comparison="x against y at their best rates", study="lr", metric="loss.{split}",
+                 at="best", a="x", b="y", effect="difference", evidence="training", restates_at_base="shared.{split}",
+                 paper={"value": -0.1, "text": "lower"}, columns=[{"column": "", "split": s} for s in ("book", "code")])]
+    p = tmp / "comparisons_lr.yaml"
+    p.write_text(yaml.safe_dump(rows), encoding="utf-8")
+    return p, pd.DataFrame(rec)
+
+
+def test_best_rate_rows_use_one_rate_per_model_and_restate_the_shared_rate_row_at_the_base(src, tmp_path):
+    """``at: best`` takes each model's best_lr (one rate for both splits, not the split's own minimum); when both
+    models' best is the shared rate the row reads the shared-rate runs and restates that row (counted once)."""
+    p, df = _lr_toy(tmp_path, {"x": 2.0, "y": 1.0})
+    vs = {v.id: v for v in reproduce(src, tmp_path, "tiny", comparisons=p)}
+    for split in ("book", "code"):   # expected: x's runs at 2.0 against y's at 1.0, each split, computed here
+        xa = df[(df.role == "x") & (df.axis_value == 2.0) & (df.metric == f"loss.{split}")]["value"].mean()
+        yb = df[(df.role == "y") & (df.axis_value == 1.0) & (df.metric == f"loss.{split}")]["value"].mean()
+        assert vs[f"best.{split}"].effect == pytest.approx(xa - yb)
+        assert vs[f"best.{split}"].restates == "" and vs[f"best.{split}"].family_size == 4
+    p, df = _lr_toy(tmp_path, {"x": 1.0, "y": 1.0})   # both best at the shared rate: the same runs
+    vs = {v.id: v for v in reproduce(src, tmp_path, "tiny", comparisons=p)}
+    for split in ("book", "code"):
+        assert vs[f"best.{split}"].effect == pytest.approx(vs[f"shared.{split}"].effect)
+        assert vs[f"best.{split}"].restates == f"shared.{split}" and not vs[f"best.{split}"].counted
+        assert vs[f"best.{split}"].family_size == 2
+    # a restates_at_base naming no row is refused, even when the row does not restate
+    bad = yaml.safe_load(p.read_text())
+    bad[1]["restates_at_base"] = "nope"
+    (q := tmp_path / "comparisons_bad.yaml").write_text(yaml.safe_dump(bad), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"row best\.book: restates_at_base 'nope', which is not another row's id"):
+        reproduce(src, tmp_path, "tiny", comparisons=q)

@@ -92,19 +92,22 @@ def _declared(r: dict, key: str) -> Any:
 
 def restatements(rows: list[dict]) -> dict[str, str]:
     """``{row id: the id it restates}`` from the rows' ``restates`` (a string, or ``{column: id}`` for rows
-    expanded over columns; other columns restate nothing). Also checks every ``power_from``.
+    expanded over columns; other columns restate nothing). Also checks every ``power_from`` and
+    ``restates_at_base`` (the id a row restates when it reads the same runs: yocou.audit.verdicts.restated_at_base).
 
     Raises:
-        ValueError: naming the file the row came from (``_source``) and the row, when a restated or ``power_from``
-            id does not exist or is the row itself, or a restated row restates another row in turn.
+        ValueError: naming the file the row came from (``_source``) and the row, when a restated, ``power_from``
+            or ``restates_at_base`` id does not exist or is the row itself, or a restated row restates another
+            row in turn.
     """
     ids = {r["id"] for r in rows}
     out: dict[str, str] = {}
     for r in rows:
         path = r.get("_source", "eval/comparisons.yaml")
-        pf = _declared(r, "power_from")
-        if pf is not None and (not isinstance(pf, str) or pf not in ids or pf == r["id"]):
-            raise ValueError(f"{path}: row {r['id']}: power_from {pf!r}, which is not another row's id")
+        for key in ("power_from", "restates_at_base"):
+            pf = _declared(r, key)
+            if pf is not None and (not isinstance(pf, str) or pf not in ids or pf == r["id"]):
+                raise ValueError(f"{path}: row {r['id']}: {key} {pf!r}, which is not another row's id")
         t = _declared(r, "restates")
         if t is None:
             continue

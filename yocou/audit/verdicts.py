@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .. import evaldefs, names
@@ -27,7 +29,7 @@ from .spread import SPREAD_COLUMNS, load_tidy, seed_spread
 
 __all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EFFECTS",
            "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval", "load_comparisons",
-           "load_tidy", "evaluate", "reproduce", "seed_spread", "SPREAD_COLUMNS"]
+           "load_tidy", "evaluate", "reproduce", "restated_at_base", "seed_spread", "SPREAD_COLUMNS"]
 
 
 def _fill(x: Any, subs: dict[str, str]) -> Any:
@@ -40,7 +42,7 @@ def _fill(x: Any, subs: dict[str, str]) -> Any:
 ROW_KEYS = frozenset({"id", "claims", "comparison", "study", "a", "b", "metric", "metrics", "metric_b", "at", "effect",
                       "paper", "evidence", "margin", "scale", "comparable", "tolerance", "pairs", "columns",
                       "axis_max", "series", "reached", "unreached", "unit", "results", "label", "k", "fallback",
-                      "restates", "power_from"})
+                      "restates", "power_from", "restates_at_base"})
 
 
 def load_comparisons(path: str | Path | None = None) -> list[dict]:
@@ -82,7 +84,7 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
                     for c, m in evaldefs.column_metrics(cols).items()]
         expanded_cols = {c.get("column", "") for c in cols or [{}]}
         for pair in row.get("pairs") or [{}]:
-            for key in ("restates", "power_from"):
+            for key in ("restates", "power_from", "restates_at_base"):
                 m = pair.get(key, row.get(key))
                 if isinstance(m, dict) and (bad := sorted(map(str, set(m) - expanded_cols))):
                     raise ValueError(f"{p}: row {i} ({row['id']}): {key} names column {bad[0]!r}, which the row "
@@ -112,7 +114,13 @@ def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     """One side's value at ``at`` (absent / number / already-resolved axis value), mean over seeds; ``by_seed``:
     the value of each seed (a Series indexed by seed)."""
     r = df[(df["role"] == role) & (df["metric"] == metric)]
-    if at in ("max", "min"):  # the axis value with the largest (Figure 5's best rung) / smallest mean (best rate)
+    if at == "best":  # the axis value the study's best_<axis> row names for this role (one for every metric)
+        axis = next((a for a in r["axis"] if isinstance(a, str) and a), None)
+        b = df[(df["role"] == role) & (df["metric"] == f"best_{axis}")]["value"]
+        if axis is None or b.empty:
+            return None
+        r = r[np.isclose(r["axis_value"].astype(float), float(b.iloc[0]), rtol=1e-9, atol=0.0)]
+    elif at in ("max", "min"):  # the axis value with the largest (Figure 5's best rung) / smallest mean (best rate)
         if not r.empty:
             m = r.groupby("axis_value", dropna=False)["value"].mean()
             best = m.idxmax() if at == "max" else m.idxmin()
@@ -126,7 +134,8 @@ def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
     se = float(v.std(ddof=1) / math.sqrt(seeds)) if seeds > 1 else (
         None if r["stderr"].isna().all() else float(r["stderr"].iloc[0]))
     return {"value": float(v.mean()), "se": se, "seeds": seeds, "n": r["n"].iloc[0], "unit": r["unit"].iloc[0],
-            "by_seed": v.astype(float), "at": (r["axis"].iloc[0], float(r["axis_value"].iloc[0]))}
+            "by_seed": v.astype(float), "at": (r["axis"].iloc[0], float(r["axis_value"].iloc[0])),
+            "runs": sorted(set(r["run"])) if "run" in r else []}
 
 
 def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
@@ -158,7 +167,7 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         ses.append(None if None in s else math.sqrt(sum(x * x for x in s)) / len(s))
         seeds = min(x["seeds"] for pair in sides for x in pair)
         floor &= unit == "fraction" and all({sa["value"], sb["value"]} in ({0.0}, {1.0}) for sa, sb in sides)
-        best = [x["at"] for x in sides[0]] if ats[0] in ("min", "max") else None  # each side's own axis value
+        best = [x["at"] for x in sides[0]] if ats[0] in ("min", "max", "best") else None  # each side's own value
         where = "" if ats == [None] else f" at {best[0][0]} {best[0][1]:g} vs {best[1][1]:g}" if best else (
             f" at {names.len_label(ats[0])}") if len(ats) == 1 else (
             f" (mean, {names.len_label(ats[0])}-{names.len_label(ats[-1])})")
@@ -378,8 +387,25 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
     tidy = load_tidy(results_dir, rows)
     require_tables(results_dir, rows, tidy)
     set_axis_max(rows, tidy)
+    rows = [{**r, "restates": t} if (t := restated_at_base(r, tidy)) else r for r in rows]
     return family.adjust([evaluate(r, tidy, src, scale) for r in rows], rows,
                          lambda r, level: evaluate(r, tidy, src, scale, level), scale)
+
+
+def restated_at_base(row: dict, tidy: dict[str, pd.DataFrame]) -> str | None:
+    """The id of ``row["restates_at_base"]`` when the row, as evaluated, reads the same runs as that row: every
+    side of every metric chose its base run (runs named ``<role>`` or ``<role>_seed<k>``, e.g. a model whose best
+    learning rate is the shared one); else None. Such a row is a restatement, counted once (yocou.audit.family)."""
+    t, df = row.get("restates_at_base"), tidy.get(row.get("study", ""))
+    if not t or df is None or "run" not in df:
+        return None
+    for m in row.get("metrics") or [row["metric"]]:
+        for role in row["roles"].values():
+            side = _side(df, role, m, row.get("at"))
+            if side is None or not side["runs"] or not all(
+                    re.fullmatch(rf"{re.escape(role)}(_seed\d+)?", x) for x in side["runs"]):
+                return None
+    return t
 
 
 def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:

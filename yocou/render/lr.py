@@ -18,9 +18,9 @@ def render(tidy: str | Path, *, out: str | Path, scale: str = "") -> None:
     df = lr_table(read_tidy(tidy))
     df["model"] = df["model"].map(label)
     notes = ["The paper trains every variant with one recipe; the tables and figures here use train.lr for every "
-             "run. These extra runs (one seed each at the other rates) say whether a comparison holds at each "
-             "model's own best rate.",
-             "Held-out loss in nats/token on the whole capped held-out split (yocou ppl); at the shared rate the mean "
-             "over the run's seeds.", f"{scale} scale, CPU."]
+             "run. These extra runs (seeds: the column) say whether a comparison holds at each model's own best "
+             "rate: `best` is the rate with the lowest loss averaged over both splits, one rate per model.",
+             "Held-out loss in nats/token on the whole capped held-out split (yocou ppl), the mean over the rate's "
+             "seeds.", f"{scale} scale, CPU."]
     write_table(df, stem_of(out), title="Learning-rate sensitivity of the core models (held-out loss)",
                 notes=notes, config={"tidy": str(tidy), "scale": scale})
