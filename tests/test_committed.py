@@ -160,9 +160,10 @@ def test_a_seeds_count_that_adds_no_run_changes_no_result():
     committed = json.loads((ROOT / "results" / "tiny" / CONFIG_NAME).read_text(encoding="utf-8"))
     committed = committed.get("config", committed)
     same = copy.deepcopy(committed)
-    same["seeds"] = {**same["seeds"], "runs": {"yoco": 1}}
+    runs = committed["seeds"].get("runs", {})
+    same["seeds"] = {**same["seeds"], "runs": {**runs, "yoco": 1}}
     assert config_diff(result_config(committed), result_config(expand_runs(same))) == []
     more = copy.deepcopy(committed)
-    more["seeds"] = {**more["seeds"], "runs": {"yoco": 7}}
+    more["seeds"] = {**more["seeds"], "runs": {**runs, "yoco": int(committed["seeds"]["core"]) + 2}}
     diff = config_diff(result_config(committed), result_config(expand_runs(more)))
     assert diff and all(d.startswith("variants.yoco_seed") for d in diff), diff
