@@ -241,11 +241,14 @@ def test_declared_heldout_loss_rows_decide_the_core_pairs_with_seeds(src, tmp_pa
 
 
 def test_best_rate_rows_take_each_sides_own_best_axis_value(src, tmp_path):
-    """`at: min` (the v.lr.* rows): each side at the learning rate with its lowest mean loss, named in the output."""
+    """`at: best` (the v.lr.* rows): each side at the learning rate its study's best_lr row names (here also its
+    lowest mean loss), named in the output."""
     rows = [dict(study="lr", run=f"{role}{lr}", role=role, seed=0, metric="loss.book", axis="lr", axis_value=lr,
                  value=v, unit="nats") for role, lv in {"yoco": {1e-3: 5.3, 2e-3: 5.1, 4e-3: 5.2},
                                                          "yocou": {1e-3: 5.25, 2e-3: 5.3, 4e-3: 5.4}}.items()
             for lr, v in lv.items()]
+    rows += [dict(study="lr", run=role, role=role, seed=-1, metric="best_lr", value=lr, unit="lr")
+             for role, lr in {"yoco": 2e-3, "yocou": 1e-3}.items()]
     write_tidy(rows, tmp_path / "tidy" / "lr")
     got = {v.id: v for v in reproduce(src, tmp_path, "tiny") if v.id.startswith("v.lr.yocou_vs_yoco")}
     v = got["v.lr.yocou_vs_yoco.best_rate.book"]
