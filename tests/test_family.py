@@ -181,7 +181,8 @@ def test_power_table_of_the_known_family_and_the_cost_of_a_seed(src, tmp_path):
 
 @pytest.mark.parametrize("edit, match", [
     (lambda r: r[0].update(power_frm="toy.e0"), r"row 0 \(toy\.e0\): unknown field 'power_frm'"),
-    (lambda r: r[1].update(power_from="toy.nope"), r"row toy\.e1: power_from 'toy\.nope', which is not another row's id"),
+    (lambda r: r[1].update(power_from="toy.nope"),
+     r"row toy\.e1: power_from 'toy\.nope', which is not another row's id"),
     (lambda r: r[1].update(power_from="toy.e1"), r"row toy\.e1: power_from 'toy\.e1'"),
     (lambda r: r[1].update(restates={"Wiki ppl": "toy.e0"}), r"row 1 \(toy\.e1\): restates names column 'Wiki ppl'"),
     (lambda r: r[1].update(restates=["toy.e0"]), r"row 1 \(toy\.e1\): restates must be a row id"),
@@ -213,12 +214,12 @@ def _lr_toy(tmp, best: dict[str, float]):
                                 axis_value=lr, value=float(m + 0.01 * rng.standard_normal()), unit="nats"))
     rec += [dict(study="lr", run=r, role=r, seed=-1, metric="best_lr", value=v, unit="lr") for r, v in best.items()]
     write_tidy(rec, tmp / "tidy" / "lr")
-    rows = [dict(id="shared.{split}", comparison="x against y at the shared rate", study="lr",
-                 metric="loss.{split}", at=1.0, a="x", b="y", effect="difference", evidence="training",
-                 paper={"value": -0.1, "text": "lower"}, columns=[{"column": "", "split": s} for s in ("book", "code")]),
-            dict(id="best.{split}", comparison="x against y at their best rates", study="lr", metric="loss.{split}",
-                 at="best", a="x", b="y", effect="difference", evidence="training", restates_at_base="shared.{split}",
-                 paper={"value": -0.1, "text": "lower"}, columns=[{"column": "", "split": s} for s in ("book", "code")])]
+    common = dict(study="lr", metric="loss.{split}", a="x", b="y", effect="difference", evidence="training",
+                  paper={"value": -0.1, "text": "lower"},
+                  columns=[{"column": "", "split": s} for s in ("book", "code")])
+    rows = [dict(id="shared.{split}", comparison="x against y at the shared rate", at=1.0, **common),
+            dict(id="best.{split}", comparison="x against y at their best rates", at="best",
+                 restates_at_base="shared.{split}", **common)]
     p = tmp / "comparisons_lr.yaml"
     p.write_text(yaml.safe_dump(rows), encoding="utf-8")
     return p, pd.DataFrame(rec)

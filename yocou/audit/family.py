@@ -25,11 +25,12 @@ row has no interval), every interval row of the group decided at the member's le
 row of the group (``counted``: the member, else the first row that was run, the restated row first).
 
 **Seeds needed** (:func:`power_table`): for each family member (and each one-seed row that names a row with an
-interval to borrow its seed spread from, ``power_from``), the seeds a paired t interval would need to decide, with 80% power at the
-strictest Holm level alpha / m: a true difference of the row's margin (excluding 0), the observed effect, and "no
-difference" when the true effect is 0 (the interval inside the margin; the sample sd taken as known). The spread is
-the per-seed effect's standard deviation, se·sqrt(n) (for a Welch row, n the smaller side's seeds: approximate).
-The cost of one more seed is read from the scale's committed job times (``results/<scale>/timing.csv``).
+interval to borrow its seed spread from, ``power_from``), the seeds a paired t interval would need to decide, with
+80% power at the strictest Holm level alpha / m: a true difference of the row's margin (excluding 0), the observed
+effect, and "no difference" when the true effect is 0 (the interval inside the margin; the sample sd taken as
+known). The spread is the per-seed effect's standard deviation, se·sqrt(n) (for a Welch row, n the smaller side's
+seeds: approximate). The cost of one more seed is read from the scale's committed job times
+(``results/<scale>/timing.csv``).
 """
 
 from __future__ import annotations
@@ -223,8 +224,8 @@ def power_table(verdicts: Iterable[Verdict], rows: list[dict], *, config: dict |
                 timing: pd.DataFrame | None = None, alpha: float = ALPHA) -> pd.DataFrame:
     """One row per family member and per one-seed row that names a row with an interval in ``power_from``: columns
     :data:`POWER_COLUMNS` (``status``: decided / borderline (decided at 95% but not after the adjustment, or an
-    adjusted p of 0.01 or more) / undecided / one seed; ``seeds_*`` per :func:`seeds_needed` at ``alpha / m``, NaN for "more than
-    200"; ``cpu_s_per_seed``: :func:`seed_cost` summed over the row's runs). Module docstring."""
+    adjusted p of 0.01 or more) / undecided / one seed; ``seeds_*`` per :func:`seeds_needed` at ``alpha / m``, NaN
+    for "more than 200"; ``cpu_s_per_seed``: :func:`seed_cost` summed over the row's runs). Module docstring."""
     vs = list(verdicts)
     by_id = {v.id: v for v in vs}
     row_of = {r["id"]: r for r in rows}

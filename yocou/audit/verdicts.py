@@ -111,16 +111,17 @@ def _by_unit(x: Any, unit: str, default: Any) -> Any:  # a per-unit setting ({pp
 
 
 def _side(df: pd.DataFrame, role: str, metric: str, at: Any) -> dict | None:
-    """One side's value at ``at`` (absent / number / already-resolved axis value), mean over seeds; ``by_seed``:
-    the value of each seed (a Series indexed by seed)."""
+    """One side's value at ``at`` (absent / number / ``max`` / ``min`` / ``best``: the axis value the study's
+    ``best_<axis>`` row names for the role), mean over seeds; ``by_seed``: the value of each seed (a Series indexed
+    by seed); ``runs``: the runs read. None when nothing matches (or ``best`` has no such row)."""
     r = df[(df["role"] == role) & (df["metric"] == metric)]
-    if at == "best":  # the axis value the study's best_<axis> row names for this role (one for every metric)
+    if at == "best":  # one axis value for every metric of the role, chosen by the study (e.g. best_lr)
         axis = next((a for a in r["axis"] if isinstance(a, str) and a), None)
-        b = df[(df["role"] == role) & (df["metric"] == f"best_{axis}")]["value"]
-        if axis is None or b.empty:
+        b = None if axis is None else df[(df["role"] == role) & (df["metric"] == f"best_{axis}")]["value"]
+        if b is None or b.empty:
             return None
         r = r[np.isclose(r["axis_value"].astype(float), float(b.iloc[0]), rtol=1e-9, atol=0.0)]
-    elif at in ("max", "min"):  # the axis value with the largest (Figure 5's best rung) / smallest mean (best rate)
+    elif at in ("max", "min"):  # each side's axis value with the largest (Figure 5's best rung) / smallest mean
         if not r.empty:
             m = r.groupby("axis_value", dropna=False)["value"].mean()
             best = m.idxmax() if at == "max" else m.idxmin()
