@@ -115,7 +115,8 @@ def _cmd_train(a: argparse.Namespace) -> int:
                          f"{sorted(RUN_CONFIG_KEYS)}")
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
                     run_config=rc, progress=not a.no_progress, tokenizer=a.tokenizer,
-                    heldout={heldout_split_name(p): p for p in a.heldout or []})
+                    heldout={heldout_split_name(p): p for p in a.heldout or []}, init_from=a.init_from,
+                    save_state=a.save_state)
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
     return 0
 
@@ -302,6 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "steps into metrics.jsonl as heldout_loss.<book|code>")
     tr.add_argument("--tokenizer", default=None,
                     help="the run's tokenizer.json (needed when train.needle_mix.fraction > 0)")
+    tr.add_argument("--init-from", default=None, metavar="STATE",
+                    help="a cooldown branch: start from another run's state.pt (written with --save-state)")
+    tr.add_argument("--save-state", action="store_true",
+                    help="also write state.pt (model and optimizer state) at the end, for branches to start from")
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=_cmd_train)
 

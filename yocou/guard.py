@@ -136,14 +136,15 @@ def _in_dir(folder: Any, names: Iterable[str]) -> list[str]:
     return [os.path.join(folder, n) for n in names] if folder else []
 
 
-_TRAIN_FILES = ("model.pt", "ckpt.pt", "metrics.jsonl", "summary.json")
+_TRAIN_FILES = ("model.pt", "ckpt.pt", "metrics.jsonl", "summary.json", "state.pt")
 _AUDIT_FILES = ("report.md", "report.html", "checks.csv", "verdicts.csv", "claims.csv", "summary.json",
                 "seed_spread.csv", "seed_spread.md", "power.csv", "power.md")
 _SPLITS = ("train", "heldout_book", "heldout_code")
 
 
 def _train(a: argparse.Namespace) -> IOPaths:
-    ins = {"--run-config": a.run_config, "--data": a.data, "--heldout": a.heldout, "--tokenizer": a.tokenizer}
+    ins = {"--run-config": a.run_config, "--data": a.data, "--heldout": a.heldout, "--tokenizer": a.tokenizer,
+           "--init-from": _get(a, "init_from")}
     out = Path(a.out)
     snapshots = sorted(str(p) for p in out.glob("model_step*.pt")) if out.is_dir() else []
     return IOPaths(ins, {"--out": [str(out / n) for n in _TRAIN_FILES] + snapshots})

@@ -57,7 +57,11 @@ class TrainConfig:
         batch_size: global batch in sequences (split evenly across ranks).
         seq_len: training sequence length N in tokens.
         lr: peak learning rate. min_lr_ratio: final lr / peak.
-        warmup_steps: linear warmup from 0. schedule: decay after warmup.
+        warmup_steps: linear warmup from 0. schedule: decay after warmup (:func:`lr_at`): ``cosine`` or
+            ``linear`` over all the steps after warmup, ``constant``, or ``wsd`` (warmup-stable-decay: the
+            peak rate until the last ``cooldown_steps`` steps, then a linear cooldown to ``lr * min_lr_ratio``).
+        cooldown_steps: ``wsd`` only: the length of the final linear cooldown (0: no cooldown, a stable-phase
+            run whose final state a cooldown branch can start from: :func:`train`'s ``init_from``).
         weight_decay, beta1, beta2, eps: AdamW (paper: betas 0.9, 0.95).
         grad_clip: max global gradient norm (0 disables).
         dtype: ``bf16`` autocast (CPU AMX / CUDA) or ``fp32``.
@@ -98,7 +102,8 @@ class TrainConfig:
     lr: float = 1e-3
     min_lr_ratio: float = 0.1
     warmup_steps: int = 0
-    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    schedule: Literal["cosine", "linear", "constant", "wsd"] = "cosine"
+    cooldown_steps: int = 0
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.95
@@ -140,6 +145,12 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.eps must be > 0, got {self.eps}")
         if not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"TrainConfig.warmup_steps must be in [0, steps={self.steps}], got {self.warmup_steps}")
+        if self.cooldown_steps and self.schedule != "wsd":
+            raise ValueError(f"TrainConfig.cooldown_steps is for schedule 'wsd' only, got {self.cooldown_steps} with "
+                             f"schedule {self.schedule!r}")
+        if not 0 <= self.cooldown_steps <= self.steps - self.warmup_steps:
+            raise ValueError(f"TrainConfig.cooldown_steps must be in [0, steps - warmup_steps = "
+                             f"{self.steps - self.warmup_steps}], got {self.cooldown_steps}")
         if self.batch_size % self.grad_accum:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) must be a multiple of grad_accum "
                              f"({self.grad_accum})")
@@ -207,11 +218,23 @@ def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:
-    """Learning rate for optimizer step ``step`` (0-based): linear warmup, then decay."""
+    """Learning rate for optimizer step ``step`` (0-based): linear warmup, then decay.
+
+    ``wsd`` (warmup-stable-decay; Hägele et al. 2024, arXiv 2405.18392): the peak rate from the end of warmup to
+    step ``steps - cooldown_steps``, then ``lo + (lr - lo) * (1 - k / cooldown_steps)`` at the ``k``-th cooldown
+    step (k = 1 .. cooldown_steps, so the last step uses ``lo = lr * min_lr_ratio``). The rate of a step before the
+    cooldown does not depend on ``steps``, so a run cooled down at step ``s`` and a longer one agree up to ``s``.
+    """
     if step < tc.warmup_steps:
         return tc.lr * (step + 1) / tc.warmup_steps
     if tc.schedule == "constant":
         return tc.lr
+    if tc.schedule == "wsd":
+        k = step - (tc.steps - tc.cooldown_steps) + 1
+        if k <= 0:
+            return tc.lr
+        lo = tc.lr * tc.min_lr_ratio
+        return lo + (tc.lr - lo) * (1 - min(k, tc.cooldown_steps) / tc.cooldown_steps)
     span = max(1, tc.steps - tc.warmup_steps)
     frac = min(1.0, (step - tc.warmup_steps) / span)
     lo = tc.lr * tc.min_lr_ratio
@@ -365,6 +388,41 @@ class Checkpointer:
         if self.rank == 0:
             print(f"resuming from step {step} ({self.path})", file=sys.stderr, flush=True)
         return step, (ck.get("metrics_rows", []) if step else [])
+
+    def start_from(self, path: Path, device: torch.device) -> tuple[int, list[str]]:
+        """Load the final state of another run (its ``state.pt``, written with ``save_state``) into the model and
+        optimizer: a cooldown branch of that run (:func:`branch_mismatch`).
+
+        Returns:
+            ``(step, rows)``: the state's optimizer step, to continue from, and the ``metrics.jsonl`` lines of the
+            run it comes from up to that step.
+
+        Raises:
+            FileNotFoundError: no such file.
+            ValueError: the file is no resume state, or it was written with another model config, or this run is
+                not a branch of it (:func:`branch_mismatch` names the field or step).
+        """
+        ck = read_checkpoint(path, map_location="cpu" if self.tc.fsdp else device, mmap=self.tc.fsdp,
+                             what="branch state (init_from)", keys=("model", "optimizer", "step", "model_config",
+                                                                     "train_config"),
+                             remedy="train the run it belongs to again (with save_state)")
+        if ck["model_config"] != self.model_cfg.to_dict():
+            raise ValueError(f"init_from {path}: written with another model config than this run's")
+        if why := branch_mismatch(ck["train_config"], self.tc, int(ck["step"])):
+            raise ValueError(f"init_from {path}: this run is not a cooldown branch of it: {why}")
+        if self.tc.fsdp:
+            parallel.load_full_state(self.model, self.opt, ck["model"], ck["optimizer"])
+        else:
+            self.model.load_state_dict(ck["model"])
+            self.opt.load_state_dict(ck["optimizer"])
+        step = int(ck["step"])
+        if self.rank == 0:
+            print(f"branching from step {step} ({path})", file=sys.stderr, flush=True)
+        return step, list(ck.get("metrics_rows", []))
+
+    def save_state(self, step: int, rows: list[str]) -> None:
+        """Write ``state.pt`` (the format of ``ckpt.pt``, kept after the run ends): what a branch starts from."""
+        _save_ckpt(self.out / "state.pt", self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
 
     def _check_config(self, ck: Mapping[str, Any]) -> None:
         """ValueError unless ``ck`` was written with this run's configs; a TrainConfig field added after the
@@ -643,7 +701,8 @@ def train_step(parts: StepParts, tc: TrainConfig, aux_weight: float, step: int, 
 def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike, out_dir: str | os.PathLike, *,
           run_config: Mapping[str, Any] | None = None, progress: bool = True,
           heldout: Mapping[str, str | os.PathLike] | None = None,
-          tokenizer: str | os.PathLike | None = None) -> dict[str, Any]:
+          tokenizer: str | os.PathLike | None = None, init_from: str | os.PathLike | None = None,
+          save_state: bool = False) -> dict[str, Any]:
     """Train ``model_cfg`` on a token stream; resume from ``out_dir/ckpt.pt`` if present.
 
     Args:
@@ -655,6 +714,12 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         progress: show a tqdm bar on rank 0.
         heldout: split name → held-out token stream, scored with ``tc.eval_every`` (:class:`HeldoutEval`).
         tokenizer: the run's tokenizer (``tokenizer.json``); needed only with ``tc.needle_mix`` on.
+        init_from: a cooldown branch: start from this ``state.pt`` of another run (its model and optimizer state,
+            step and metrics rows; :meth:`Checkpointer.start_from`) instead of step 0, unless ``out_dir`` holds a
+            ``ckpt.pt`` of this run to resume. The result equals this run trained from step 0
+            (:func:`branch_mismatch` checks that it would).
+        save_state: also write ``state.pt`` (model and optimizer state, the format of ``ckpt.pt``) at the end,
+            for branches to start from.
 
     Returns:
         The summary dict written to ``summary.json``.
@@ -678,7 +743,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     try:
         if lock is not None:
             lock.acquire()  # RunFolderBusy: another trainer writes this folder
-        return _train_locked(model_cfg, tc, stream, evaluator, out, run_config, progress, rank, world, device)
+        return _train_locked(model_cfg, tc, stream, evaluator, out, run_config, progress, rank, world, device,
+                             init_from=Path(init_from) if init_from is not None else None, save_state=save_state)
     except BaseException:
         if created and lock is not None and lock.fd is not None:
             _remove_if_only_lock(out)
@@ -701,7 +767,7 @@ def _remove_if_only_lock(out: Path) -> None:
 
 def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluator: HeldoutEval | None, out: Path,
                   run_config: Mapping[str, Any] | None, progress: bool, rank: int, world: int,
-                  device: torch.device) -> dict[str, Any]:
+                  device: torch.device, init_from: Path | None = None, save_state: bool = False) -> dict[str, Any]:
     """The body of :func:`train`, run while rank 0 holds the run folder's lock."""
     from tqdm.auto import tqdm
 
@@ -713,7 +779,10 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
     if rank == 0:
         memory.require(16 * sum(p.numel() for p in model.parameters()),
                        f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32)")
+    resuming = ckpt.path.exists()
     start_step, rows = ckpt.resume(device)
+    if init_from is not None and not resuming:
+        start_step, rows = ckpt.start_from(init_from, device)
     log = MetricsLog(out, tc, rank, rows, flops_per_token)
     parts = _step_parts(model, opt, tc, world, device, out)
     bar = tqdm(total=tc.steps, initial=start_step, disable=not (progress and rank == 0),
@@ -728,6 +797,8 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
                "train_flops": tokens * flops_per_token, "stopped_by_flops": stopped_by_flops,
                **accounting.summary(model_cfg, tc.seq_len), "provenance": prov}
     ckpt.save_weights(out / "model.pt", final_step)  # collective when sharded
+    if save_state:
+        ckpt.save_state(final_step, log.rows)  # collective when sharded
     if rank == 0:
         atomic_write_json(out / "summary.json", summary)
     ckpt.discard()
@@ -795,6 +866,35 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
     with atomic_path(path) as tmp:
         torch.save({"model": msd, "optimizer": osd, "step": step,
                     "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
+
+
+#: TrainConfig fields in which a cooldown branch may differ from the run it starts from: its length and cooldown,
+#: and the fields that change no weight.
+BRANCH_FREE_FIELDS = ("steps", "cooldown_steps", "log_every", "ckpt_every", "eval_every", "eval_tokens",
+                      "snapshot_steps", "tensorboard", "stop_at_flops")
+
+
+def branch_mismatch(parent: Mapping[str, Any], tc: TrainConfig, step: int) -> str | None:
+    """Why a run with ``tc`` started from the state after optimizer step ``step`` of a run with the TrainConfig
+    ``parent`` (a dict, as stored in checkpoints) would not equal ``tc`` trained from step 0; None when it would.
+
+    It would when every field but :data:`BRANCH_FREE_FIELDS` is equal, ``step <= tc.steps``, and :func:`lr_at`
+    gives both runs the same rate at every step before ``step`` (e.g. a ``wsd`` run whose cooldown starts at or
+    after ``step``): batches depend only on ``(seed, step)`` (:func:`draw_batch`), so the states agree at ``step``.
+    """
+    defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
+    theirs = train_config_from_dict({**defaults, **parent})
+    ours_d, theirs_d = dataclasses.asdict(tc), dataclasses.asdict(theirs)
+    for name in ours_d:
+        if name not in BRANCH_FREE_FIELDS and ours_d[name] != theirs_d[name]:
+            return f"train.{name} is {ours_d[name]!r} here and {theirs_d[name]!r} in the state's run"
+    if step > tc.steps:
+        return f"the state is at step {step}, past this run's train.steps = {tc.steps}"
+    for k in range(step):
+        if lr_at(k, tc) != lr_at(k, theirs):
+            return (f"the learning rate at step {k} is {lr_at(k, tc):g} here and {lr_at(k, theirs):g} in the state's "
+                    f"run (a branch must start before its cooldown)")
+    return None
 
 
 def _config_differs(ck: Mapping[str, Any], model_cfg: ModelConfig, tc: TrainConfig) -> str | None:
