@@ -5,6 +5,9 @@ and verdicts from our own runs.
 - :mod:`yocou.audit.checks`: consistency checks (holds / does not hold / cannot be checked from what is published).
 - :mod:`yocou.audit.complexity`: the analytic cost model and Table 1's expressions.
 - :mod:`yocou.audit.verdicts`: our measured values beside the paper's, with a verdict no stronger than the evidence.
+- :mod:`yocou.audit.regime`: the regime of each learning-side verdict (tokens per parameter, annealed, held-out loss
+  minus the bigram of the models' own budget) and the gate that makes a pre-bigram one "not comparable"
+  (``eval/regime.yaml``).
 - :mod:`yocou.audit.report`: ``report.md``, a self-contained ``report.html``, tidy CSV/JSON, the baseline, and
   the command (``yocou audit``, ``python -m yocou.audit``).
 

@@ -17,6 +17,12 @@ gradient of the effect at the seed means); an effect averaged over axis values o
 linearised per seed first, so the correlation between them is kept. "Same direction" (and size) / "opposite" only
 when the interval excludes 0; "no difference" only when it lies inside the row's ``margin`` (:data:`MARGINS`); else
 inconclusive. One seed: inconclusive ("one seed, no interval").
+
+"Opposite" only where the paper claims a direction; a parity or equality claim that fails "differs". Two more kinds
+are not decisions: "censored" (the outcome lies outside what the runs measured, e.g. a token saving of -inf, no
+interval) and "not comparable" (a learning-side row whose models are not past the bigram of their own budget:
+:mod:`yocou.audit.regime`, eval/regime.yaml). :data:`FOR`, :data:`AGAINST` and :data:`DIFFERS` are the decided
+kinds (:data:`DECIDED`); :data:`NOT_DECIDED` the rest.
 """
 
 from __future__ import annotations
@@ -29,14 +35,59 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-__all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EVIDENCE",
-           "EFFECTS", "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval",
-           "above_chance", "level_text", "t_p_value"]
+__all__ = [
+    "AGAINST",
+    "CENSORED",
+    "CONFIDENCE",
+    "DECIDED",
+    "DIFFERS",
+    "EFFECTS",
+    "EVIDENCE",
+    "FOR",
+    "INCONCLUSIVE",
+    "LEARNING",
+    "MARGINS",
+    "NOT_COMPARABLE",
+    "NOT_COMPARABLE_KINDS",
+    "NOT_COMPARABLE_UNKNOWN",
+    "NOT_DECIDED",
+    "NOT_RUN",
+    "NO_DIFFERENCE",
+    "OPPOSITE",
+    "SAME",
+    "SAME_SIZE",
+    "VERDICTS",
+    "Verdict",
+    "above_chance",
+    "decide",
+    "decide_interval",
+    "level_text",
+    "t_interval",
+    "t_p_value",
+]
 
 SAME_SIZE, SAME, OPPOSITE, INCONCLUSIVE = "same direction and size", "same direction", "opposite", "inconclusive"
 # the 95% interval across seeds lies inside the margin: the effect the paper claims is absent at this scale
 NO_DIFFERENCE = "no difference"
-VERDICTS = (SAME_SIZE, SAME, NO_DIFFERENCE, OPPOSITE, INCONCLUSIVE)
+# the paper claims no direction (parity, `paper: {expect: parity}`, or an equality) and ours is wholly outside the
+# margin (or not equal): "opposite" is kept for claims with a direction
+DIFFERS = "differs"
+# a learning-side row whose models are not past the Kneser-Ney bigram of their own budget by the declared margin
+# (eval/regime.yaml, yocou.audit.regime): it keeps its effect, interval and own reading, but speaks neither for nor
+# against the paper and is left out of the family-wise adjustment; the second kind where the regime is unknown and
+# eval/regime.yaml says `unknown: not_comparable`
+NOT_COMPARABLE = "not comparable (pre-bigram regime)"
+NOT_COMPARABLE_UNKNOWN = "not comparable (regime unknown)"
+# the outcome lies outside what the runs measured (e.g. YOCO-U never reaches YOCO's final loss within its run: a
+# token saving of -inf, no interval): not a decision
+CENSORED = "censored"
+FOR = (SAME_SIZE, SAME)                          # the paper's claim, reproduced (parity inside the margin included)
+AGAINST = (OPPOSITE, NO_DIFFERENCE)              # its direction reversed, or its effect absent
+DECIDED = (*FOR, *AGAINST, DIFFERS)
+NOT_COMPARABLE_KINDS = (NOT_COMPARABLE, NOT_COMPARABLE_UNKNOWN)
+NOT_DECIDED = (INCONCLUSIVE, *NOT_COMPARABLE_KINDS, CENSORED)
+VERDICTS = (SAME_SIZE, SAME, NO_DIFFERENCE, OPPOSITE, DIFFERS, INCONCLUSIVE, NOT_COMPARABLE, NOT_COMPARABLE_UNKNOWN,
+            CENSORED)
 CONFIDENCE = 0.95
 # "no difference" margins, by the metric's tidy unit (a row's `margin` overrides, per unit like `scale`): in the
 # metric's unit before `scale` for difference/value effects; `relative` for relative effects (relative_decrease,
@@ -45,6 +96,7 @@ MARGINS = {"relative": 0.02, "nats": 0.02, "fraction": 0.02}
 _RELATIVE = ("relative_decrease", "log_ratio", "ratio_minus_1", "monotone")
 NOT_RUN = "not run at this scale"
 EVIDENCE = ("deterministic", "timing", "eval", "training")
+LEARNING = ("eval", "training")                  # evidence that depends on what the models learned
 _PAIRWISE = {"difference": (lambda a, b: a - b, lambda a, b, sa, sb: math.hypot(sa, sb)),
              "relative_decrease": (lambda a, b: (b - a) / b, lambda a, b, sa, sb: math.hypot(sa, sb) / b),
              "log_ratio": (lambda a, b: math.log(a / b), lambda a, b, sa, sb: math.hypot(sa / a, sb / b)),
@@ -92,6 +144,13 @@ class Verdict:
     adjustment: str = ""             # e.g. "Holm over 13 training-side comparisons (tiny)"
     restates: str = ""               # the id of the row this one restates (same quantity, same runs): counted once
     counted: bool = True             # False for the rows of a restatement group other than the one that counts
+    # the regime of a learning-side row (yocou.audit.regime, eval/regime.yaml); empty for the others
+    tokens_per_param: float | None = None   # training tokens / total parameters, the smallest over the runs read
+    annealed: bool | None = None            # every run read at the end of a decayed schedule (None: unknown)
+    loss_minus_bigram: float | None = None  # the worse run's held-out loss minus its own-budget bigram (nats)
+    regime_split: str = ""                  # the held-out split(s) that difference is on
+    regime: str = ""                        # past the bigram | pre-bigram | regime unknown
+    regime_detail: str = ""
 
     def as_row(self) -> dict:
         return {**self.__dict__, "claims": " ".join(self.claims), "files": " ".join(self.files)}
@@ -163,8 +222,8 @@ def decide_interval(paper: float | None, ours: float, ci: tuple[float, float], *
     factor of 2, or ``tolerance``) or opposite; else the interval inside ``±margin`` -> "no difference" (the
     paper's effect is absent at this scale); else inconclusive, saying what the interval straddles. Parity: the
     interval inside ``±margin`` -> "same direction and size" (the paper-agreeing verdict: no difference, as the
-    paper says); wholly outside it -> opposite; else inconclusive. At ``smoke`` a decided verdict is capped at
-    inconclusive. ``percent``: the qualifier prints interval and margin in percent (relative effects).
+    paper says); wholly outside it -> "differs" (the paper claims no direction, so not "opposite"); else
+    inconclusive. At ``smoke`` a decided verdict is capped at inconclusive. ``percent``: the qualifier prints interval and margin in percent (relative effects).
     """
     lo, hi = ci
     inside = margin is not None and -margin <= lo and hi <= margin
@@ -177,7 +236,7 @@ def decide_interval(paper: float | None, ours: float, ci: tuple[float, float], *
         if inside:
             verdict, why = SAME_SIZE, f"no difference: {iv} inside the margin {mtxt}, as the paper's parity"
         elif margin is not None and (lo > margin or hi < -margin):
-            verdict, why = OPPOSITE, f"{iv} beyond the margin {mtxt}; the paper claims parity"
+            verdict, why = DIFFERS, f"{iv} beyond the margin {mtxt}; the paper claims parity"
         else:
             return INCONCLUSIVE, f"{iv} straddles the margin {mtxt} (parity neither shown nor refuted)"
     elif lo > 0 or hi < 0:

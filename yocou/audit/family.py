@@ -2,7 +2,8 @@
 restate another (counted once), and how many seeds a comparison would need (a power calculation).
 
 **The family.** Every training-side row decided by an interval across seeds (:mod:`yocou.audit.decision`) at one
-scale belongs to one family. With m such rows each held to 95% on its own, about 0.05·m of them would be decided by
+scale belongs to one family, but for the rows that are not comparable with the paper (their models not past the
+bigram of their own budget: :mod:`yocou.audit.regime`), which speak neither for nor against it. With m such rows each held to 95% on its own, about 0.05·m of them would be decided by
 chance if no variant differed from another; so the audit decides them together.
 
 **Holm's step-down** (Holm 1979, "A simple sequentially rejective multiple test procedure"): sort the family's
@@ -45,7 +46,7 @@ from typing import Any
 import pandas as pd
 from scipy import stats
 
-from .decision import CONFIDENCE, NOT_RUN, Verdict
+from .decision import CONFIDENCE, NOT_COMPARABLE_KINDS, NOT_RUN, Verdict
 
 __all__ = ["ALPHA", "POWER", "holm", "restatements", "in_family", "adjust", "seeds_needed", "power_table",
            "POWER_COLUMNS", "seed_cost", "read_timing"]
@@ -123,8 +124,10 @@ def restatements(rows: list[dict]) -> dict[str, str]:
 
 
 def in_family(v: Verdict) -> bool:
-    """A training-side verdict with an interval across seeds (so a p-value)."""
-    return v.evidence == "training" and v.p_value is not None and math.isfinite(v.p_value)
+    """A training-side verdict with an interval across seeds (so a p-value) that is comparable with the paper (not
+    "not comparable": its models past the bigram of their own budget, yocou.audit.regime)."""
+    return (v.evidence == "training" and v.p_value is not None and math.isfinite(v.p_value)
+            and v.verdict not in NOT_COMPARABLE_KINDS)
 
 
 def adjust(verdicts: list[Verdict], rows: list[dict], evaluate_at: Callable[[dict, float], Verdict], scale: str,
@@ -241,11 +244,11 @@ def power_table(verdicts: Iterable[Verdict], rows: list[dict], *, config: dict |
         else:
             pf = _declared(row_of.get(v.id, {}), "power_from")
             if (v.evidence != "training" or pf is None or in_family(v) or v.effect is None
-                    or not math.isfinite(v.effect)):
+                    or not math.isfinite(v.effect) or v.verdict in NOT_COMPARABLE_KINDS):
                 continue
             if pf not in by_id or not in_family(by_id[pf]):
-                if pf in by_id and by_id[pf].qualifier == NOT_RUN:
-                    continue                                  # the row it borrows from was not run here
+                if pf in by_id and (by_id[pf].qualifier == NOT_RUN or by_id[pf].verdict in NOT_COMPARABLE_KINDS):
+                    continue                                  # the row it borrows from was not run or not comparable
                 raise ValueError(f"{row_of[v.id].get('_source', 'eval/comparisons.yaml')}: row {v.id}: power_from "
                                  f"{pf!r} is not a row with an interval across seeds")
             src, src_id = by_id[pf], pf

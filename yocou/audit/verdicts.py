@@ -19,17 +19,63 @@ import numpy as np
 import pandas as pd
 
 from .. import evaldefs, names
-from . import family
 from ..readers import read_json
+from . import family, regime
 from .claims import Sources, cell_ref
-from .decision import (_GRAD, _PAIRWISE, _RELATIVE, CONFIDENCE, EFFECTS, EVIDENCE, INCONCLUSIVE, MARGINS,
-                       NO_DIFFERENCE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, VERDICTS, Verdict, decide, decide_interval,
-                       t_interval, t_p_value)
+from .decision import (
+    _GRAD,
+    _PAIRWISE,
+    _RELATIVE,
+    CENSORED,
+    CONFIDENCE,
+    DIFFERS,
+    EFFECTS,
+    EVIDENCE,
+    INCONCLUSIVE,
+    MARGINS,
+    NO_DIFFERENCE,
+    NOT_COMPARABLE,
+    NOT_COMPARABLE_UNKNOWN,
+    NOT_RUN,
+    OPPOSITE,
+    SAME,
+    SAME_SIZE,
+    VERDICTS,
+    Verdict,
+    decide,
+    decide_interval,
+    t_interval,
+    t_p_value,
+)
 from .spread import SPREAD_COLUMNS, load_tidy, seed_spread
 
-__all__ = ["SAME_SIZE", "SAME", "NO_DIFFERENCE", "OPPOSITE", "INCONCLUSIVE", "VERDICTS", "NOT_RUN", "EFFECTS",
-           "MARGINS", "CONFIDENCE", "Verdict", "decide", "decide_interval", "t_interval", "load_comparisons",
-           "load_tidy", "evaluate", "reproduce", "restated_at_base", "seed_spread", "SPREAD_COLUMNS"]
+__all__ = [
+    "CENSORED",
+    "CONFIDENCE",
+    "DIFFERS",
+    "EFFECTS",
+    "INCONCLUSIVE",
+    "MARGINS",
+    "NOT_COMPARABLE",
+    "NOT_COMPARABLE_UNKNOWN",
+    "NOT_RUN",
+    "NO_DIFFERENCE",
+    "OPPOSITE",
+    "SAME",
+    "SAME_SIZE",
+    "SPREAD_COLUMNS",
+    "VERDICTS",
+    "Verdict",
+    "decide",
+    "decide_interval",
+    "evaluate",
+    "load_comparisons",
+    "load_tidy",
+    "reproduce",
+    "restated_at_base",
+    "seed_spread",
+    "t_interval",
+]
 
 
 def _fill(x: Any, subs: dict[str, str]) -> Any:
@@ -42,7 +88,7 @@ def _fill(x: Any, subs: dict[str, str]) -> Any:
 ROW_KEYS = frozenset({"id", "claims", "comparison", "study", "a", "b", "metric", "metrics", "metric_b", "at", "effect",
                       "paper", "evidence", "margin", "scale", "comparable", "tolerance", "pairs", "columns",
                       "axis_max", "series", "reached", "unreached", "unit", "results", "label", "k", "fallback",
-                      "restates", "power_from", "restates_at_base"})
+                      "restates", "power_from", "restates_at_base", "mid_schedule"})
 
 
 def load_comparisons(path: str | Path | None = None) -> list[dict]:
@@ -146,15 +192,18 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     interval across seeds (:func:`t_interval`; the delta method through ``_GRAD``) when every side has 2 seeds."""
     a, b = row["roles"]["a"], row["roles"]["b"]
     effs, ses, shown, seeds, floor, unit, eff, k = [], [], [], 1, True, "", "difference", 1
-    mets, terms = row.get("metrics") or [row["metric"]], []
+    mets, terms, runs, lim = row.get("metrics") or [row["metric"]], [], set(), row.get("_axis_max")
     for m in mets:
         ats: list[Any] = [row.get("at")] if row.get("at") not in ("last", "mean") else sorted(set.intersection(*(
             set(df[(df["role"] == x) & (df["metric"] == m) & (df["axis"] != "")]["axis_value"]) for x in (a, b))))
+        if lim is not None and row.get("at") in ("last", "mean"):   # within the training length (axis_max)
+            ats = [x for x in ats if x <= lim]
         ats = ats[-1:] if row.get("at") == "last" else ats
         sides = [(_side(df, a, m, x), _side(df, b, m, x)) for x in ats]
         if not ats or any(sa is None or sb is None for sa, sb in sides):
             return {"missing": row.get("unavailable") or f"{m} not measured for {a} or {b}"}
         unit = sides[0][0]["unit"]
+        runs |= {x for pair in sides for sd in pair for x in sd["runs"]}
         k, eff = _by_unit(row.get("scale"), unit, 1), _by_unit(row["effect"], unit, "difference")
         f, g = _PAIRWISE[eff]
         e = [f(sa["value"] * k, sb["value"] * k) for sa, sb in sides]
@@ -177,7 +226,8 @@ def _pairwise(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     ours = float(sum(effs) / len(effs))
     return {"ours": ours, "se": None if None in ses else math.sqrt(sum(x * x for x in ses)) / len(ses),
             "seeds": seeds, "floor": floor, "effect": eff, "unit": unit, "k": k, "shown": "; ".join(shown),
-            "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)) if math.isfinite(ours) else None}
+            "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)) if math.isfinite(ours) else None,
+            "runs": sorted(runs)}
 
 
 def _paper_pairwise(row: dict, src: Sources) -> dict:
@@ -217,10 +267,11 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     """Relative decrease from the first to the last axis value (up to ``axis_max``) of each series; mixed signs
     across series are inconclusive."""
     lim = row.get("_axis_max")
-    effs, parts, mono, terms = [], [], True, []
+    effs, parts, mono, terms, runs = [], [], True, [], set()
     for m in row["metrics"]:
         g = df[(df["metric"] == m) & (df["axis"] != "")]
         g = g if lim is None else g[g["axis_value"] <= lim]
+        runs |= set(g["run"]) if "run" in g else set()
         groups = g.groupby("role", sort=False) if row.get("series") == "per_role" else [("", g)]
         for role, s in groups:
             per_seed = s.groupby(["axis_value", "seed"])["value"].mean()
@@ -238,11 +289,11 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     if not effs:
         return {"missing": "fewer than 2 axis values"}
     if len({e > 0 for e in effs}) > 1:
-        return {"undecided": "mixed across models and splits", "shown": "; ".join(parts)}
+        return {"undecided": "mixed across models and splits", "shown": "; ".join(parts), "runs": sorted(runs)}
     ours = float(sum(effs) / len(effs))
     terms = [(g, key, v, w / len(effs)) for g, key, v, w in terms]
     return {"ours": ours, "se": None, "seeds": min(len(t[2]) for t in terms), "effect": "monotone",
-            "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)), "unit": "",
+            "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)), "unit": "", "runs": sorted(runs),
             "shown": "; ".join(parts) + ("" if row.get("series") == "per_role" else
                                          f" ({'monotone' if mono else 'not monotone'})")}
 
@@ -253,47 +304,58 @@ def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
         j = pd.concat([df[df["metric"] == row[k]].set_index(["role", "axis_value"])["value"]
                        for k in ("metric", "metric_b")], axis=1, join="inner")
         ok, n = int((j.iloc[:, 0] == j.iloc[:, 1]).sum()), len(j)
-        return {"fixed": SAME_SIZE if n and ok == n else OPPOSITE, "shown": f"{ok} of {n} measured = formula"}
+        # an equality claim has no direction: one that fails "differs"
+        return {"fixed": SAME_SIZE if n and ok == n else DIFFERS, "shown": f"{ok} of {n} measured = formula"}
     if eff == "wins_ties_losses":
         a, b = row["roles"]["a"], row["roles"]["b"]
         mets = row["metrics"] if isinstance(row["metrics"], list) else evaldefs.column_metrics(row["metrics"]).values()
         w = t = lo = sig = seeds = 0
+        runs: set[str] = set()
         for m in mets:
             sa, sb = _side(df, a, m, None), _side(df, b, m, None)
             if sa is None or sb is None:
                 continue
+            runs |= {*sa["runs"], *sb["runs"]}
             d, se = sa["value"] - sb["value"], math.hypot(sa["se"] or 0, sb["se"] or 0)
             w, t, lo, sig = w + (d > 0), t + (d == 0), lo + (d < 0), sig + (se > 0 and abs(d) > 2 * se)
             seeds = min(sa["seeds"], sb["seeds"], seeds or sa["seeds"])
         if (n := w + t + lo) == 0:
             return {"missing": f"no metric measured for both {a} and {b}"}
         if w == lo == 0:
-            return {"undecided": "at the floor for both (no signal)", "shown": f"tied on {t} of {n}"}
+            return {"undecided": "at the floor for both (no signal)", "shown": f"tied on {t} of {n}",
+                    "runs": sorted(runs)}
         x = (w - lo) / n
         return {"ours": x, "se": None if sig else abs(x), "seeds": seeds, "spread": f"{sig} beyond 2 se",
-                "shown": f"better on {w}, tied on {t}, worse on {lo} of {n}"}
+                "shown": f"better on {w}, tied on {t}, worse on {lo} of {n}", "runs": sorted(runs)}
     s = _side(df, row["roles"]["a"], row["metric"], row.get("at"))  # value
     reached = _side(df, row["roles"]["a"], row["reached"], row.get("at")) if row.get("reached") else None
     if s is None and reached is not None and reached["value"] == 0:
-        if row.get("unreached") == "never":
-            return {"ours": -math.inf, "se": None, "seeds": reached["seeds"], "shown": "never reaches the reference"}
+        if row.get("unreached") == "never":   # censored: below every saving the run could show
+            return {"ours": -math.inf, "se": None, "seeds": reached["seeds"], "shown": "never reaches the reference",
+                    "runs": reached["runs"]}
         return {"missing": "outside the measured range (no rung reaches the reference loss)"}
     if s is None:
         return {"missing": f"{row['metric']} not in the table"}
     return {"ours": s["value"], "se": s["se"] if s["seeds"] > 1 else None, "seeds": s["seeds"], "unit": s["unit"],
             "ci": t_interval(s["value"], [(row["roles"]["a"], row["metric"], s["by_seed"], 1.0)],
                              row.get("_level", CONFIDENCE)),
-            "shown": f"{s['value']:.3f} {row.get('unit', '')}".strip()}
+            "shown": f"{s['value']:.3f} {row.get('unit', '')}".strip(), "runs": s["runs"]}
 
 
 def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str,
-             level: float = CONFIDENCE) -> Verdict:
+             level: float = CONFIDENCE, ctx: regime.Context | None = None) -> Verdict:
     """The verdict of one expanded comparison row, reading the tidy table ``tidy[row['study']]``. A row with
     ``results: <name>`` reads a study that does not depend on the scale (``results/<name>/tidy``): it is judged
     as measured there (``scale`` is ``<name>``, so the smoke scale's cap does not apply) and labelled with the
     row's ``label`` (what was measured, e.g. "CPU, 1.3B shape, fp32") instead of the scale. ``level``: the
     confidence level of a training-side interval (95%; :mod:`yocou.audit.family` asks again at the level Holm's
-    adjustment gives the row). The verdict's ``p_value`` is the two-sided p of "no effect" of that interval's t."""
+    adjustment gives the row). The verdict's ``p_value`` is the two-sided p of "no effect" of that interval's t.
+
+    ``ctx`` (:func:`yocou.audit.regime.context` of the results folder; :func:`reproduce` passes it): a
+    learning-side row gets its regime columns, and one the rules gate (eval/regime.yaml: its models not past the
+    bigram of their own budget) is "not comparable", its own reading kept in ``verdict_unadjusted`` and
+    ``qualifier_unadjusted``. Without ``ctx`` no regime is assessed. An effect of +-inf (e.g. YOCO-U never reaches
+    YOCO's final loss) is "censored": not a decision."""
     row = {**row, "_level": level}
     p, ev, eff = row["paper"], row["evidence"], row["effect"]
     files = (f"{'../' + row['results'] + '/' if row.get('results') else ''}tidy/{row['study']}.csv",)
@@ -323,9 +385,10 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str,
         f" ({_eff_s(res['ours'], kind)}" + (f", 95% CI {_eff_s(ci['lo'], kind)} to {_eff_s(ci['hi'], kind)}"
                                              if ci else "") + ")" if "effect" in res or ci else "")
     one_se = "-" if se is None else f"±{se * 100:.2f}% (1 se)" if pct else f"±{se:.3g} (1 se)"
+    reg = None if "missing" in res else regime.of_row(row, res.get("runs", []), ctx, ev)
+    number = res.get("ours") if "missing" not in res and isinstance(res.get("ours"), (int, float)) else None
 
-    def out(verdict: str, qualifier: str, message: str) -> Verdict:
-        number = res.get("ours") if "missing" not in res and isinstance(res.get("ours"), (int, float)) else None
+    def out(verdict: str, qualifier: str, message: str, reading: tuple[str, str] = ("", "")) -> Verdict:
         return Verdict(row["id"], tuple(claims), row["comparison"], res.get("paper_shown") or (
             f"{paper:g}" if "claim" in p else str(p.get("text", paper))), ours, res.get("spread") or (
             one_se if ci is None else f"95% CI [{_eff_s(ci['lo'], kind)}, {_eff_s(ci['hi'], kind)}] "
@@ -334,28 +397,46 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str,
             None if number is None else float(number), ci and ci["lo"], ci and ci["hi"], ci["method"] if ci else "",
             margin if ev == "training" else None,
             p_value=t_p_value(res["ours"], ci["se"], ci["df"]) if ci and "missing" not in res else None,
-            ci_se=ci and ci["se"], ci_df=ci and ci["df"])
+            ci_se=ci and ci["se"], ci_df=ci and ci["df"], verdict_unadjusted=reading[0],
+            qualifier_unadjusted=reading[1], **{k: reg[k] for k in regime.REGIME_FIELDS} if reg else {})
+
+    def reading() -> tuple[str, str, str]:
+        """The verdict from the evidence alone (before the regime's gate), its qualifier and message."""
+        if "undecided" in res:
+            return INCONCLUSIVE, res["undecided"], where
+        if p.get("expect") == "parity":
+            if ci is not None and (seeds or 1) >= 2:
+                return (*decide_interval(None, res["ours"], (ci["lo"], ci["hi"]), margin=margin, scale=scale,
+                                         floor=res.get("floor", False), percent=pct, level=level),
+                        f"{where}, {row['study']}")
+            return (INCONCLUSIVE, "parity cannot be shown by a non-significant difference"
+                    + ("; one seed, no interval" if (seeds or 1) < 2 else ""), where)
+        if not paper:
+            return INCONCLUSIVE, "the paper shows no difference", "no direction to reproduce"
+        tol = (*res["raw"], float(row["tolerance"])) if "tolerance" in row else None
+        return (*decide(paper, res["ours"], evidence=ev, se=se, n_seeds=seeds, scale=scale, tolerance=tol,
+                        size_comparable=_by_unit(row.get("comparable"), res.get("unit", ""), True),
+                        floor=res.get("floor", False), ci=None if ci is None else (ci["lo"], ci["hi"]),
+                        margin=margin, percent=pct, level=level), f"{where}, {row['study']}")
 
     if "missing" in res:
         return out(INCONCLUSIVE, NOT_RUN, res["missing"])
     if "fixed" in res:
         return out(res["fixed"], f"measured at {scale} shapes", row["comparison"])
-    if "undecided" in res:
-        return out(INCONCLUSIVE, res["undecided"], where)
-    if p.get("expect") == "parity":
-        if ci is not None and (seeds or 1) >= 2:
-            return out(*decide_interval(None, res["ours"], (ci["lo"], ci["hi"]), margin=margin, scale=scale,
-                                        floor=res.get("floor", False), percent=pct, level=level),
-                       f"{where}, {row['study']}")
-        return out(INCONCLUSIVE, "parity cannot be shown by a non-significant difference"
-                   + ("; one seed, no interval" if (seeds or 1) < 2 else ""), where)
-    if not paper:
-        return out(INCONCLUSIVE, "the paper shows no difference", "no direction to reproduce")
-    tol = (*res["raw"], float(row["tolerance"])) if "tolerance" in row else None
-    return out(*decide(paper, res["ours"], evidence=ev, se=se, n_seeds=seeds, scale=scale, tolerance=tol,
-                       size_comparable=_by_unit(row.get("comparable"), res.get("unit", ""), True),
-                       floor=res.get("floor", False), ci=None if ci is None else (ci["lo"], ci["hi"]),
-                       margin=margin, percent=pct, level=level), f"{where}, {row['study']}")
+    regime_text = "" if reg is None else f"{reg['regime']}: {reg['regime_detail']}"
+    if number is not None and math.isinf(number):
+        return out(CENSORED, f"censored: {res.get('shown', 'outside the measured range')} within the run (effect "
+                             f"{_eff_s(number, kind)}, no interval): not a decision"
+                   + (f"; {regime_text}" if regime_text else ""), f"{where}, {row['study']}")
+    verdict, qualifier, message = reading()
+    if reg is not None and reg["gate"]:
+        kind_nc = NOT_COMPARABLE if reg["regime"] == regime.PRE else NOT_COMPARABLE_UNKNOWN
+        return out(kind_nc, f"{regime_text}; alone: {verdict}" + (f" ({qualifier})" if qualifier else ""), message,
+                   (verdict, qualifier))
+    if reg is not None and reg["regime"] == regime.UNKNOWN:
+        qualifier = "; ".join(x for x in (qualifier, ("regime unknown (regime_detail), decided without it "
+                                                      "(eval/regime.yaml: unknown: decide)")) if x)
+    return out(verdict, qualifier, message)
 
 
 def _margin(row: dict, unit: str, effect: str, k: float) -> float | None:
@@ -373,11 +454,12 @@ def _eff_s(x: float, effect: str) -> str:
     return f"{x * 100:+.2f}%" if effect in ("relative_decrease", "ratio_minus_1", "monotone") else f"{x:+.3g}"
 
 
-def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
-              comparisons: str | Path | None = None) -> list[Verdict]:
+def reproduce(src: Sources, results_dir: str | Path, scale: str, *, comparisons: str | Path | None = None,
+              regime_rules: str | Path | None = None) -> list[Verdict]:
     """Every declared comparison's verdict for one scale, reading ``results_dir/tidy/`` (``results/<scale>``),
-    the training-side intervals decided as one family with Holm's adjustment and restatements marked
-    (:func:`yocou.audit.family.adjust`).
+    each learning-side row with its regime (:mod:`yocou.audit.regime`, the rules of ``eval/regime.yaml`` or
+    ``regime_rules``: a pre-bigram row is "not comparable"), the training-side intervals of the rest decided as one
+    family with Holm's adjustment and restatements marked (:func:`yocou.audit.family.adjust`).
     A row's ``axis_max: <metric>`` is the smallest value of that metric in the tidy ``runs`` table (e.g.
     ``seq_len``, the training length).
 
@@ -388,9 +470,10 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *,
     tidy = load_tidy(results_dir, rows)
     require_tables(results_dir, rows, tidy)
     set_axis_max(rows, tidy)
+    ctx = regime.context(results_dir, tidy, regime.load_rules(regime_rules))
     rows = [{**r, "restates": t} if (t := restated_at_base(r, tidy)) else r for r in rows]
-    return family.adjust([evaluate(r, tidy, src, scale) for r in rows], rows,
-                         lambda r, level: evaluate(r, tidy, src, scale, level), scale)
+    return family.adjust([evaluate(r, tidy, src, scale, ctx=ctx) for r in rows], rows,
+                         lambda r, level: evaluate(r, tidy, src, scale, level, ctx=ctx), scale)
 
 
 def restated_at_base(row: dict, tidy: dict[str, pd.DataFrame]) -> str | None:
