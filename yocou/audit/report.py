@@ -24,10 +24,18 @@ that ``holds`` there and no longer holds (or no longer exists) is a regression; 
 A malformed baseline raises ValueError (exit 2 through the CLI).
 
 Claim status (the headline counts): ``failing`` when a consistency check on the claim does not hold or a verdict
-is ``opposite`` or ``no difference`` (the effect the paper claims is absent: its interval lies inside the
-margin); else ``holding`` when a check holds or a verdict has the paper's direction; else ``inconclusive``
-when it was looked at but nothing could be decided (cannot be checked from what is published, inconclusive
-verdicts); else ``not audited``. ``checked`` = holding + failing + inconclusive.
+is ``opposite``, ``no difference`` (the effect the paper claims is absent: its interval lies inside the
+margin) or ``differs`` (a parity or equality the paper claims does not hold); else ``holding`` when a check holds
+or a verdict has the paper's direction; else ``inconclusive`` when it was looked at but nothing could be decided
+(cannot be checked from what is published; inconclusive, not comparable or censored verdicts); else
+``not audited``. ``checked`` = holding + failing + inconclusive.
+
+The counts keep the paper's internal consistency apart from its empirical reproduction (``summary.json``:
+``consistency``, ``reproduction``): the consistency checks of its printed numbers (table arithmetic, Table 10
+and Table 1 against the formulas: ``checks.csv``) and our deterministic rows (KV bytes against the formulas) on one
+side; the timing, eval and training rows on the other, counted for the paper (same direction, and size), against it
+(opposite, no difference), differs, inconclusive, not comparable (a learning-side row whose models are not past the
+bigram of their own budget: :mod:`yocou.audit.regime`, eval/regime.yaml), censored and not run, each by evidence.
 
 Source: the paper, arXiv 2604.01220 (Universal YOCO), Tables 1 to 10 and its prose; docs/design.md sections 5, 6, 8.
 """
@@ -41,6 +49,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -56,7 +65,17 @@ from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
 from .claims import load_claims, load_sources
+from .decision import (
+    AGAINST,
+    CENSORED,
+    DECIDED,
+    DIFFERS,
+    FOR,
+    LEARNING,
+    NOT_COMPARABLE_KINDS,
+)
 from .family import power_table, read_timing
+from .regime import PAST, PRE, UNKNOWN, load_rules
 from .verdicts import (
     INCONCLUSIVE,
     NO_DIFFERENCE,
@@ -120,6 +139,7 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
             "results_dir": str(rdir), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
+            "regime_rules": load_rules(),
             "model_params": _param_range(rdir),
             "power": power_table(verdicts, rows, config=cfg, timing=read_timing(rdir))}
 
@@ -166,7 +186,7 @@ def claim_status(claims: pd.DataFrame, checks: Iterable[CheckResult], verdicts: 
     status = []
     for i in out["id"]:
         c, r = cons[i], rep[i]
-        if FAILS in c or OPPOSITE in r or NO_DIFFERENCE in r:
+        if FAILS in c or OPPOSITE in r or NO_DIFFERENCE in r or DIFFERS in r:
             status.append("failing")
         elif HOLDS in c or SAME in r or SAME_SIZE in r:
             status.append("holding")
@@ -229,9 +249,12 @@ def write_baseline(path: str | Path, checks: Iterable[CheckResult]) -> None:
 
 
 def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, Any]:
-    """Headline counts: claims by status, checks by result, verdicts by label; ``verdicts_training``: the
-    training-side verdicts (evidence ``training``) decided and undecided (of which not run), by verdict, and each
-    decided one's id, verdict, effect, 95% interval and the interval at its Holm level."""
+    """Headline counts: claims by status, checks by result, verdicts by label; ``consistency`` (the paper's internal
+    consistency: checks and deterministic rows) and ``reproduction`` (timing, eval and training rows: for, against,
+    differs, inconclusive, not comparable, censored, not run; by evidence; the regime of the learning-side ones);
+    ``verdicts_training``: the training-side verdicts (evidence ``training``) decided and undecided (of which not
+    run), by verdict, and each decided one's id, verdict, effect, 95% interval and the interval at its Holm
+    level."""
     claims = res["claims"]
     st = Counter(claims["status"])
     cr = Counter(c.result for c in res["checks"])
@@ -248,10 +271,55 @@ def counts(res: dict[str, Any], regress: list[dict] | None = None) -> dict[str, 
         "verdicts": {"total": len(counted), **{k: int(vr[k]) for k in VERDICTS},
                      "not run at this scale": sum(v.qualifier == NOT_RUN for v in counted),
                      "restatements": len(res["verdicts"]) - len(counted)},
+        "consistency": consistency_counts(res["checks"], counted),
+        "reproduction": reproduction_counts(counted, res.get("regime_rules")),
         "verdicts_training": training_counts(res["verdicts"]),
         "family": family_counts(res["verdicts"]),
         "regressions": regress or [],
     }
+
+
+#: The outcome columns of the reproduction counts, in order (:func:`outcome`).
+OUTCOMES = ("for", "against", "differs", "inconclusive", "not comparable", "censored", "not run")
+
+
+def outcome(v: Verdict) -> str:
+    """One verdict as an outcome of :data:`OUTCOMES`: for the paper (same direction, and size), against it
+    (opposite, no difference), differs, inconclusive, not comparable, censored, not run."""
+    if v.qualifier == NOT_RUN:
+        return "not run"
+    return ("for" if v.verdict in FOR else "against" if v.verdict in AGAINST else "differs" if v.verdict == DIFFERS
+            else "not comparable" if v.verdict in NOT_COMPARABLE_KINDS else "censored" if v.verdict == CENSORED
+            else "inconclusive")
+
+
+def consistency_counts(checks: Iterable[CheckResult], verdicts: Iterable[Verdict]) -> dict[str, Any]:
+    """The paper's internal consistency: its printed numbers checked against each other and against the formulas
+    (``checks.csv``, by result) and our deterministic rows (KV bytes against the formulas, by outcome; restatements
+    counted once)."""
+    cr = Counter(c.result for c in checks)
+    det = [v for v in verdicts if v.evidence == "deterministic"]
+    dc = Counter(outcome(v) for v in det)
+    return {"checks": sum(cr.values()), **{k: int(cr[k]) for k in RESULTS},
+            "deterministic_rows": len(det), **{f"deterministic {k}": int(dc[k]) for k in OUTCOMES}}
+
+
+def reproduction_counts(verdicts: Iterable[Verdict], rules: Any = None) -> dict[str, Any]:
+    """Empirical reproduction: the timing, eval and training rows (restatements counted once) by outcome
+    (:data:`OUTCOMES`), then ``by_evidence`` the same per evidence kind, and ``regime``: the gate's rule and the
+    learning-side rows by regime (past the bigram, pre-bigram, regime unknown)."""
+    rep = [v for v in verdicts if v.evidence != "deterministic"]
+    oc = Counter(outcome(v) for v in rep)
+    learning = [v for v in rep if v.evidence in LEARNING and v.qualifier != NOT_RUN]
+    rg = Counter(v.regime for v in learning)
+    rules = rules or load_rules()
+    return {"total": len(rep), **{k: int(oc[k]) for k in OUTCOMES},
+            "by_evidence": {ev: {"total": len(vs), **{k: int(c[k]) for k in OUTCOMES}}
+                            for ev in ("timing", "eval", "training")
+                            for vs in [[v for v in rep if v.evidence == ev]] for c in [Counter(map(outcome, vs))]},
+            "regime": {"rule": rules.text(), "bigram_margin_nats": rules.margin,
+                       "gated_evidence": list(rules.gated_evidence), "unknown": rules.unknown,
+                       "learning_rows_run": len(learning), **{k: int(rg[k]) for k in (PAST, PRE, UNKNOWN)}}}
 
 
 def family_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
@@ -269,13 +337,16 @@ def family_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
 
 
 def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
-    """Training-side verdicts (evidence ``training``, restatements not counted) decided (not inconclusive, after
-    the family-wise adjustment) and undecided, by verdict."""
+    """Training-side verdicts (evidence ``training``, restatements not counted) decided (for, against or differs,
+    after the family-wise adjustment) and undecided (inconclusive, not comparable, censored), by verdict; each decided
+    one listed with its regime."""
     tr = [v for v in verdicts if v.evidence == "training" and v.counted]
-    dec = [v for v in tr if v.verdict != INCONCLUSIVE]
+    dec = [v for v in tr if v.verdict in DECIDED]
     by = Counter(v.verdict for v in tr)
     return {"decided": len(dec), "undecided": len(tr) - len(dec),
             "not_run": sum(v.qualifier == NOT_RUN for v in tr),
+            "not_comparable": sum(v.verdict in NOT_COMPARABLE_KINDS for v in tr),
+            "censored": sum(v.verdict == CENSORED for v in tr),
             "by_interval": sum(v.ci_low is not None for v in dec),
             "by_verdict": {k: int(by[k]) for k in VERDICTS},
             # an effect of -inf (the compared run never reaches the reference loss) is JSON null, with `ours`
@@ -286,29 +357,52 @@ def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
                               "p_adjusted": v.p_adjusted, "level_adjusted": v.level_adjusted,
                               "ci_low_adjusted": _finite_or_none(v.ci_low_adjusted),
                               "ci_high_adjusted": _finite_or_none(v.ci_high_adjusted),
-                              "paper": v.paper} for v in dec]}
+                              "paper": v.paper, "tokens_per_param": v.tokens_per_param, "annealed": v.annealed,
+                              "loss_minus_bigram": v.loss_minus_bigram, "regime_split": v.regime_split,
+                              "regime": v.regime} for v in dec]}
 
 
 def _finite_or_none(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
+def _outcomes_text(d: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {d[k]}" for k in OUTCOMES if d.get(k))
+
+
 def summary_text(cnt: dict[str, Any]) -> str:
     c, k, v, t = cnt["claims"], cnt["checks"], cnt["verdicts"], cnt["verdicts_training"]
     f = cnt.get("family") or {"size": 0, "changed": []}
     lines = [
-        f"audit ({cnt['scale']}): {c['total']} claims ({c['prose']} prose/caption, {c['table_cells']} cells of "
-        f"Tables {', '.join(map(str, c['tables']))})",
-        f"  claims checked {c['checked']}: holding {c['holding']}, failing {c['failing']}, inconclusive "
-        f"{c['inconclusive']}; not audited {c['not audited']}",
-        f"  consistency checks {k['total']}: holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what "
-        f"is published {k[UNCHECKABLE]}",
-        f"  reproduced verdicts {v['total']}: same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, "
-        f"no difference {v[NO_DIFFERENCE]}, opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} "
-        f"(not run at this scale {v['not run at this scale']}; restatements counted once: {v.get('restatements', 0)})",
-        f"  training-side verdicts {t['decided'] + t['undecided']}: decided {t['decided']} ({t['by_interval']} by the "
+        (f"audit ({cnt['scale']}): {c['total']} claims ({c['prose']} prose/caption, {c['table_cells']} cells of "
+        f"Tables {', '.join(map(str, c['tables']))})"),
+        (f"  claims checked {c['checked']}: holding {c['holding']}, failing {c['failing']}, inconclusive "
+        f"{c['inconclusive']}; not audited {c['not audited']}"),
+        (f"  consistency checks {k['total']}: holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what "
+        f"is published {k[UNCHECKABLE]}"),
+    ]
+    if (cs := cnt.get("consistency")) and (rp := cnt.get("reproduction")):
+        det = {o: cs.get(f"deterministic {o}", 0) for o in OUTCOMES}
+        rg = rp["regime"]
+        lines += [
+            (f"  internal consistency (the paper's arithmetic and formulas): {cs['checks']} checks (holds "
+            f"{cs[HOLDS]}, does not hold {cs[FAILS]}, cannot be checked {cs[UNCHECKABLE]}) and "
+            f"{cs['deterministic_rows']} deterministic rows ({_outcomes_text(det) or 'none'})"),
+            (f"  empirical reproduction {rp['total']} (timing, eval, training; restatements once): "
+            f"{_outcomes_text(rp)}"),
+            *(f"    {ev} {d['total']}: {_outcomes_text(d)}" for ev, d in rp["by_evidence"].items() if d["total"]),
+            (f"  regime of the {rg['learning_rows_run']} learning-side rows run: {PAST} {rg[PAST]}, {PRE} {rg[PRE]}, "
+            f"{UNKNOWN} {rg[UNKNOWN]} (margin {rg['bigram_margin_nats']:g} nats below the bigram of their own "
+            "budget, eval/regime.yaml)"),
+        ]
+    lines += [
+        f"  reproduced verdicts {v['total']}: " + ", ".join(f"{x} {v[x]}" for x in VERDICTS if v.get(x))
+        + f" (not run at this scale {v['not run at this scale']}; restatements counted once: "
+          f"{v.get('restatements', 0)})",
+        (f"  training-side verdicts {t['decided'] + t['undecided']}: decided {t['decided']} ({t['by_interval']} by the "
         f"interval across seeds, Holm-adjusted over a family of {f['size']}), undecided {t['undecided']} "
-        f"(not run at this scale {t['not_run']}); the adjustment changed {len(f['changed'])} verdicts",
+        f"(not comparable {t.get('not_comparable', 0)}, censored {t.get('censored', 0)}, not run at this scale "
+        f"{t['not_run']}); the adjustment changed {len(f['changed'])} verdicts"),
     ]
     if cnt["regressions"]:
         lines.append(f"  REGRESSIONS against the baseline: {len(cnt['regressions'])}")
@@ -336,6 +430,7 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     verd = pd.DataFrame([v.as_row() for v in res["verdicts"]])
     claims = res["claims"]
     c, k, v, t = cnt["claims"], cnt["checks"], cnt["verdicts"], cnt["verdicts_training"]
+    cs, rp = cnt["consistency"], cnt["reproduction"]
     fam = cnt.get("family") or {"size": 0, "changed": [], "restatements": {}}
     summary = pd.DataFrame([
         {"what": "claims in the registry", "count": c["total"],
@@ -343,19 +438,29 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
                    f"{', '.join(map(str, c['tables']))}"},
         {"what": "claims checked", "count": c["checked"], "detail": "holding + failing + inconclusive"},
         {"what": "claims holding", "count": c["holding"], "detail": "a check holds or a verdict has the paper's direction, none fails"},
-        {"what": "claims failing", "count": c["failing"], "detail": "a consistency check does not hold, or a verdict is opposite"},
+        {"what": "claims failing", "count": c["failing"],
+         "detail": "a consistency check does not hold, or a verdict is opposite, no difference or differs"},
         {"what": "claims inconclusive", "count": c["inconclusive"],
-         "detail": "only 'cannot be checked from what is published' or inconclusive verdicts"},
+         "detail": "only 'cannot be checked from what is published', inconclusive, not comparable or censored"},
         {"what": "claims not audited", "count": c["not audited"], "detail": "no check and no verdict reads them"},
-        {"what": "consistency checks", "count": k["total"],
+        {"what": "internal consistency: checks of the paper's numbers", "count": k["total"],
          "detail": f"holds {k[HOLDS]}, does not hold {k[FAILS]}, cannot be checked from what is published {k[UNCHECKABLE]}"},
+        {"what": "internal consistency: deterministic rows (KV bytes against the formulas)",
+         "count": cs["deterministic_rows"], "detail": _outcomes_text(
+             {o: cs.get(f"deterministic {o}", 0) for o in OUTCOMES}) or "-"},
+        {"what": f"empirical reproduction ({res['scale']}): timing, eval and training rows", "count": rp["total"],
+         "detail": _outcomes_text(rp) + "; " + "; ".join(
+             f"{ev} {d['total']}: {_outcomes_text(d)}" for ev, d in rp["by_evidence"].items() if d["total"])},
+        {"what": "regime of the learning-side rows run", "count": rp["regime"]["learning_rows_run"],
+         "detail": f"{PAST} {rp['regime'][PAST]}, {PRE} {rp['regime'][PRE]}, {UNKNOWN} {rp['regime'][UNKNOWN]}: "
+                   + rp["regime"]["rule"]},
         {"what": f"reproduced verdicts ({res['scale']})", "count": v["total"],
-         "detail": f"same direction and size {v[SAME_SIZE]}, same direction {v[SAME]}, no difference "
-                   f"{v[NO_DIFFERENCE]}, opposite {v[OPPOSITE]}, inconclusive {v[INCONCLUSIVE]} (of which not run "
-                   f"at this scale: {v['not run at this scale']})"},
+         "detail": ", ".join(f"{x} {v[x]}" for x in VERDICTS if v.get(x))
+                   + f" (of which not run at this scale: {v['not run at this scale']})"},
         {"what": "training-side verdicts decided", "count": t["decided"],
          "detail": f"{t['by_interval']} by the interval across seeds after Holm's adjustment over a family of "
-                   f"{fam['size']}; undecided {t['undecided']} (of which not run at this scale: {t['not_run']})"},
+                   f"{fam['size']}; undecided {t['undecided']} (not comparable {t['not_comparable']}, censored "
+                   f"{t['censored']}, not run at this scale {t['not_run']})"},
         {"what": "verdicts the family-wise adjustment changed", "count": len(fam["changed"]),
          "detail": ", ".join(f"{x['id']}: {x['unadjusted']} -> {x['adjusted']}" for x in fam["changed"]) or "-"},
         {"what": "restatements (counted once, under the row they restate)", "count": v.get("restatements", 0),
@@ -365,21 +470,21 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
     ])
     cols_c = ["id", "result", "observed", "expected", "tolerance", "message"]
     cols_v = ["id", "comparison", "paper", "ours", "spread", "n_seeds", "evidence", "verdict", "qualifier", "message"]
-    cols_t = ["id", "paper", "effect", "ci_low", "ci_high", "ci_method", "margin", "verdict_unadjusted", "p_value",
-              "p_adjusted", "level_adjusted", "ci_low_adjusted", "ci_high_adjusted", "verdict", "restates",
-              "qualifier"]
+    cols_t = ["id", "paper", "effect", "ci_low", "ci_high", "ci_method", "margin", "tokens_per_param", "annealed",
+              "loss_minus_bigram", "regime_split", "regime", "verdict_unadjusted", "p_value", "p_adjusted",
+              "level_adjusted", "ci_low_adjusted", "ci_high_adjusted", "verdict", "restates", "qualifier"]
     per_table = (claims[claims["kind"] == "table_cell"].groupby("table")["status"].value_counts().unstack(fill_value=0)
                  .reindex(columns=list(STATUSES), fill_value=0).reset_index())
     per_table.insert(1, "cells", per_table[list(STATUSES)].sum(axis=1))
     prose = claims[claims["kind"] == "prose"][["id", "location", "value", "unit", "printed", "consistency",
                                                "reproduction", "status"]]
     out: list[tuple[str, str, pd.DataFrame | None]] = [
-        ("Summary", f"Scale `{res['scale']}`; results read from `{res['results_dir']}`. Paper: "
+        ("Summary", (f"Scale `{res['scale']}`; results read from `{res['results_dir']}`. Paper: "
                     "arXiv 2604.01220 (Universal YOCO). Consistency checks need no training and "
                     "are the same at every scale; verdicts compare our runs at this scale with the paper's numbers "
                     "and are never stronger than the evidence (a training-side verdict only from several seeds, by "
                     f"its interval, at the level Holm's adjustment over the scale's training-side comparisons gives it; "
-                    f"CPU timings; {model_sizes_text(res)}).", summary),
+                    f"CPU timings; {model_sizes_text(res)})."), summary),
     ]
     if cnt["regressions"]:
         out.append(("Regressions against the baseline", "", pd.DataFrame(cnt["regressions"])))
@@ -389,33 +494,49 @@ def _sections(res: dict[str, Any], cnt: dict[str, Any]) -> list[tuple[str, str, 
         cnt_g = Counter(sub["result"])
         out.append((f"Consistency checks: {g}",
                     f"{len(sub)} checks: " + ", ".join(f"{r} {cnt_g[r]}" for r in RESULTS if cnt_g[r]), sub[cols_c]))
-    decided = verd[verd["verdict"] != INCONCLUSIVE]
-    out.append(("Reproduced verdicts: decided", f"{len(decided)} of {len(verd)} verdicts are not inconclusive.",
-                decided[cols_v]))
+    decided = verd[verd["verdict"].isin(DECIDED)]
+    out.append(("Reproduced verdicts: decided", (f"{len(decided)} of {len(verd)} verdicts are decided: for the paper "
+                "(same direction, and size), against it (opposite, no difference) or differs (a parity or equality "
+                "it claims does not hold)."), decided[cols_v]))
     out.append(("Reproduced verdicts: inconclusive", "", verd[verd["verdict"] == INCONCLUSIVE][cols_v]))
+    apart = verd[verd["verdict"].isin((*NOT_COMPARABLE_KINDS, CENSORED))]
+    out.append(("Reproduced verdicts: not comparable or censored",
+                ("Not decisions. Not comparable: a learning-side row whose models are not past the Kneser-Ney bigram "
+                "of their own budget by the margin of eval/regime.yaml (the qualifier gives the regime and the row's "
+                "own reading, also in `verdict_unadjusted`); censored: the outcome lies outside what the runs "
+                "measured (no interval)."), apart[cols_v]))
+    learn = verd[verd["evidence"].isin(LEARNING) & (verd["qualifier"] != NOT_RUN)] if not verd.empty else verd
+    out.append(("Regime of the learning-side verdicts", rp["regime"]["rule"] + ". `tokens_per_param`: training "
+                "tokens over total parameters (tidy runs), the smallest over the runs read; `annealed`: every run "
+                "read at the end of a decayed schedule; `loss_minus_bigram`: the worse run's held-out loss minus "
+                "the bigram of its own budget on `regime_split`.",
+                learn[["id", "evidence", "n_seeds", "tokens_per_param", "annealed", "loss_minus_bigram",
+                       "regime_split", "regime", "verdict", "regime_detail"]] if not learn.empty else None))
     train = verd[verd["evidence"] == "training"] if not verd.empty else verd
     out.append(("Training-side verdicts: effect and interval across seeds, raw and Holm-adjusted",
-                f"{t['decided']} decided, {t['undecided']} undecided (restatements not counted). A Student-t "
+                (f"{t['decided']} decided, {t['undecided']} undecided (restatements not counted). A Student-t "
                 "interval (Welch for two sides, the delta method for relative effects); same direction or opposite "
                 "only when it excludes 0, no difference only when it lies inside the margin, else inconclusive; one "
-                f"seed: no interval. The {fam['size']} rows with an interval (a restatement counts once) are one "
+                "seed: no interval. A row whose models are not past the bigram of their own budget is not "
+                "comparable (its own reading in `verdict_unadjusted`) and not in the family. "
+                f"The {fam['size']} other rows with an interval (a restatement counts once) are one "
                 "family, decided with Holm's step-down at a family-wise 0.05: `p_value` is the row's two-sided p of "
                 "'no effect', `p_adjusted` Holm's, and the verdict is decided again on the interval at "
                 "`level_adjusted` (1 - 0.05/(m - i + 1) for the i-th row Holm rejects, 1 - 0.05/(m - r) for the "
                 "rest); `verdict_unadjusted` is the row's own 95% verdict. Seed spread of the metrics behind them: "
-                "`seed_spread.md`; the seeds each would need: `power.md`.",
+                "`seed_spread.md`; the seeds each would need: `power.md`."),
                 train[[c for c in cols_t if c in train.columns]] if not train.empty else train))
     power = res.get("power")
     if power is not None:
-        out.append(("Seeds needed: a power calculation from the measured seed spread", POWER_INTRO.format(
-            m=fam["size"], a=0.05 / max(fam["size"], 1)), power))
+        out.append(("Seeds needed: a power calculation from the measured seed spread", power_intro(fam["size"]),
+                    power))
     spread = res.get("seed_spread")
     if spread is not None:
-        out.append(("Seed spread of the training-side metrics", "Mean, standard deviation across seeds (ddof 1) and "
-                    "number of seeds, per study, role, metric and axis value (also `seed_spread.csv`).", spread))
+        out.append(("Seed spread of the training-side metrics", ("Mean, standard deviation across seeds (ddof 1) and "
+                    "number of seeds, per study, role, metric and axis value (also `seed_spread.csv`)."), spread))
     out.append(("Claims: prose and captions", "", prose))
-    out.append(("Claims: table cells by table", "Status of the printed cells of each table "
-                "(every cell is a claim; `claims.csv` lists each with its checks and verdicts).", per_table))
+    out.append(("Claims: table cells by table", ("Status of the printed cells of each table "
+                "(every cell is a claim; `claims.csv` lists each with its checks and verdicts)."), per_table))
     return out
 
 
@@ -428,7 +549,18 @@ POWER_INTRO = (
     "standard deviation of the per-seed effect (se x sqrt(seeds)); blank: more than 200. `cpu_s_per_seed`: the CPU "
     "seconds of one more seed of the row's runs (training and evaluation, from the committed `timing.csv`). "
     "`status`: decided, borderline (decided at 95% but not after the adjustment, or adjusted p >= 0.01), "
-    "undecided, or one seed (no interval of its own).")
+    "undecided, or one seed (no interval of its own). Rows that are not comparable with the paper (their models not "
+    "past the bigram of their own budget, eval/regime.yaml) are not in the family and not here: more seeds would "
+    "not make them comparable.")
+
+
+def power_intro(m: int) -> str:
+    """:data:`POWER_INTRO` for a family of ``m`` (none: says so)."""
+    if not m:
+        return ("No training-side comparison is in the family at this scale (every row with an interval is not "
+                "comparable with the paper, or none has one), so no seeds are computed: more seeds would not make "
+                "a pre-bigram comparison comparable (eval/regime.yaml).")
+    return POWER_INTRO.format(m=m, a=0.05 / m)
 
 
 #: What each figure the audit shows is, by file stem (the paper's numbering; ours where the paper has none).
@@ -541,7 +673,8 @@ def _write_report_files(res: dict[str, Any], out: Path, stage: Path, cnt: dict[s
             "table{border-collapse:collapse;font-size:12px;margin-bottom:1.5em}"
             "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top;text-align:left}"
             "th{background:#f3f3f3}.holds,.holding,.same-direction-and-size{background:#e6f4e6}"
-            ".does-not-hold,.failing,.opposite,.no-difference{background:#fbe3e3}"
+            ".does-not-hold,.failing,.opposite,.no-difference,.differs{background:#fbe3e3}"
+            ".not-comparable-pre-bigram-regime,.not-comparable-regime-unknown,.censored{background:#ececec}"
             ".cannot-be-checked-from-what-is-published,.inconclusive{background:#f5f5dc}"
             "img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}pre{background:#f7f7f7;padding:1em}"
             "</style></head><body>")
@@ -570,7 +703,7 @@ def _write_report_files(res: dict[str, Any], out: Path, stage: Path, cnt: dict[s
         atomic_write_text(stage / "power.csv", power.to_csv(index=False))
         atomic_write_text(stage / "power.md", (
             f"# Seeds needed: a power calculation from the measured seed spread ({res['scale']} scale)\n\n"
-            + POWER_INTRO.format(m=cnt["family"]["size"], a=0.05 / max(cnt["family"]["size"], 1)) + "\n\n"
+            + power_intro(cnt["family"]["size"]) + "\n\n"
             + _md_table(power) + "\n" + footer))
     if (spread := res.get("seed_spread")) is not None:
         atomic_write_text(stage / "seed_spread.csv", spread.to_csv(index=False))
@@ -589,7 +722,7 @@ def _html_table(df: pd.DataFrame) -> str:
         cells = []
         for c, x in zip(df.columns, r):
             s = "" if x is None or (isinstance(x, float) and pd.isna(x)) else (f"{x:.4g}" if isinstance(x, float) else str(x))
-            cls = f" class='{s.replace(' ', '-')}'" if c in cls_cols else ""
+            cls = f" class='{re.sub(r'[^A-Za-z0-9-]', '', s.replace(' ', '-'))}'" if c in cls_cols else ""
             cells.append(f"<td{cls}>{html.escape(s)}</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     return "".join(rows) + "</table>"
