@@ -16,8 +16,8 @@ import yaml
 from scipy import stats
 
 from yocou.audit.claims import load_sources
-from yocou.audit.verdicts import (INCONCLUSIVE, NO_DIFFERENCE, OPPOSITE, SAME, SAME_SIZE, VERDICTS, decide,
-                                  decide_interval, reproduce)
+from yocou.audit.verdicts import (CENSORED, DIFFERS, INCONCLUSIVE, NO_DIFFERENCE, OPPOSITE, SAME, SAME_SIZE, VERDICTS,
+                                  decide, decide_interval, reproduce)
 from yocou.tidy import write_tidy
 
 
@@ -113,8 +113,13 @@ def test_an_interval_inside_the_margin_is_no_difference_and_parity_agrees(src, t
     par = {**DIFF, "paper": {"expect": "parity", "text": "comparable"}}
     v = _one(src, tmp_path, _toy(tmp_path, {"x": x, "y": y}, rows=[par]))
     assert v.verdict == SAME_SIZE and "as the paper's parity" in v.qualifier
+    # outside the margin: the parity fails, and "differs" (the paper claims no direction, so not "opposite")
     v = _one(src, tmp_path, _toy(tmp_path, {"x": x + 1, "y": y}, rows=[par]))
-    assert v.verdict == OPPOSITE and "the paper claims parity" in v.qualifier
+    assert v.verdict == DIFFERS and "the paper claims parity" in v.qualifier
+    assert decide_interval(None, 1.0, (0.9, 1.1), margin=0.02) == (
+        DIFFERS, "95% interval [+0.9, +1.1] beyond the margin ±0.02; the paper claims parity")
+    # the same interval where the paper claims a direction: opposite
+    assert decide_interval(-1.0, 1.0, (0.9, 1.1), margin=0.02)[0] == OPPOSITE
 
 
 def test_a_relative_effect_is_propagated_by_the_delta_method(src, tmp_path):
@@ -256,11 +261,12 @@ def test_best_rate_rows_take_each_sides_own_best_axis_value(src, tmp_path):
     assert "one seed" in v.qualifier
 
 
-def test_a_never_reached_reference_is_decided_and_the_summary_stays_json(src, tmp_path):
-    """Figure 2's token saving where YOCO-U's curve never falls to YOCO's final loss in any of 3 seeds: the verdict
-    is "opposite" (the saving is below 0: more tokens than the run had would be needed), its effect -inf in the
-    verdict, and summary.json is still strict JSON (the effect null, `ours` saying why); this used to fail the
-    tiny audit with "Out of range float values are not JSON compliant"."""
+def test_a_never_reached_reference_is_censored_and_the_summary_stays_json(src, tmp_path):
+    """Figure 2's token saving where YOCO-U's curve never falls to YOCO's final loss in any of 3 seeds: the outcome
+    is censored (below every saving the run could show; no interval), not a decision: the verdict is "censored",
+    outside the family and the for/against counts, its effect -inf in the verdict, and summary.json is still strict
+    JSON (the effect null); this used to fail the tiny audit with "Out of range float values are not JSON
+    compliant"."""
     from yocou.audit.report import audit, write_report
 
     write_tidy([dict(study="fig2", run=f"yocou_seed{s}|yoco_seed{s}" if s else "yocou|yoco", role="yocou|yoco",
@@ -268,12 +274,17 @@ def test_a_never_reached_reference_is_decided_and_the_summary_stays_json(src, tm
                tmp_path / "res" / "tidy" / "fig2")
     res = audit("tiny", tmp_path / "res")
     v = next(v for v in res["verdicts"] if v.id == "v.fig2.tokens_saved")
-    assert v.verdict == OPPOSITE and v.effect == -math.inf and v.n_seeds == 3
+    assert v.verdict == CENSORED and v.effect == -math.inf and v.n_seeds == 3 and v.p_value is None
+    assert v.qualifier.startswith("censored: never reaches the reference within the run") and v.family_size is None
     write_report(res, tmp_path / "audit")
     text = (tmp_path / "audit" / "summary.json").read_text(encoding="utf-8")
     summary = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
-    (d,) = [d for d in summary["verdicts_training"]["decided_list"] if d["id"] == "v.fig2.tokens_saved"]
-    assert d["effect"] is None and d["verdict"] == OPPOSITE and "never" in d["ours"]
+    assert [d for d in summary["verdicts_training"]["decided_list"] if d["id"] == "v.fig2.tokens_saved"] == []
+    assert summary["verdicts_training"]["censored"] == 1 and summary["reproduction"]["censored"] == 1
+    assert summary["reproduction"]["by_evidence"]["training"]["censored"] == 1
+    assert summary["reproduction"]["for"] == summary["reproduction"]["against"] == 0
+    verd = pd.read_csv(tmp_path / "audit" / "verdicts.csv").set_index("id")
+    assert verd.loc["v.fig2.tokens_saved", "verdict"] == CENSORED and verd.loc["v.fig2.tokens_saved", "effect"] == -math.inf
 
 
 @pytest.mark.parametrize("k, n, chance", [(64, 80, 0.5), (45, 80, 0.5), (3, 40, 0.1), (0, 20, 0.5), (20, 20, 0.5)])
