@@ -126,8 +126,9 @@ def load_rules(path: str | Path | None = None) -> Rules:
     ds = raw["decayed_schedules"]
     if not isinstance(ds, list) or not all(isinstance(s, str) for s in ds):
         raise bad("decayed_schedules", "a list of schedule names")
+    shown = "eval/regime.yaml" if path is None else str(p)     # the default named as in the repository
     return Rules(float(m), tuple(ev), raw["unknown"], dict(b), tuple(dict(x) for x in src), tuple(splits),
-                 {str(k): v for k, v in sm.items()}, tuple(ds), str(p))
+                 {str(k): v for k, v in sm.items()}, tuple(ds), shown)
 
 
 @dataclass(frozen=True)
