@@ -61,17 +61,25 @@ def test_readme_is_a_guide_and_results_are_generated():
 def test_glance_table_keeps_training_rows_with_seeds_and_counts_decided(tmp_path):
     audit = tmp_path / "results" / "s" / "audit"
     audit.mkdir(parents=True)
-    rows = [  # id, evidence, n_seeds, verdict
-        ("a", "training", 5, "opposite"), ("b", "training", 5, "inconclusive"), ("c", "training", 1, "inconclusive"),
-        ("d", "timing", 3, "same direction"), ("e", "training", 2, "no difference")]
+    rows = [  # id, evidence, n_seeds, verdict, verdict_unadjusted, loss_minus_bigram
+        ("a", "training", 5, "opposite", "opposite", -0.1), ("b", "training", 5, "inconclusive", "", -0.1),
+        ("c", "training", 1, "inconclusive", "", -0.1), ("d", "timing", 3, "same direction", "", None),
+        ("e", "training", 2, "no difference", "no difference", -0.2),
+        ("f", "training", 3, "not comparable (pre-bigram regime)", "opposite", 0.02),
+        ("g", "training", 3, "differs", "differs", -0.3), ("h", "training", 3, "censored", "", 0.02)]
     pd.DataFrame([{"id": i, "comparison": f"X against Y ({i} detail)", "paper": "1 vs 2", "effect": 0.5,
-                   "ci_low": 0.1, "ci_high": 0.9, "n_seeds": n, "evidence": e, "verdict": v}
-                  for i, e, n, v in rows]).to_csv(audit / "verdicts.csv", index=False)
+                   "ci_low": 0.1, "ci_high": 0.9, "n_seeds": n, "evidence": e, "verdict": v, "verdict_unadjusted": u,
+                   "tokens_per_param": 1.04, "annealed": True, "loss_minus_bigram": lb, "regime_split": "book"}
+                  for i, e, n, v, u, lb in rows]).to_csv(audit / "verdicts.csv", index=False)
     t = glance_table(tmp_path, "s")
     body = [ln for ln in t.splitlines() if ln.startswith("| X against Y")]
-    assert len(body) == 3 and all("detail" not in ln for ln in body)
-    assert "+0.5000 [+0.1000, +0.9000]" in body[0] and "**opposite**" in body[0]
-    assert "2 of these 3 are decided" in t
+    assert len(body) == 6 and all("detail" not in ln for ln in body)
+    assert "+0.5000 [+0.1000, +0.9000]" in body[0] and "**opposite**" in body[0] and "1.04; annealed; -0.100 book" in body[0]
+    f = body[3]                                                    # rows a, b, e, f, g, h: c has one seed, d timing
+    assert "+0.020 book | opposite |" in f and "**not comparable (pre-bigram regime)**" in f   # its own reading beside
+    assert ("Of these 6 (restatements counted once): 0 for the paper, 2 against it, 1 differ from a parity it "
+            "claims, 1 inconclusive, 1 not comparable, 1 censored; 3 decided") in t
+    assert "the margin of `eval/regime.yaml` below the Kneser-Ney bigram" in t     # no summary.json: where it is
     pd.DataFrame([{"id": "a"}, {"id": "a"}]).to_csv(audit / "verdicts.csv", index=False)
     with pytest.raises(ValueError, match="verdicts.csv: missing columns"):
         glance_table(tmp_path, "s")
