@@ -99,7 +99,7 @@ def _load_yaml_or_json(path: str) -> Any:
 
 
 #: The top-level keys of a run config (``yocou.pipeline.resolve_run``; ``model`` and ``train`` are required).
-RUN_CONFIG_KEYS = frozenset({"variant", "scale", "model", "train", "assumptions", "equal_flops"})
+RUN_CONFIG_KEYS = frozenset({"variant", "scale", "model", "train", "assumptions", "equal_flops", "ladder"})
 
 
 def _cmd_train(a: argparse.Namespace) -> int:

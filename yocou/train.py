@@ -406,7 +406,8 @@ class Checkpointer:
                              what="branch state (init_from)", keys=("model", "optimizer", "step", "model_config",
                                                                      "train_config"),
                              remedy="train the run it belongs to again (with save_state)")
-        if ck["model_config"] != self.model_cfg.to_dict():
+        unnamed = {k: v for k, v in self.model_cfg.to_dict().items() if k != "name"}  # a name is a label only
+        if {k: v for k, v in ck["model_config"].items() if k != "name"} != unnamed:
             raise ValueError(f"init_from {path}: written with another model config than this run's")
         if why := branch_mismatch(ck["train_config"], self.tc, int(ck["step"])):
             raise ValueError(f"init_from {path}: this run is not a cooldown branch of it: {why}")

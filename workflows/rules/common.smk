@@ -360,3 +360,31 @@ def measured_elsewhere(tidy_files):
     measurement ``results/<name>/raw.json`` is present (committed): summarizing it is cheap. Without it the audit
     leaves their verdicts "not run" rather than plan the measurement (the paper-shape study's is 50 minutes)."""
     return [f for f in tidy_files if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(f)), "raw.json"))]
+
+
+# The token ladder (workflows/rules/ladder.smk): its runs by name (yocou.ladder.plan), from workflows/studies/ladder.yaml.
+from yocou.ladder import load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
+
+LADDER = _load_ladder(SCALE)
+LADDER_RUNS = _ladder_plan(LADDER) if LADDER else {}
+LRUN = f"{RUN}/ladder"
+LRES = f"{RES}/ladder"
+_LADDER_RE = "|".join(sorted(LADDER_RUNS, key=len, reverse=True)) or "no_ladder_run"
+_STABLE_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind == "stable") or "no_ladder_run"
+_OTHER_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind != "stable") or "no_ladder_run"
+
+
+def ladder_names(kind):
+    """The study's runs of one kind (bracket, stable, anneal)."""
+    return [n for n, p in LADDER_RUNS.items() if p.kind == kind]
+
+
+def ladder_parent_state(w):
+    """The state.pt a run starts from (its stable segment or the previous one), or none."""
+    parent = LADDER_RUNS[w.lrun].init_from
+    return [f"{LRUN}/{parent}/state.pt"] if parent else []
+
+
+def ladder_bracket_input(w):
+    """The bracket summary a ladder run's learning rate comes from (none for the bracket's own runs)."""
+    return [] if LADDER_RUNS[w.lrun].kind == "bracket" else [f"{LRES}/bracket.json"]

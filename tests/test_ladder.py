@@ -1,0 +1,84 @@
+"""The token ladder's plan (yocou.ladder) and bracket summary (yocou.summarize.ladder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from yocou.ladder import LadderStudy, load_study, plan, run_config
+from yocou.summarize.ladder import bracket_best
+from yocou.train import branch_mismatch, train_config_from_dict
+from yocou.wfconfig import read_scale_file, resolve_config
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDY = {"variants": {"yoco": 2, "yocou": 1}, "budgets": [10, 20, 40], "cooldown_fraction": 0.2, "warmup_steps": 2,
+         "min_lr_ratio": 0.0, "ckpt_every": 5, "bracket": {"steps": 10, "rates": [1e-3, 3e-3, 1e-2]}}
+
+
+def test_plan_chains_stable_segments_and_branches_each_from_its_own_segment() -> None:
+    runs = plan(LadderStudy.model_validate(STUDY))
+    assert [n for n, p in runs.items() if p.kind == "bracket"] == [
+        "yoco_lr0p001", "yoco_lr0p003", "yoco_lr0p01", "yocou_lr0p001", "yocou_lr0p003", "yocou_lr0p01"]
+    assert runs["yoco_seed1_s8"].init_from is None
+    assert runs["yoco_seed1_s16"].init_from == "yoco_seed1_s8"
+    assert runs["yoco_seed1_s32"].init_from == "yoco_seed1_s16"
+    for d, s in ((10, 8), (20, 16), (40, 32)):
+        b = runs[f"yoco_seed1_d{d}"]
+        assert (b.steps, b.cooldown, b.init_from) == (d, d - s, f"yoco_seed1_s{s}")
+    assert "yocou_seed1_d10" not in runs and "yocou_seed0_d40" in runs
+    assert sum(p.kind == "anneal" for p in runs.values()) == 3 * 3
+
+
+def test_every_branch_is_a_branch_of_its_segment_under_the_tiny_config() -> None:
+    """The run configs the pipeline writes: each branch and segment passes branch_mismatch against its parent."""
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    resolve_config(cfg, root=ROOT)
+    study = load_study("tiny", ROOT / "workflows/studies/ladder.yaml")
+    runs = plan(study)
+    rates = {v: 3e-3 for v in study.variants}
+    for name, p in runs.items():
+        if p.init_from is None:
+            continue
+        child = run_config(cfg, study, name, 2048, rates)
+        parent = run_config(cfg, study, p.init_from, 2048, rates)
+        tc = train_config_from_dict(child["train"])
+        assert branch_mismatch(parent["train"], tc, runs[p.init_from].steps) is None, name
+        assert child["train"]["needle_mix"] is None and child["train"]["schedule"] == "wsd"
+        assert {k: v for k, v in child["model"].items() if k != "name"} == \
+            {k: v for k, v in parent["model"].items() if k != "name"}
+
+
+def test_a_ladder_run_needs_the_bracketed_rate() -> None:
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    resolve_config(cfg, root=ROOT)
+    study = load_study("tiny", ROOT / "workflows/studies/ladder.yaml")
+    with pytest.raises(ValueError, match="--bracket"):
+        run_config(cfg, study, "yoco_seed0_d500", 2048, None)
+    assert run_config(cfg, study, "yoco_lr0p006", 2048, None)["train"]["lr"] == 6e-3
+    with pytest.raises(ValueError, match="--run"):
+        run_config(cfg, study, "yoco_seed9_d500", 2048, {"yoco": 1e-3})
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"budgets": [20, 10]}, "budgets"),
+    ({"budgets": [10, 17]}, "budgets"),          # 0.8 x 17 = 13.6: not a whole step
+    ({"cooldown_fraction": 1.5}, "cooldown_fraction"),
+    ({"bracket": {"steps": 10, "rates": [3e-3, 1e-3, 1e-2]}}, "bracket.rates"),
+    ({"typo": 1}, "typo"),
+])
+def test_bad_study_sections_are_refused_naming_the_field(tmp_path: Path, change: dict, field: str) -> None:
+    p = tmp_path / "ladder.yaml"
+    p.write_text(yaml.safe_dump({"tiny": {**STUDY, **change}}))
+    with pytest.raises(ValueError, match=rf"{p}: tiny\.{field}"):
+        load_study("tiny", p)
+
+
+def test_bracket_best_is_interior_only_with_a_worse_rate_on_each_side() -> None:
+    df = pd.DataFrame({"variant": ["a"] * 3 + ["b"] * 3, "lr": [1e-3, 3e-3, 1e-2] * 2,
+                       "score": [5.0, 4.8, 4.9, 5.0, 4.9, 4.7]})
+    best = bracket_best(df)
+    assert best["a"] == {"lr": 3e-3, "score": 4.8, "interior": True, "edge": None}
+    assert best["b"]["lr"] == 1e-2 and not best["b"]["interior"] and best["b"]["edge"] == "highest"
