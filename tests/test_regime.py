@@ -140,13 +140,28 @@ def test_annealed_and_mid_schedule(src, tmp_path):
 
 
 def test_an_unknown_regime_is_said_and_follows_the_declared_rule(src, tmp_path):
-    """No bigram fitted on the runs' budget (here: their tokens differ from it; then: no bigram rows at all): the
-    regime is unknown, said in the qualifier, and the row decided (eval/regime.yaml: unknown: decide); with
-    `unknown: not_comparable` it is "not comparable (regime unknown)"."""
-    comps = _toy(tmp_path, {"x": 0.1, "y": 0.2}, tokens=2000)
+    """No bigram fitted on the runs' budget (runs of another study trained on twice the tokens of the bigram's study;
+    then: no bigram rows at all): the regime is unknown, said in the qualifier, and the row decided (eval/regime.yaml:
+    unknown: decide); with `unknown: not_comparable` it is "not comparable (regime unknown)"."""
+    _toy(tmp_path, {"x": 0.1, "y": 0.2})
+    lr = [{"study": "lr", "run": f"{r}_long" + (f"_seed{s}" if s else ""), "role": r, "seed": s, "metric": "loss.book",
+           "axis": "lr", "axis_value": 2.0, "value": BIGRAM["book"] - 0.3 + (r == "x") * 0.1 + NOISE[r][s],
+           "unit": "nats"} for r in ("x", "y") for s in range(3)]
+    write_tidy(lr, tmp_path / "tidy" / "lr")
+    runs = read_tidy(tmp_path / "tidy" / "runs.csv").to_dict("records")
+    runs += [{"study": "runs", "run": d["run"], "role": d["run"], "seed": d["seed"], "metric": m, "value": v,
+              "unit": m} for d in lr for m, v in (("tokens", 2000.0), ("params", 800.0), ("steps", 10.0))]
+    write_tidy(runs, tmp_path / "tidy" / "runs")
+    rows = [{"id": "toy.long", "comparison": "x against y, longer runs", "study": "lr", "metric": "loss.book",
+             "at": 2.0, "a": "x", "b": "y", "effect": "difference", "evidence": "training",
+             "paper": {"value": 1.0, "text": "x above y"}}]
+    comps = tmp_path / "comparisons_long.yaml"
+    comps.write_text(yaml.safe_dump(rows), encoding="utf-8")
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({"config": {**cfg["config"], "lr_sensitivity": True}}))
     (v,) = reproduce(src, tmp_path, "tiny", comparisons=comps)
     assert v.regime == regime.UNKNOWN and v.loss_minus_bigram is None and v.verdict in DECIDED
-    assert "regime unknown" in v.qualifier and "no bigram fitted on x's budget" in v.regime_detail
+    assert "regime unknown" in v.qualifier and "no bigram fitted on x_long's budget" in v.regime_detail
     assert v.tokens_per_param == pytest.approx(2000 / 800)
     rules = yaml.safe_load((ROOT / "eval/regime.yaml").read_text(encoding="utf-8"))
     (tmp_path / "strict.yaml").write_text(yaml.safe_dump({**rules, "unknown": "not_comparable"}), encoding="utf-8")

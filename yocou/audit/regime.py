@@ -7,11 +7,13 @@ how far training went. :func:`of_row` states, for one row and the runs it reads:
 - ``tokens_per_param``: training tokens over total parameters (``tokens`` / ``params`` of ``tidy/runs.csv``: every
   weight once, input embedding and LM head included), the smallest over the runs read;
 - ``annealed``: every run read ends at the end of a decayed schedule (its ``steps`` equal those its config
-  schedules; ``results/<scale>/config.json``), False for a mid-schedule snapshot or a row declared
-  ``mid_schedule:`` (it reads a point of a training curve), None when unknown;
+  schedules: ``runs/<scale>/started.json`` while computing, else ``results/<scale>/config.json``), False for a
+  mid-schedule snapshot or a row declared ``mid_schedule:`` (it reads a point of a training curve), None when
+  unknown (no config);
 - ``loss_minus_bigram``: the worse (larger), over the runs read, of the held-out loss minus the interpolated
-  Kneser-Ney bigram fitted on the training windows of the run's own budget (``bigram_kn_budget``), on the split
-  the row reads, or on both splits when it reads none;
+  Kneser-Ney bigram fitted on the training windows of the run's own budget (``bigram_kn_budget``, fitted on the
+  budget of the runs of its own study, ``heldout_ppl``: the run's if its tokens are theirs), on the split the row
+  reads, or on both splits when it reads none;
 - ``regime``: :data:`PAST` (every run read at least ``bigram_margin_nats`` below its bigram on every split read),
   :data:`PRE` (one is not) or :data:`UNKNOWN` (a run read has no held-out loss in the tidy tables, or no bigram was
   fitted on its budget), and ``gate``: whether the row is "not comparable" (:data:`yocou.audit.decision.
@@ -19,8 +21,8 @@ how far training went. :func:`of_row` states, for one row and the runs it reads:
   ``unknown: not_comparable``.
 
 The rules (margin, gated evidence, what an unknown regime does, where losses and the bigram are read) are data:
-``eval/regime.yaml``, whose header documents every field. The regime reads only the tidy tables of the results
-folder and its ``config.json`` (the resolved config: the training schedule and the bigram's budget).
+``eval/regime.yaml``, whose header documents every field. The gate reads only the tidy tables of the results
+folder; ``annealed`` also reads the resolved config (the schedules).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import pandas as pd
 
 from .. import evaldefs
 from ..readers import read_json
-from ..tidy import read_tidy
+from ..tidy import NO_SEED, read_tidy
 from .decision import EVIDENCE, LEARNING
 
 __all__ = [
@@ -134,7 +136,8 @@ def load_rules(path: str | Path | None = None) -> Rules:
 @dataclass(frozen=True)
 class Context:
     """What the regime reads from one results folder: per run its held-out loss by split, its tokens, parameters and
-    steps; the own-budget bigram by split and the budget it was fitted on (tokens); the resolved config."""
+    steps; the own-budget bigram by split and the budget it was fitted on (tokens: those of the runs of the bigram's
+    own study, which all train on it); the resolved config (for the schedules)."""
 
     rules: Rules
     loss: dict[str, dict[str, float]]
@@ -151,15 +154,23 @@ def _table(results_dir: Path, tidy: dict[str, pd.DataFrame], study: str) -> pd.D
     return read_tidy(p) if p.is_file() else None
 
 
+def _config(rd: Path) -> dict | None:
+    """The resolved config that made ``rd`` (``results/<scale>``): ``runs/<scale>/started.json`` beside it while
+    computing (the config the runs were started with; results/<scale>/config.json is written only after the
+    audit), else ``rd/config.json`` (the committed results'); None without either."""
+    for p in (rd.parent.parent / "runs" / rd.name / "started.json", rd / "config.json"):
+        if p.is_file():
+            c = read_json(p, what="resolved pipeline config")
+            return c.get("config", c) if isinstance(c, dict) else None
+    return None
+
+
 def context(results_dir: str | Path, tidy: dict[str, pd.DataFrame], rules: Rules | None = None) -> Context:
-    """The :class:`Context` of ``results_dir`` (its tidy tables: those in ``tidy``, else read from
-    ``results_dir/tidy``; its ``config.json`` where present)."""
+    """The :class:`Context` of ``results_dir``: its tidy tables (those in ``tidy``, else read from
+    ``results_dir/tidy``) and its resolved config (:func:`_config`; only the schedules are read from it)."""
     rules = rules or load_rules()
     rd = Path(results_dir)
-    cfg = None
-    if (rd / "config.json").is_file():
-        c = read_json(rd / "config.json", what="resolved pipeline config")
-        cfg = c.get("config", c) if isinstance(c, dict) else None
+    cfg = _config(rd)
     loss: dict[str, dict[str, float]] = {}
     for src in rules.heldout_loss:
         df = _table(rd, tidy, src["study"])
@@ -174,6 +185,7 @@ def context(results_dir: str | Path, tidy: dict[str, pd.DataFrame], rules: Rules
         for (run, metric), v in rt[rt["metric"].isin(("tokens", "params", "steps"))].groupby(["run", "metric"])["value"]:
             runs.setdefault(str(run), {})[str(metric)] = float(v.iloc[0])
     bigram: dict[str, float] = {}
+    budget = None
     bt = _table(rd, tidy, rules.bigram["study"])
     if bt is not None:
         for split in rules.splits:
@@ -181,9 +193,10 @@ def context(results_dir: str | Path, tidy: dict[str, pd.DataFrame], rules: Rules
                        & (bt["metric"] == rules.bigram["metric"].format(split=split)), "value"]
             if len(v):
                 bigram[split] = float(v.iloc[0])
-    tr = (cfg or {}).get("train") or {}
-    k = [tr.get(x) for x in ("steps", "batch_size", "seq_len")]
-    budget = float(math.prod(k)) if all(isinstance(x, int) and not isinstance(x, bool) for x in k) else None
+        # the budget: the training tokens of the study's own runs (one value, or none is known)
+        own = {runs[r]["tokens"] for r in bt.loc[bt["seed"] != NO_SEED, "run"].astype(str).unique()
+               if "tokens" in runs.get(r, {})}
+        budget = own.pop() if len(own) == 1 else None
     return Context(rules, loss, runs, bigram, budget, cfg)
 
 
@@ -253,7 +266,7 @@ def of_row(row: dict, runs_read: list[str], ctx: Context | None, evidence: str) 
                 why.append(f"no bigram fitted on {base}'s budget ("
                            + (f"{info['tokens'] / 1e6:.3g}M tokens against the bigram's "
                               f"{ctx.budget_tokens / 1e6:.3g}M)" if info.get("tokens") and ctx.budget_tokens
-                              else "its tokens or the bigram's budget unknown)"))
+                              else "its tokens, or the bigram's budget (its study's runs' tokens), unknown)"))
             else:
                 diffs[(base, split)] = sum(have) / len(have) - ctx.bigram[split]
     if no_loss:
