@@ -1,0 +1,120 @@
+"""The ladder's fits and decisions (yocou.summarize.ladder_fits) on synthetic points of known law."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from yocou.summarize import ladder_fits as LF
+
+ROOT = Path(__file__).resolve().parents[1]
+BUDGETS = [1.024e6, 2.048e6, 4.096e6, 8.192e6, 16.384e6]
+LAWS = {"transformer": (3.0, 1.6, 0.35), "yoco": (3.0, 1.5, 0.35), "rins": (2.9, 1.6, 0.35),
+        "yocou": (2.9, 1.6, 0.35)}
+SEEDS = {"transformer": 1, "yoco": 3, "rins": 1, "yocou": 3}
+FPT = {"transformer": 6e6, "yoco": 5.6e6, "rins": 11e6, "yocou": 10e6}
+
+
+def _points(noise: float = 0.01, bigram: float = 6.0, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for v, law in LAWS.items():
+        for k in range(SEEDS[v]):
+            shift = rng.normal(0, noise)  # a seed's offset, shared by its budgets (same init and data order)
+            for d in BUDGETS:
+                y = float(LF.power_law(d, *law)) + shift
+                rows.append({"variant": v, "seed": k, "tokens": int(d), "steps": int(d / 4096), "params": 1e6,
+                             "tokens_per_param": d / 1e6, "train_flops": d * FPT[v], "train_loss": y,
+                             "epochs": d / 5.8e6, "book": y, "code": y + 0.5, "bigram_book": bigram,
+                             "bigram_code": bigram + 0.5})
+    return pd.DataFrame(rows)
+
+
+def _rules(n_boot: int = 200) -> dict:
+    rules = LF.read_rules(ROOT / "eval/ladder.yaml")
+    rules["fit"]["bootstrap"] = n_boot  # fewer resamples than the committed rules: the test's time
+    return rules
+
+
+def test_fit_recovers_a_known_law() -> None:
+    d = np.array(BUDGETS)
+    e, b, beta = LF.fit_power_law(d, LF.power_law(d, 2.5, 1.2, 0.4))
+    assert (e, b, beta) == pytest.approx((2.5, 1.2, 0.4), rel=1e-4)
+    assert LF.fit_power_law(d[:2], [5.0, 4.9]) is None  # fewer than 3 budgets
+
+
+def test_tokens_to_reach_and_crossover_by_hand() -> None:
+    p = (2.0, 1.0, 0.5)  # L = 2 + (D/1e6)^-0.5: L = 2.5 at D = 4e6
+    assert LF.tokens_to_reach(2.5, p) == pytest.approx(4e6)
+    assert LF.tokens_to_reach(1.9, p) == math.inf
+    # 2 + x^-0.5 and 1.9 + 1.2 x^-0.5 cross where 0.2 x^-0.5 = 0.1: x = 4, D = 4e6
+    assert LF.crossover((1.9, 1.2, 0.5), p) == pytest.approx(4e6, rel=1e-6)
+    assert LF.crossover(p, (1.0, 1.0, 0.5)) is None
+
+
+def test_paired_t_and_holm_by_hand() -> None:
+    x = [0.1, 0.3, 0.2]
+    r = LF.paired_t(x, 0.95)
+    ref = stats.ttest_1samp(x, 0.0)
+    ci = ref.confidence_interval(0.95)
+    assert (r["mean"], r["low"], r["high"], r["p"]) == pytest.approx((0.2, ci.low, ci.high, ref.pvalue))
+    h = LF.holm([0.01, None, 0.04], 0.05)
+    assert h[0] == {"p_adjusted": pytest.approx(0.02), "level": pytest.approx(0.975)}
+    assert h[2] == {"p_adjusted": pytest.approx(0.04), "level": pytest.approx(0.95)}
+    assert h[1] == {"p_adjusted": None, "level": None}
+
+
+def test_analysis_decides_past_the_bigram_and_gates_before_it() -> None:
+    rules = _rules()
+    res = LF.analyse(_points(noise=0.002), rules)
+    et = {d["split"]: d for d in res["decisions"] if d["quantity"] == "equal_tokens"}
+    # YOCO-U's law is 0.1 lower at every budget than YOCO's but with a larger B: at 16.4M tokens
+    want = float(LF.power_law(BUDGETS[-1], *LAWS["yocou"]) - LF.power_law(BUDGETS[-1], *LAWS["yoco"]))
+    assert et["book"]["gap"] == pytest.approx(want, abs=0.01)
+    assert et["book"]["verdict"] == "same direction" and et["book"]["regime_past_bigram"]
+    # the same points with a bigram below every loss: not comparable, whatever the interval says
+    gated = LF.analyse(_points(noise=0.002, bigram=2.0), rules)
+    for d in gated["decisions"]:
+        assert d["verdict"] == LF.NOT_COMPARABLE
+        assert d["verdict_unadjusted"] in ("same direction", "opposite", "no difference", "inconclusive")
+
+
+def test_equal_flops_stays_inside_the_measured_range_and_saving_is_censored_when_not_reached() -> None:
+    res = LF.analyse(_points(noise=0.002), _rules())
+    for e in res["equal_flops"]:
+        assert BUDGETS[0] <= e["yoco_tokens"] <= BUDGETS[-1]
+        assert e["yocou_tokens"] * FPT["yocou"] == pytest.approx(e["yoco_tokens"] * FPT["yoco"], rel=1e-6)
+    # YOCO-U below YOCO everywhere here: it reaches YOCO's final loss before YOCO's budget
+    for t in res["token_saving"]:
+        assert not t["censored"] and 0 < t["saving"] < 1
+    # swap the laws: YOCO-U above YOCO everywhere never reaches YOCO's final loss within its budgets
+    pts = _points(noise=0.002)
+    pts["variant"] = pts["variant"].map({"yoco": "yocou", "yocou": "yoco"}).fillna(pts["variant"])
+    for t in LF.analyse(pts, _rules())["token_saving"]:
+        assert t["censored"] and t["saving"] is None
+
+
+def test_write_fits_writes_report_json_and_figure(tmp_path: Path) -> None:
+    pts = tmp_path / "points.csv"
+    _points().to_csv(pts, index=False)
+    rules = tmp_path / "rules.yaml"
+    import yaml
+    rules.write_text(yaml.safe_dump(_rules()))
+    doc = LF.write_fits(pts, rules, tmp_path / "ladder.json", tmp_path / "fig.png", "test", dpi=40)
+    assert json.loads((tmp_path / "ladder.json").read_text())["decisions"] == json.loads(json.dumps(doc["decisions"]))
+    md = (tmp_path / "ladder.md").read_text()
+    assert "Regime" in md and "Token saving" in md
+    assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").is_file()
+
+
+def test_bad_rules_name_the_key(tmp_path: Path) -> None:
+    p = tmp_path / "rules.yaml"
+    p.write_text("confidence: 0.95\nregime: {bigram_margin_nats: x}\n")
+    with pytest.raises(ValueError, match="regime.bigram_margin_nats"):
+        LF.read_rules(p)
