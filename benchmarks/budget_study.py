@@ -49,7 +49,7 @@ def _model(variant: str, shape: dict, vocab: int):
     kw = dict(shape, vocab_size=vocab)
     if variant == "yocou":
         kw["n_loops"] = 3
-    return preset(f"{variant}-tiny", **kw)
+    return preset(f"{variant}-small", **kw)
 
 
 def _throughput(args: tuple) -> dict:

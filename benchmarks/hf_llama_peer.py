@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     pos, nonneg = int_at_least(1), int_at_least(0)
     ap.add_argument("--scale", default=None, help="take shape, batch, seq_len, dtype, threads from this scale config")
-    ap.add_argument("--preset", default=None, help="our Transformer preset (default transformer-tiny)")
+    ap.add_argument("--preset", default=None, help="our Transformer preset (default transformer-small)")
     ap.add_argument("--batch", type=pos, default=None, help="training batch (sequences; default 8)")
     ap.add_argument("--seq-len", type=pos, default=None, help="training sequence length (default 512)")
     ap.add_argument("--dtype", choices=sorted(DTYPES), default=None, help="training/inference dtype (default bf16)")
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", action="store_true", help="also time both training steps under torch.compile")
     ap.add_argument("--out", default="benchmarks/results/hf_llama_peer.json")
     a = ap.parse_args(argv)
-    d: dict[str, Any] = {"preset": "transformer-tiny", "sizes": None, "vocab_size": None, "batch": 8, "seq_len": 512,
+    d: dict[str, Any] = {"preset": "transformer-small", "sizes": None, "vocab_size": None, "batch": 8, "seq_len": 512,
                          "dtype": "bf16", "threads": os.cpu_count()}
     if a.scale is not None:
         d.update(scale_defaults(a.scale))
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         raise ValueError(f"--preset {a.preset!r}: {e}") from None
     if [s.kind for s in cfg.stages] != ["self"] or cfg.stages[0].n_loops != 1 or cfg.stages[0].window is not None:
-        raise ValueError(f"--preset must be a plain Transformer (e.g. transformer-tiny), got {a.preset}")
+        raise ValueError(f"--preset must be a plain Transformer (e.g. transformer-small), got {a.preset}")
     out_dir = os.path.dirname(os.path.abspath(a.out))
     if os.path.isdir(a.out) or (os.path.exists(out_dir) and not os.path.isdir(out_dir)):
         raise ValueError(f"--out {a.out}: expected a JSON file path in a folder")  # before minutes of timing

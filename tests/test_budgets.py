@@ -104,3 +104,14 @@ def test_param_saving_interpolates_in_log_params() -> None:
     assert param_saving(yoco, 4.0) == pytest.approx(1e6)
     assert param_saving(yoco, 1.5) is None and param_saving(yoco, 4.5) is None
     assert math.isclose(1 - 4e6 / param_saving(yoco, 2.5), 0.5)
+
+
+def test_the_tiny_preset_is_the_tiny_scale_s_base_shape() -> None:
+    """``C.preset("yocou-tiny")`` builds the model the tiny scale trains (its sizes.base and vocabulary)."""
+    cfg = yaml.safe_load((ROOT / "workflows/config/tiny.yaml").read_text())
+    base = dict(cfg["sizes"][cfg["model"]["size"]], vocab_size=cfg["data"]["vocab_size"])
+    for v in ("transformer", "yoco", "rins", "yocou"):
+        spec = {k: x for k, x in cfg["variants"][v].items() if k != "preset"}
+        want = C.preset(f"{cfg['variants'][v]['preset']}-base", sizes=cfg["sizes"], vocab_size=base["vocab_size"],
+                        **spec)
+        assert C.preset(f"{v}-tiny", **spec).replace(name=want.name) == want, v

@@ -403,8 +403,9 @@ PRESETS = {
 
 # Named sizes. Paper sizes: Table 7 (d_model, n_layers, n_heads) with head_dim 128,
 # 4 KV heads, W = 512, cl100k vocabulary (docs/design.md sections 5-6; Table 10's
-# configuration at 1.3b). "tiny" and "smoke" are CPU shapes for the CLI and the tests [assume]; the pipeline's
-# scales define their own shapes in their config's `sizes:`.
+# configuration at 1.3b). "tiny" is the tiny scale's base shape (workflows/config/tiny.yaml sizes.base with its
+# vocabulary of 2048; tests/test_budgets.py keeps them equal), "small" a larger CPU shape of the benchmarks, "smoke"
+# the tests' [assume]; the pipeline's scales define their own shapes in their config's `sizes:`.
 SIZES: dict[str, dict[str, Any]] = {
     # 870m has 18 heads, which 4 KV heads do not divide: 6, the nearest count that does [assume]
     **{f"paper-{k}": dict(vocab_size=100277, d_model=d, n_layers=nl, n_heads=nh, n_kv_heads=4 if nh % 4 == 0 else 6,
@@ -412,8 +413,10 @@ SIZES: dict[str, dict[str, Any]] = {
                           d_ff=swiglu_hidden(d, 128), window=512)
        for k, (d, nl, nh) in {"300m": (1536, 12, 12), "500m": (2048, 12, 16), "870m": (2304, 16, 18),
                               "1.3b": (2560, 20, 20), "3.4b": (4096, 20, 32), "6.4b": (5120, 24, 40)}.items()},
-    "tiny": dict(vocab_size=8192, d_model=256, n_layers=8, n_heads=4, n_kv_heads=2, head_dim=64,
-                 d_ff=swiglu_hidden(256), window=128),
+    "tiny": dict(vocab_size=2048, d_model=96, n_layers=6, n_heads=2, n_kv_heads=1, head_dim=48, d_ff=256,
+                 window=64),
+    "small": dict(vocab_size=8192, d_model=256, n_layers=8, n_heads=4, n_kv_heads=2, head_dim=64,
+                  d_ff=swiglu_hidden(256), window=128),
     "smoke": dict(vocab_size=512, d_model=64, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=32,
                   d_ff=swiglu_hidden(64), window=16),
 }
