@@ -39,32 +39,38 @@ def render(tidy: str | Path, *, out: str | Path, data: str | Path, scale: str = 
     finals = {sp: final_gap(t, sp) for sp in splits}
     verdicts = {sp: {**crossover_verdict(g, ref_tokens=budget_tokens, final=finals[sp]), "final": finals[sp]}
                 for sp, g in gaps.items()}
-    fig, axes = plt.subplots(len(splits), 2, figsize=(11, 3.6 * len(splits)), squeeze=False)
+    fig, axes = plt.subplots(len(splits), 3, figsize=(14, 3.6 * len(splits)), squeeze=False,
+                             gridspec_kw={"width_ratios": [1, 1, 0.45]})
     for row, sp in enumerate(splits):
-        ax0, ax1 = axes[row]
+        ax0, ax1, ax2 = axes[row]
         metric, g, v = f"heldout_loss.{sp}", gaps[sp], verdicts[sp]
         for role in ("yoco", "yocou"):
             c = t[(t["role"] == role) & (t["metric"] == metric)].groupby("axis_value")["value"]
             m, lo, hi, n = c.mean(), c.min(), c.max(), int(t[t["role"] == role]["seed"].nunique())
             ax0.plot(m.index, m.values, color=COLORS.get(role), lw=1.6, label=f"{label(role)} (mean of {n} seeds)")
             ax0.fill_between(m.index, lo.values, hi.values, color=COLORS.get(role), alpha=0.2, lw=0)
-            full = t[(t["role"] == role) & (t["metric"] == f"heldout_full.{sp}")].groupby("axis_value")["value"]
+            # the final models on the whole held-out set: another level than the checkpoints' subset, own axis
+            full = t[(t["role"] == role) & (t["metric"] == f"heldout_full.{sp}")]["value"]
             if len(full):
-                ax0.errorbar(full.mean().index, full.mean().values,
-                             yerr=[full.mean().values - full.min().values, full.max().values - full.mean().values],
-                             color=COLORS.get(role), marker="D", ms=4, lw=0, elinewidth=1, capsize=2,
-                             label=f"{label(role)}, final model, whole held-out set")
+                x = ("yoco", "yocou").index(role)
+                ax2.errorbar([x], [full.mean()], yerr=[[full.mean() - full.min()], [full.max() - full.mean()]],
+                             color=COLORS.get(role), marker="D", ms=5, lw=0, elinewidth=1, capsize=3)
         ax0.set_ylabel(f"Held-out loss (nats/token), {sp}")
         ax0.legend(frameon=False, fontsize=7, title="band / bars: min-max over seeds", title_fontsize=7)
         ax1.axhline(0, color="black", lw=0.8)
         ax1.plot(g["tokens"], g["gap"], color=COLORS.get("yocou"), marker=".", lw=1.4, label="YOCO-U - YOCO")
         ax1.fill_between(g["tokens"], g["low"].clip(lower=-10), g["high"].clip(upper=10), color=COLORS.get("yocou"),
                          alpha=0.2, lw=0, label="95% interval across seeds")
+        ax2.set_xticks([0, 1], [label("yoco"), label("yocou")])
+        ax2.set_xlim(-0.6, 1.6)
+        ax2.set_ylabel(f"Held-out loss (nats/token), {sp}")
+        ax2.grid(alpha=0.3, axis="y")
         if v["final"]:
             f = v["final"]
-            ax1.errorbar([f["tokens"]], [f["gap"]], yerr=[[f["gap"] - max(f["low"], -10)], [min(f["high"], 10) - f["gap"]]],
-                         color="black", marker="D", ms=4, capsize=3, lw=0, elinewidth=1,
-                         label=f"final models, whole held-out set ({f['n_tokens']:,} tokens)")
+            ax2.set_title(f"final models, whole held-out set\n({f['n_tokens']:,} tokens): gap {f['gap']:+.3f} "
+                          f"[{f['low']:+.3f}, {f['high']:+.3f}]", fontsize=8)
+        else:
+            ax2.set_title("final models: not evaluated", fontsize=8)
         ax1.set_ylabel(f"Gap in held-out loss (nats/token), {sp}")
         ax1.set_title(f"{sp}: {v['status']}", fontsize=9)
         for ax in (ax0, ax1):
