@@ -419,9 +419,26 @@ def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture
     empty.mkdir()
     fails(["export-hf", str(empty), str(tmp_path / "o2")], "model.pt", str(empty))
     fails(["export-hf", str(run_dir), str(out)], "OUT_DIR", "--overwrite")
-    (out / "stale.txt").write_text("old")
+    # --overwrite replaces an earlier export only: a file an export does not write is not deleted
+    (out / "notes.txt").write_text("mine")
+    fails(["export-hf", str(run_dir), str(out), "--overwrite"], "OUT_DIR", "not a folder yocou export-hf wrote")
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    old_record = (out / "yocou_export.json").read_text()
     assert _cli(["export-hf", str(run_dir), str(out), "--overwrite"], capsys)[0] == 0
-    assert not (out / "stale.txt").exists() and (out / "model.safetensors").is_file()
+    assert (out / "model.safetensors").is_file() and (out / "yocou_export.json").read_text() != ""
+    assert json.loads(old_record)["format"] == json.loads((out / "yocou_export.json").read_text())["format"]
+    # nor a folder of something else (committed results, token streams), nor through a symbolic link
+    results = tmp_path / "results_like"
+    results.mkdir()
+    (results / "table3.csv").write_text("a,b\n1,2\n")
+    fails(["export-hf", str(run_dir), str(results), "--overwrite"], "OUT_DIR", "not a folder yocou export-hf wrote")
+    assert [p.name for p in results.iterdir()] == ["table3.csv"]
+    link = tmp_path / "link_to_out"
+    link.symlink_to(out, target_is_directory=True)
+    fails(["export-hf", str(run_dir), str(link), "--overwrite"], "OUT_DIR", "symbolic link")
+    assert link.is_symlink() and (out / "model.safetensors").is_file()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing temporary left
     # --overwrite never replaces the run itself or a folder holding it (that would delete the run)
     held = tmp_path / "held" / "sub" / "run"
     shutil.copytree(run_dir, held)

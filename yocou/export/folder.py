@@ -216,8 +216,16 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         raise NotADirectoryError(f"RUN_DIR {run_dir} is not a folder (expected runs/<scale>/models/<variant>)")
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"OUT_DIR {out_dir} exists and is a file")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not overwrite:
-        raise FileExistsError(f"OUT_DIR {out_dir} exists and is not empty (pass --overwrite to replace it)")
+    if out_dir.is_symlink():
+        raise FileExistsError(f"OUT_DIR {out_dir} is a symbolic link; give the folder it points to, or another OUT_DIR")
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        if not overwrite:
+            raise FileExistsError(f"OUT_DIR {out_dir} exists and is not empty (pass --overwrite to replace an earlier "
+                                  "export)")
+        if not _is_export(out_dir):
+            raise FileExistsError(f"OUT_DIR {out_dir} is not a folder yocou export-hf wrote (no readable "
+                                  "yocou_export.json, or files an export does not write): --overwrite replaces only an "
+                                  "earlier export; choose another OUT_DIR")
     try:
         src, dst = run_dir.resolve(), out_dir.resolve()
     except RuntimeError as e:  # a symlink loop
@@ -321,6 +329,18 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     return {"out_dir": str(out_dir), "format": record["format"], "variant": cfg.name,
             "step": record["source"]["step"], "files": sorted(p.name for p in out_dir.iterdir()),
             "n_params": n_params, "max_position_embeddings": max_len, "max_position_embeddings_source": max_len_source}
+
+
+def _is_export(folder: Path) -> bool:
+    """Whether ``folder`` holds an earlier export and nothing else: a ``yocou_export.json`` with its ``format``, and
+    only plain files of the names an export writes (its own, the tokenizer's, the remote code's)."""
+    record = _read_json_or_none(folder / "yocou_export.json")
+    if not isinstance(record, dict) or record.get("format") not in ("llama", "yocou-remote-code"):
+        return False
+    names = {"model.safetensors", "config.json", "generation_config.json", "yocou_export.json", "README.md",
+             "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer_ref.json",
+             *REMOTE_CODE_FILES}
+    return all(p.is_file() and not p.is_symlink() and p.name in names for p in folder.iterdir())
 
 
 def _read_json_or_none(path: Path) -> Any:
