@@ -70,3 +70,25 @@ def test_planning_refuses_a_scale_file_or_configfile_with_a_duplicated_key(tmp_p
     res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "scale=smoke",
                           "--configfile", str(extra)], cwd=wd, capture_output=True, text=True)
     assert res.returncode != 0 and "extra.yaml: duplicate key 'steps' at line 3" in res.stdout + res.stderr
+
+
+def test_an_alias_bomb_is_refused_at_once_naming_the_source() -> None:
+    """Nine aliases of nine aliases, eight times over: 9^9 values once expanded. Refused before any value is built
+    (a walk of the expanded values, as the config checks do, would run for minutes)."""
+    from yocou.yamlio import MAX_VALUES, loads_yaml
+
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+    with pytest.raises(ValueError, match=r"bomb\.yaml: expands to more than") as e:
+        loads_yaml(bomb, "bomb.yaml")
+    assert f"{MAX_VALUES:,}" in str(e.value)
+    assert loads_yaml("a: &x [1, 2]\nb: *x\n") == {"a": [1, 2], "b": [1, 2]}  # ordinary aliases still work
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_a_runaway_nesting_is_refused_naming_the_source(depth: int) -> None:
+    from yocou.yamlio import MAX_DEPTH, loads_yaml
+
+    with pytest.raises(ValueError, match=rf"deep\.yaml: nested .* a config nests at most {MAX_DEPTH}"):
+        loads_yaml("a: " + "[" * depth + "]" * depth, "deep.yaml")
+    assert loads_yaml("a: " + "[" * 20 + "]" * 20)["a"] is not None

@@ -45,17 +45,61 @@ class _UniqueKeyLoader(_Base):  # type: ignore[misc, valid-type]
         return super().construct_mapping(node, deep=deep)
 
 
+#: The most values a YAML document may expand to (aliases counted every time they are used) and the deepest
+#: nesting it may have: a config is far below both; an alias bomb ("billion laughs") or a runaway nesting is not.
+MAX_VALUES = 1_000_000
+MAX_DEPTH = 100
+
+
+def _expanded(node: yaml.Node, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """``(values, depth)`` of ``node`` with every alias expanded, in time linear in the composed graph."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = (1, 1)  # a recursive alias (PyYAML refuses those) must not loop here
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    elif isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    values, depth = 1, 1
+    for c in children:
+        v, d = _expanded(c, memo)
+        values, depth = min(values + v, MAX_VALUES + 1), max(depth, d + 1)
+    memo[key] = (values, depth)
+    return values, depth
+
+
 def loads_yaml(text: str, source: str = "<string>") -> Any:
-    """Parse YAML ``text`` like ``yaml.safe_load``, refusing a duplicated mapping key.
+    """Parse YAML ``text`` like ``yaml.safe_load``, refusing a duplicated mapping key, a document that expands to
+    more than :data:`MAX_VALUES` values (aliases counted at each use) or nests deeper than :data:`MAX_DEPTH`.
 
     Raises:
         DuplicateKeyError: a mapping names a key twice (``source``, the key and both lines).
+        ValueError: the document is too large once its aliases are expanded, or too deep (naming ``source``).
         yaml.YAMLError: the text is not YAML.
     """
     loader = _UniqueKeyLoader(text)
     loader.source = source
     try:
-        return loader.get_single_data()
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise ValueError(f"{source}: nested deeper than Python can parse; a config nests at most "
+                             f"{MAX_DEPTH} levels") from None
+        if node is None:
+            return None
+        try:
+            values, depth = _expanded(node, {})
+        except RecursionError:  # deeper than the interpreter's stack: far past MAX_DEPTH
+            raise ValueError(f"{source}: nested thousands of levels deep; a config nests at most {MAX_DEPTH}") \
+                from None
+        if values > MAX_VALUES:
+            raise ValueError(f"{source}: expands to more than {MAX_VALUES:,} values once its aliases are expanded "
+                             "(aliases of aliases?); refusing it")
+        if depth > MAX_DEPTH:
+            raise ValueError(f"{source}: nested {depth} levels deep; a config nests at most {MAX_DEPTH}")
+        return loader.construct_document(node)
     finally:
         loader.dispose()
 
