@@ -332,3 +332,23 @@ def test_bf16_on_a_cpu_without_native_bf16_is_warned_naming_the_fields_and_the_o
             for kk, vv in v.items():
                 merged[k][kk] = {**merged[k][kk], **vv} if isinstance(vv, dict) else vv
     assert bf16_warning(merged, avx2) is None
+
+
+@pytest.mark.parametrize("where", ["seed", "train.seed"])
+def test_a_seed_past_2_to_the_32_is_refused_when_planning(where: str) -> None:
+    """It used to plan, then fail in training ("Overflow when unpacking long long")."""
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    if where == "seed":
+        cfg["seed"] = 2**70
+    else:
+        cfg["train"]["seed"] = 2**70
+    with pytest.raises(ConfigError, match=rf"{re.escape(where)}"):
+        resolve_config(cfg)
+
+
+def test_train_config_refuses_a_seed_the_batch_generator_cannot_take() -> None:
+    from yocou.train import TrainConfig
+
+    with pytest.raises(ValueError, match=r"TrainConfig\.seed"):
+        TrainConfig(steps=1, batch_size=1, seq_len=2, seed=2**32)
+    TrainConfig(steps=1, batch_size=1, seq_len=2, seed=2**32 - 1)

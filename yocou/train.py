@@ -131,6 +131,8 @@ class TrainConfig:
         if self.eval_every < 0 or self.eval_tokens < 2:
             raise ValueError(f"TrainConfig.eval_every must be >= 0 and eval_tokens >= 2, got {self.eval_every}, "
                              f"{self.eval_tokens}")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"TrainConfig.seed must be in [0, 2^32 - 1], got {self.seed}")
         if self.lr <= 0:
             raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
         for f, lo, hi, closed in (("min_lr_ratio", 0.0, 1.0, True), ("beta1", 0.0, 1.0, False),
