@@ -352,3 +352,14 @@ def test_train_config_refuses_a_seed_the_batch_generator_cannot_take() -> None:
     with pytest.raises(ValueError, match=r"TrainConfig\.seed"):
         TrainConfig(steps=1, batch_size=1, seq_len=2, seed=2**32)
     TrainConfig(steps=1, batch_size=1, seq_len=2, seed=2**32 - 1)
+
+
+def test_model_overrides_from_the_command_line_are_read_as_numbers() -> None:
+    """--config 'model={overrides: {d_model: 48}}' arrives as the string '48'."""
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    cfg["model"]["overrides"] = {"d_model": "48", "cross_rope": "true"}
+    resolve_config(cfg)
+    assert cfg["model"]["overrides"] == {"d_model": 48, "cross_rope": True}
+    cfg["model"]["overrides"] = {"d_model": "wide"}
+    with pytest.raises(ConfigError, match=r"model\.overrides\.d_model"):
+        resolve_config(cfg)
