@@ -129,3 +129,21 @@ def test_init_from_refuses_another_model_or_a_non_branch(tmp_path: Path, token_d
     with pytest.raises(FileNotFoundError, match="init_from"):
         train(MODEL, TrainConfig(**BASE, steps=8, cooldown_steps=4), data, tmp_path / "b3", progress=False,
               init_from=tmp_path / "missing.pt")
+
+
+def test_training_activations_past_memory_are_refused_before_any_step(tmp_path: Path, token_dir: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch whose activations cannot fit is refused in one line naming the micro-batch, not allocated until the
+    process dies; the bound is the logits (fp32, and their gradient) plus each layer's input and hidden state."""
+    import yocou.memory as M
+    from yocou.config import expand_plan
+    from yocou.train import activation_bytes
+
+    tc = TrainConfig(steps=1, batch_size=256, seq_len=64, dtype="fp32")
+    apps = sum(1 for a in expand_plan(MODEL) if a.kind != "kv")
+    assert activation_bytes(MODEL, tc) == 256 * 64 * (8 * MODEL.vocab_size + apps * (MODEL.d_model + MODEL.d_ff) * 4)
+    monkeypatch.delenv("YOCOU_NO_MEMORY_CHECK", raising=False)
+    monkeypatch.setattr(M, "available_bytes", lambda device="cpu": (10_000_000, "a test's limit"))
+    with pytest.raises(M.MemoryRefusal, match=r"micro-batch of 256 x seq_len 64"):
+        train(MODEL, tc, token_dir / "train.bin", tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "model.pt").exists()

@@ -328,6 +328,20 @@ def build_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.Adam
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, fused=True)
 
 
+def activation_bytes(model_cfg: ModelConfig, tc: TrainConfig, world: int = 1) -> int:
+    """A lower bound, in bytes, of the activations one rank keeps for the backward pass of a micro-batch
+    (``batch_size / grad_accum / world`` sequences of ``seq_len`` tokens): the fp32 logits and their gradient, and per
+    layer application the residual stream entering it and the feed-forward hidden activation (the input of each
+    layer only with ``activation_checkpointing``). The tensors certainly stored, so a refusal is right."""
+    from .config import expand_plan
+
+    tokens = max(1, tc.batch_size // tc.grad_accum // world) * tc.seq_len
+    apps = sum(1 for a in expand_plan(model_cfg) if a.kind != "kv")
+    per_app = model_cfg.d_model if tc.activation_checkpointing else model_cfg.d_model + model_cfg.d_ff
+    elem = 2 if tc.dtype == "bf16" else 4
+    return tokens * (2 * 4 * model_cfg.vocab_size + apps * per_app * elem)
+
+
 def _run_provenance(model_cfg: ModelConfig, tc: TrainConfig, run_config: Mapping[str, Any] | None,
                     world: int) -> dict[str, Any]:
     """:func:`yocou.io.provenance` of the run (``run_config``, or both configs) with the number of processes."""
@@ -780,8 +794,10 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
     flops_per_token = accounting.train_flops_per_token(model_cfg, tc.seq_len)
     ckpt = Checkpointer(out, model, opt, model_cfg, tc, rank, prov)
     if rank == 0:
-        memory.require(16 * sum(p.numel() for p in model.parameters()),
-                       f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32)")
+        memory.require(16 * sum(p.numel() for p in model.parameters()) + activation_bytes(model_cfg, tc, world),
+                       f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32, and the "
+                       f"activations of a micro-batch of {tc.batch_size // tc.grad_accum // world} x seq_len "
+                       f"{tc.seq_len} kept for the backward pass)")
     resuming = ckpt.path.exists()
     start_step, rows = ckpt.resume(device)
     if init_from is not None and not resuming:
