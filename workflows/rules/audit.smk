@@ -35,11 +35,11 @@ rule audit:
                and not str(f).startswith(f"{RES}/timing.") and not is_report_page(f)
                and str(f) != f"{RES}/config.json"])),  # timing comes after the audit (timing.smk)
         tidy=lambda w: [f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES] + measured_elsewhere(AUDIT_ELSEWHERE),
-        comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml")],
+        comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml", "regime.yaml")],
         baseline="results/audit/baseline.json",
         code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
                                            "verdicts.py", "decision.py", "family.py", "spread.py", "report.py",
-                                           "args.py", "arith.py")]
+                                           "args.py", "arith.py", "regime.py")]
              + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
              + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
         started=started_input,  # runs/<scale>/started.json when computing (common.smk)
