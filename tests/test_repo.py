@@ -4,6 +4,8 @@ block equal to what yocou.resultsdoc makes from the committed results."""
 
 from __future__ import annotations
 
+import json
+
 import re
 import subprocess
 import sys
@@ -71,6 +73,8 @@ def test_glance_table_keeps_training_rows_with_seeds_and_counts_decided(tmp_path
                    "ci_low": 0.1, "ci_high": 0.9, "n_seeds": n, "evidence": e, "verdict": v, "verdict_unadjusted": u,
                    "tokens_per_param": 1.04, "annealed": True, "loss_minus_bigram": lb, "regime_split": "book"}
                   for i, e, n, v, u, lb in rows]).to_csv(audit / "verdicts.csv", index=False)
+    counts = pd.Series([r[3] for r in rows]).value_counts().to_dict()
+    (audit / "summary.json").write_text(json.dumps({"verdicts": {"total": len(rows), **counts}}))
     t = glance_table(tmp_path, "s")
     body = [ln for ln in t.splitlines() if ln.startswith("| X against Y")]
     assert len(body) == 6 and all("detail" not in ln for ln in body)
@@ -80,6 +84,9 @@ def test_glance_table_keeps_training_rows_with_seeds_and_counts_decided(tmp_path
     assert ("Of these 6 (restatements counted once): 0 for the paper, 2 against it, 1 differ from a parity it "
             "claims, 1 inconclusive, 1 not comparable, 1 censored; 3 decided") in t
     assert "the margin of `eval/regime.yaml` below the Kneser-Ney bigram" in t     # no summary.json: where it is
+    (audit / "summary.json").write_text(json.dumps({"verdicts": {"total": len(rows) - 1, **counts}}))
+    with pytest.raises(ValueError, match=r"verdicts\.csv: 8 counted rows, but summary\.json counts 7"):
+        glance_table(tmp_path, "s")
     pd.DataFrame([{"id": "a"}, {"id": "a"}]).to_csv(audit / "verdicts.csv", index=False)
     with pytest.raises(ValueError, match="verdicts.csv: missing columns"):
         glance_table(tmp_path, "s")
@@ -90,3 +97,35 @@ def test_readme_with_glance_replaces_only_the_block():
     assert readme_with_glance(text, "NEW") == f"top\n{GLANCE_START}\nNEW\n{GLANCE_END}\nbottom\n"
     with pytest.raises(ValueError, match="markers"):
         readme_with_glance("no markers", "NEW")
+
+
+def test_resultsdoc_refuses_a_cut_or_edited_verdicts_table_and_rewrites_nothing(tmp_path):
+    """A verdicts.csv cut short, or with a verdict flipped against its own interval, is refused before README.md or
+    RESULTS.md is rewritten (it used to publish an empty results table)."""
+    import shutil
+
+    import pandas as pd
+
+    from yocou import resultsdoc
+
+    shutil.copytree(ROOT / "results", tmp_path / "results")
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    shutil.copytree(ROOT / "benchmarks", tmp_path / "benchmarks")
+    for f in ("README.md", "RESULTS.md"):
+        shutil.copy(ROOT / f, tmp_path / f)
+    before = {f: (tmp_path / f).read_bytes() for f in ("README.md", "RESULTS.md")}
+    vpath = tmp_path / "results/tiny/audit/verdicts.csv"
+    full = pd.read_csv(vpath)
+    full.head(10).to_csv(vpath, index=False)
+    with pytest.raises(ValueError, match=r"verdicts\.csv: 10 counted rows, but summary\.json counts"):
+        resultsdoc.results_md(tmp_path, "tiny")
+    flipped = full.copy()
+    i = flipped.index[(flipped["evidence"] == "training") & flipped["ci_low"].notna()][0]
+    flipped.loc[i, "ci_low"], flipped.loc[i, "ci_high"] = -0.1, 0.1
+    was = flipped.loc[i, "verdict"]
+    flipped.loc[i, "verdict"] = "opposite"
+    flipped.to_csv(vpath, index=False)
+    with pytest.raises(ValueError, match="verdicts.csv"):
+        resultsdoc.results_md(tmp_path, "tiny")
+    assert was != "opposite"
+    assert {f: (tmp_path / f).read_bytes() for f in ("README.md", "RESULTS.md")} == before

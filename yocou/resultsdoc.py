@@ -74,7 +74,43 @@ def _verdicts(root: Path, scale: str) -> pd.DataFrame:
         raise ValueError(f"{path}: missing columns {sorted(missing)}")
     if v["id"].duplicated().any():
         raise ValueError(f"{path}: duplicated verdict id {v.loc[v['id'].duplicated(), 'id'].iloc[0]!r}")
+    _check_against_summary(v, path)
     return v
+
+
+def _check_against_summary(v: pd.DataFrame, path: Path) -> None:
+    """Refuse a verdicts table that the audit did not write as it is: its counts must equal ``summary.json``'s
+    (a cut or edited table differs), and a training-side row decided by its interval must have an interval (the
+    Holm-adjusted one where the row has it) that excludes 0.
+
+    Raises:
+        ValueError: naming the file, the count or the row that disagrees.
+    """
+    summary = path.parent / "summary.json"
+    try:
+        counts = json.loads(summary.read_text(encoding="utf-8"))["verdicts"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{summary}: not the audit's summary beside {path.name} ({type(e).__name__}: {e})") from None
+    counted = v[v["counted"].astype(str) != "False"] if "counted" in v.columns else v  # restatements count once
+    if int(counts.get("total", -1)) != len(counted):
+        raise ValueError(f"{path}: {len(counted)} counted rows, but {summary.name} counts {counts.get('total')} "
+                         "verdicts: the table is cut or edited; run the audit again (snakemake audit)")
+    have = counted["verdict"].value_counts()
+    for kind, n in counts.items():
+        if kind not in ("total", "restatements", "not run at this scale") and int(have.get(kind, 0)) != int(n):
+            raise ValueError(f"{path}: {int(have.get(kind, 0))} rows say {kind!r}, {summary.name} counts {n}: the table "
+                             "is cut or edited; run the audit again (snakemake audit)")
+    decided = {"same direction", "same direction and size", "opposite"}
+    for r in v.itertuples():
+        if r.verdict not in decided or r.evidence != "training":
+            continue
+        lo = getattr(r, "ci_low_adjusted", float("nan"))
+        hi = getattr(r, "ci_high_adjusted", float("nan"))
+        if pd.isna(lo) or pd.isna(hi):
+            lo, hi = r.ci_low, r.ci_high
+        if not (pd.isna(lo) or pd.isna(hi)) and lo <= 0 <= hi:
+            raise ValueError(f"{path}: row {r.id}: verdict {r.verdict!r} but its interval [{lo:+.4g}, {hi:+.4g}] "
+                             "contains 0: the table is edited; run the audit again (snakemake audit)")
 
 
 def _margin_text(root: Path, scale: str) -> str:
