@@ -188,13 +188,14 @@ def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, 
     n = prompt.shape[1] + 64
     for (si, _t, _l), buf in out.cache.self_kv.items():
         window = model.cfg.stages[si].window
-        assert buf.length == (n if window is None else min(window - 1, n))
+        assert buf.length == (n if window is None else min(window - 1 + out.cache.crop_slack, n))
         assert buf.views()[0].shape[2] == buf.length
-        assert window is None or buf.capacity <= 2 * (window - 1 + n)  # one buffer, not one per step
+        assert window is None or buf.capacity <= 2 * (window - 1 + out.cache.crop_slack + n)  # one buffer
     # generating past the buffers' first capacity (they grow and compact in place) keeps the tokens exact
     with torch.no_grad():
         out = hf(prompt, use_cache=True)
         cache, ids = out.cache, prompt
+        cache.crop_slack = 2  # the smallest buffers but two: the rings wrap many times
         for _ in range(3 * W + 20):
             nxt = out.logits[:, -1:].argmax(-1)
             ids = torch.cat([ids, nxt], 1)
@@ -203,7 +204,7 @@ def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, 
     torch.testing.assert_close(out.logits[:, -1], full, rtol=0, atol=1e-5)
     for (si, _t, _l), buf in cache.self_kv.items():
         window = model.cfg.stages[si].window
-        assert buf.length == (ids.shape[1] if window is None else window - 1)
+        assert buf.length == (ids.shape[1] if window is None else window - 1 + 2)
 
 
 def test_text_generation_pipeline_gives_yocous_greedy_tokens(runs: dict) -> None:
@@ -630,3 +631,82 @@ def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, 
             ctx, cont = (arg["arg_0"], arg["arg_1"]) if isinstance(arg, dict) else arg
             longest = max(longest, len(ylm.tok_encode(ctx + cont)))
     assert longest > SEQ_LEN  # the old max_position_embeddings would have cut (or refused) these
+
+
+# --- transformers' generation features on the exported cache -------------------------------------------------
+
+
+@pytest.mark.parametrize("name", REMOTE)
+def test_beam_search_with_the_cache_equals_without_it(runs: dict, name: str) -> None:
+    """``generate(num_beams=3)`` reorders the YocouCache between steps (``reorder_cache``): its sequences equal those
+    of the same beam search recomputing the prefix (``use_cache=False``), past the sliding windows."""
+    model, _, hf_dir = runs[name]
+    hf = _load_hf(hf_dir)
+    prompt = _ids(model.cfg.vocab_size, 2, 7, 5)
+    kw = dict(max_new_tokens=2 * W + 3, num_beams=3, do_sample=False, eos_token_id=None, num_return_sequences=2,
+              early_stopping=False)
+    with torch.no_grad():
+        cached = hf.generate(prompt, use_cache=True, **kw)
+        plain = hf.generate(prompt, use_cache=False, **kw)
+    assert torch.equal(cached, plain)
+
+
+@pytest.mark.parametrize("name", REMOTE)
+def test_generate_continues_from_a_returned_cache(runs: dict, name: str) -> None:
+    """A generation continued with the cache the first one returned gives the tokens of one generation of both
+    lengths (transformers reads ``is_compileable``, ``is_linear`` and ``get_seq_length``)."""
+    model, _, hf_dir = runs[name]
+    hf = _load_hf(hf_dir)
+    prompt = _ids(model.cfg.vocab_size, 1, 6, 8)
+    kw = dict(do_sample=False, eos_token_id=None)
+    with torch.no_grad():
+        whole = hf.generate(prompt, max_new_tokens=2 * W, **kw)
+        first = hf.generate(prompt, max_new_tokens=W, return_dict_in_generate=True, **kw)
+        more = hf.generate(first.sequences, cache=first.cache, max_new_tokens=W, **kw)
+    assert torch.equal(more, whole)
+
+
+@pytest.mark.parametrize("name", REMOTE)
+@pytest.mark.parametrize("how", ["assistant", "prompt_lookup"])
+def test_assisted_and_prompt_lookup_decoding_equal_plain_greedy(runs: dict, name: str, how: str) -> None:
+    """Assisted decoding (another exported model drafts, this one verifies and crops the rejected tokens out of its
+    cache) and prompt-lookup decoding return the plain greedy tokens."""
+    model, _, hf_dir = runs[name]
+    hf = _load_hf(hf_dir)
+    prompt = _ids(model.cfg.vocab_size, 1, 12, 9)
+    prompt = torch.cat([prompt, prompt[:, :6]], 1)  # a repeated n-gram for prompt lookup to find
+    kw = dict(max_new_tokens=2 * W + 5, do_sample=False, eos_token_id=None)
+    extra = {"assistant_model": _load_hf(runs["yoco" if name != "yoco" else "yocou"][2])} if how == "assistant" \
+        else {"prompt_lookup_num_tokens": 3}
+    with torch.no_grad():
+        plain = hf.generate(prompt, **kw)
+        assisted = hf.generate(prompt, **kw, **extra)
+    assert torch.equal(assisted, plain)
+
+
+def test_a_yoco_family_assistant_drafts_for_a_llama_export(runs: dict) -> None:
+    """The exported Transformer (a plain Llama folder) assisted by an exported YOCO-U: the YocouCache is cropped
+    by the candidate generator, and the tokens are the Llama's greedy ones."""
+    llama = _load_hf(runs["transformer"][2])
+    prompt = _ids(llama.config.vocab_size, 1, 10, 12)
+    with torch.no_grad():
+        plain = llama.generate(prompt, max_new_tokens=2 * W, do_sample=False, eos_token_id=None)
+        assisted = llama.generate(prompt, max_new_tokens=2 * W, do_sample=False, eos_token_id=None,
+                                  assistant_model=_load_hf(runs["yocou"][2]))
+    assert torch.equal(assisted, plain)
+
+
+def test_crop_refuses_what_it_cannot_undo(runs: dict) -> None:
+    hf = _load_hf(runs["yocou"][2])
+    ids = _ids(hf.config.vocab_size, 1, 3 * W, 2)
+    with torch.no_grad():
+        cache = hf(ids, use_cache=True).cache
+    cache.crop(-cache.crop_slack if cache.crop_slack < ids.shape[1] else -1)  # within the slack: fine
+    with torch.no_grad():
+        cache = hf(ids, use_cache=True).cache
+    cache.crop_slack = 0
+    cache.crop(0)  # trims every ring to window - 1
+    with pytest.raises(ValueError, match="activate_past_recording"):
+        cache.crop(-2)  # the windows hold window - 1 tokens: the two last cannot be taken back
+    with pytest.raises(ValueError, match="negative"):
+        cache.crop(3)

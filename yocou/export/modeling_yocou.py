@@ -38,6 +38,8 @@ it has unpadded. Padding must sit at the ends of a row (left or right), not betw
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -210,9 +212,12 @@ class SelfLayer(nn.Module):
         q, k, v = self.qkv(x_BND, rope)
         if buf.first is None:
             buf.first = past
-        k, v = buf.append(k, v, keep=None if self.window is None else self.window - 1 + N)
-        if N == 1 and cache.all_ok:  # every cached key is real and inside the window: no mask
+        held = None if self.window is None else self.window - 1 + cache.crop_slack
+        k, v = buf.append(k, v, keep=None if held is None else held + N)
+        if N == 1 and cache.all_ok:  # every cached key is real: the window's keys (the last W), no mask
             allowed = None
+            if self.window is not None:
+                k, v = k[:, :, -self.window:], v[:, :, -self.window:]
         else:
             dev = x_BND.device
             first = buf.first
@@ -220,8 +225,8 @@ class SelfLayer(nn.Module):
                                         torch.arange(first, past + N, device=dev),
                                         cache.key_ok()[:, first:past + N], self.window)
         o = attend(q, k, v, allowed)
-        if self.window is not None:
-            buf.keep_last(self.window - 1)  # the ring: what a next token can see
+        if held is not None and not cache.record_past:
+            buf.keep_last(held)  # the ring: what a next token can see, and crop_slack more for crop()
         return self.out(x_BND, o)
 
 
@@ -350,9 +355,18 @@ class YocouCache:
     layer keeps the last ``window - 1``) and per cross stage (and loop, with ``kv_per_loop``): the K̂V̂ of every
     token. Batch rows are padded alike (one ``seq_len``)."""
 
+    #: transformers' generation utilities read these (a Python cache, not a static one; softmax attention only)
+    is_compileable = False
+    is_croppable = True
+    #: tokens a sliding-window layer keeps beyond its ``window - 1``, so that :meth:`crop` can take back that many
+    #: (an assistant's rejected drafts); set 0 for the smallest cache. Attention reads only the window.
+    crop_slack = 256
+
     def __init__(self) -> None:
         self.seq_len = 0
         self.all_ok = True
+        self.record_past = False  # sliding-window layers keep every token until crop() (assisted decoding)
+        self._windows: dict[tuple[int, int], int | None] = {}  # (stage, layer) -> a self layer's window
         self._ok: torch.Tensor | None = None  # [B, capacity] bool, the first seq_len slots used
         self._n_real: torch.Tensor | None = None  # [B] real tokens seen per row
         self.self_kv: dict[tuple[int, int, int], KVBuffer] = {}
@@ -383,6 +397,60 @@ class YocouCache:
         self._n_real = self._n_real + ok_BN.long().sum(-1)
         self.seq_len += N
         return pos_BN
+
+    @property
+    def is_linear(self) -> list[bool]:
+        """No layer keeps a recurrent state (transformers slices a continued generation's inputs by
+        :meth:`get_seq_length` when none does)."""
+        return [False]
+
+    def _buffers(self) -> list[KVBuffer]:
+        return [*self.self_kv.values(), *self.cross_kv.values()]
+
+    def reorder_cache(self, beam_idx: torch.Tensor) -> None:
+        """Keep the rows ``beam_idx`` ``[B]`` (beam search): every buffer's rows and the token bookkeeping."""
+        for b in self._buffers():
+            if b.k is not None:
+                b.k, b.v = b.k.index_select(0, beam_idx.to(b.k.device)), b.v.index_select(0, beam_idx.to(b.v.device))
+        if self._ok is not None:
+            self._ok = self._ok.index_select(0, beam_idx.to(self._ok.device))
+            self._n_real = self._n_real.index_select(0, beam_idx.to(self._n_real.device))
+
+    def activate_past_recording(self) -> None:
+        """Keep every token in the sliding-window layers until :meth:`crop`, so that tokens can be taken back
+        (transformers calls it before assisted and prompt-lookup decoding)."""
+        self.record_past = True
+
+    def crop(self, tokens_to_remove: int) -> None:
+        """Forget the last ``-tokens_to_remove`` tokens (transformers' convention: 0 or negative), then trim the
+        sliding-window layers to the last ``window - 1`` tokens.
+
+        Raises:
+            ValueError: a positive argument, more tokens than seen, or a sliding-window layer that no longer holds
+                the tokens the window needs after the removal (crop without :meth:`activate_past_recording`).
+        """
+        if tokens_to_remove > 0:
+            raise ValueError(f"crop({tokens_to_remove}): pass 0 or a negative number of tokens to remove")
+        n = -tokens_to_remove
+        if n > self.seq_len:
+            raise ValueError(f"crop({tokens_to_remove}): the cache has seen only {self.seq_len} tokens")
+        new_len = self.seq_len - n
+        for (si, _t, li), b in self.self_kv.items():
+            w = self._windows.get((si, li))
+            if w is not None and n and (b.first or 0) > max(0, new_len - (w - 1)):
+                raise ValueError(f"crop({tokens_to_remove}): a sliding-window layer no longer holds the tokens its "
+                                 f"window needs (it keeps crop_slack = {self.crop_slack} beyond the window); call "
+                                 "activate_past_recording() before generating what is cropped")
+        for b in self._buffers():
+            b.stop -= n
+        self.seq_len = new_len
+        if self._ok is not None:
+            self._n_real = self._ok[:, :new_len].long().sum(-1)
+            self.all_ok = bool(self._ok[:, :new_len].all())
+        for (si, _t, li), b in self.self_kv.items():
+            w = self._windows.get((si, li))
+            if w is not None:
+                b.keep_last(w - 1 + self.crop_slack)
 
     def nbytes(self) -> int:
         """Bytes of the cached keys and values (the held tokens, not the buffers' spare room)."""
@@ -510,6 +578,7 @@ class YocouModel(YocouPreTrainedModel):
                         rope = (rope[0][:, :, -1:], rope[1][:, :, -1:])
                 for li, layer in enumerate(self.stages[si]):
                     if st["kind"] == "self":
+                        cache._windows[(si, li)] = layer.window
                         x = layer.forward_cached(x, rope, cache.self_kv.setdefault((si, t, li), KVBuffer()), cache,
                                                  past)
                     else:
@@ -585,8 +654,19 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
-        """No transformers ``DynamicCache``: the model makes its :class:`YocouCache` on its first cached call."""
+        """No transformers ``DynamicCache``: the model keeps a :class:`YocouCache`."""
         return False
+
+    def _prepare_cache_for_generation(self, generation_config: Any, model_kwargs: dict, *args: Any,
+                                      **kwargs: Any) -> None:
+        """A fresh :class:`YocouCache` in ``model_kwargs["cache"]`` when ``generate`` decodes with a cache and was
+        given none (beam search reorders it, assisted decoding crops it); a given cache is checked and kept."""
+        super()._prepare_cache_for_generation(generation_config, model_kwargs, *args, **kwargs)
+        given = model_kwargs.get("cache")
+        if given is not None and not isinstance(given, YocouCache):
+            raise ValueError(f"YocouForCausalLM keeps its own cache (YocouCache), got {type(given).__name__}")
+        if given is None and generation_config.use_cache is not False:
+            model_kwargs["cache"] = YocouCache()
 
     def prepare_inputs_for_generation(self, input_ids: torch.Tensor, cache: YocouCache | None = None,
                                       attention_mask: torch.Tensor | None = None, use_cache: bool | None = None,
