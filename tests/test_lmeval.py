@@ -331,3 +331,15 @@ def test_render_table3_layout(tmp_path):
     md = (tmp_path / "table3.md").read_text()
     assert "WikiText is not available offline" in md and "CPU" in md
     json.loads((tmp_path / "table3.json").read_text())
+
+
+def test_importing_our_model_first_leaves_lm_evals_own_models_registered() -> None:
+    """lm-eval registers its built-in models (hf, ...) lazily, only while its registry is empty: importing
+    yocou.lmeval.model first must not hide them."""
+    import subprocess
+    import sys
+
+    code = ("import yocou.lmeval.model\nfrom lm_eval.api.registry import get_model\n"
+            "print(get_model('hf').__name__, get_model('yocou').__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["HFLM", "YocouLM"]

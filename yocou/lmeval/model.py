@@ -42,6 +42,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+import lm_eval.models  # noqa: F401 - lm-eval fills its built-in registry (hf, ...) only while it is empty: before ours
 from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
