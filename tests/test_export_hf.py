@@ -572,7 +572,10 @@ def test_export_writes_the_longest_eval_length_a_readable_folder_and_a_model_car
 
     card = (out / "README.md").read_text()
     n_params = sum(p.numel() for p in model.parameters())
-    for needle in ("# yocou yocou (tiny scale)", f"{n_params:,}", "At step 2", "`book`: 4.1250", "`code`: 3.5000",
+    seed = json.loads((out / "yocou_export.json").read_text())["train_config"]["seed"]
+    assert "seed not recorded" not in card and f"seed {seed})" in card
+    assert "yocou yocou" not in card and "held-out documents included" in card
+    for needle in ("# YOCO-U, a yocou model (tiny scale)", f"{n_params:,}", "At step 2", "`book`: 4.1250", "`code`: 3.5000",
                    "192", "CC-BY-2.5", "Whole documents held out by name.", "abc123", "trust_remote_code=True",
                    f"{want} (workflows/config/tiny.yaml"):
         assert needle in card, needle

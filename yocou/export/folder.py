@@ -397,7 +397,10 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
     train_dirty = (summary.get("provenance") or {}).get("git_dirty")
     prov = record.get("provenance") or {}
     cls = "YocouForCausalLM (remote code in this folder)" if remote else "LlamaForCausalLM (native transformers)"
-    lines = [f"# yocou {variant}" + (f" ({rc.get('scale')} scale)" if rc.get("scale") else ""), "",
+    from ..names import label
+
+    title = label(variant) if label(variant) != variant else f"`{variant}`"
+    lines = [f"# {title}, a yocou model" + (f" ({rc.get('scale')} scale)" if rc.get("scale") else ""), "",
              f"A `{variant}` language model trained by yocou, the reproduction harness for \"Universal YOCO for "
              "Efficient Depth Scaling\" (Sun et al., 2026), and exported for transformers. A small research model "
              "for comparing architectures at equal budgets: not for use beyond that.", "",
@@ -408,7 +411,7 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
              f" vocabulary {record['model_config'].get('vocab_size')}) |",
              f"| training tokens | {f'{tokens:,}' if isinstance(tokens, int) else 'not recorded'}"
              f" ({summary.get('steps', 'not recorded')} steps x batch {train.get('batch_size', '?')} x seq_len "
-             f"{train.get('seq_len', '?')}; seed {rc.get('seed', 'not recorded')}) |",
+             f"{train.get('seq_len', '?')}; seed {train.get('seed', 'not recorded')}) |",
              f"| checkpoint | step {record['source'].get('step')}, sha256 {record['source']['checkpoint_sha256'][:16]}... |",
              f"| dtype | {(record.get('dtype') or 'as saved')} |",
              f"| max_position_embeddings | {max_positions} ({max_positions_source}) |",
@@ -429,10 +432,12 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
     sources = manifest.get("sources") or {}
     if sources:
         lines += ["Real text installed offline from package registries (the corpus manifest "
-                  "`runs/<scale>/corpus/manifest.json` lists every file with its sha256):", ""]
+                  "`runs/<scale>/corpus/manifest.json` lists every file with its sha256). The counts are of the whole "
+                  "corpus, the held-out documents included (never trained on; the rule below):", ""]
         for name, src in sorted(sources.items()):
             lines.append(f"- `{name}`: {src.get('n_docs', '?')} documents, {src.get('n_chars', 0):,} characters; "
                          f"origin {src.get('origin', 'not recorded')}; licence {src.get('licence') or 'not recorded'}")
+        lines += ["", f"Held-out documents: {manifest.get('holdout_rule') or 'the rule was not recorded'}"]
     else:
         lines += ["Not recorded (no corpus manifest beside the run)."]
     tok = record.get("tokenizer") or {}
