@@ -62,15 +62,21 @@ def non_white_share(png: Path, x0: int) -> float:
     return float((np.abs(1.0 - img).max(axis=-1) > 0.06).mean())
 
 
-def screenshot(chromium: str, page: str, path: str, out: Path, tmp: Path) -> None:
+def screenshot(chromium: str, page: str, path: str, out: Path, tmp: Path, timeout: float = 600) -> None:
+    """Open ``page`` with item ``path`` selected and write its screenshot to ``out``; a Chromium that has not
+    finished after ``timeout`` seconds (a loaded machine) fails naming the item and the limit."""
     i = page.rindex("</body>")
     opener = (f"<script>setTimeout(() => new ToggleViewManager(app).handleSelectedResult({json.dumps(path)}), 400);"
               "</script>")
     copy = tmp / "open.html"
     copy.write_text(page[:i] + opener + page[i:], encoding="utf-8")
-    subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                    f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=4000", f"--screenshot={out}",
-                    copy.as_uri()], check=True, capture_output=True, timeout=120)
+    try:
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                        f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=4000", f"--screenshot={out}",
+                        copy.as_uri()], check=True, capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"{path}: Chromium took more than --timeout {timeout:g} s (a loaded machine? raise it)") \
+            from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shots", required=True, help="folder for the screenshots (created)")
     ap.add_argument("--out", required=True, help="summary JSON (a .md beside it)")
     ap.add_argument("--min-share", type=float, default=0.005, help="non-white share below which a view is blank")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds one screenshot may take (default 600)")
     a = ap.parse_args(argv)
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             row: dict[str, Any] = {"item": path, "mime": mime, "data_url_chars": n, "fits": n <= DATA_URL_LIMIT}
             if mime in VIEWS:
                 png = shots / (path.replace("/", "__") + ".png")
-                screenshot(chromium, page, path, png, Path(tmp))
+                screenshot(chromium, page, path, png, Path(tmp), a.timeout)
                 row["view"] = VIEWS[mime]
                 row["non_white_share"] = round(non_white_share(png, MENU_PX), 4)
                 row["ok"] = row["fits"] and row["non_white_share"] >= a.min_share
