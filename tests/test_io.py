@@ -102,3 +102,33 @@ def test_git_state_dirty_counts_code_not_outputs(tmp_path):
     (tmp_path / "pkg/m.py").write_text("1\n")
     state = git_state(tmp_path / "pkg")
     assert state["dirty"] is True and len(state["commit"]) == 40
+
+
+def test_a_rewrite_that_differs_only_in_provenance_keeps_the_committed_file(tmp_path) -> None:
+    """Under results/ or figures/ of a repository, a JSON, Markdown or HTML output equal to its committed version but
+    for provenance is written as committed (git status stays clean); any other change is written as given."""
+    import json
+    import subprocess
+
+    from yocou.io import atomic_write_json, atomic_write_text
+
+    def git(*a):
+        subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "results").mkdir()
+    j, md = tmp_path / "results" / "t.json", tmp_path / "results" / "t.md"
+    j.write_text(json.dumps({"rows": [1, 2], "provenance": {"git_commit": "aaa"}}))
+    md.write_text("| a |\n\n<sub>yocou 0.1 · commit aaa · 2026-01-01</sub>\n")
+    git("add", ".")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+    committed = (j.read_bytes(), md.read_bytes())
+    atomic_write_json(j, {"rows": [1, 2], "provenance": {"git_commit": "bbb"}})
+    atomic_write_text(md, "| a |\n\n<sub>yocou 0.1 · commit bbb · 2026-02-02</sub>\n")
+    assert (j.read_bytes(), md.read_bytes()) == committed
+    atomic_write_json(j, {"rows": [1, 3], "provenance": {"git_commit": "bbb"}})
+    atomic_write_text(md, "| b |\n\n<sub>yocou 0.1 · commit bbb · 2026-02-02</sub>\n")
+    assert json.loads(j.read_text())["rows"] == [1, 3] and md.read_text().startswith("| b |")
+    other = tmp_path / "elsewhere.json"  # outside results/ and figures/: written as given
+    atomic_write_json(other, {"provenance": 1})
+    assert json.loads(other.read_text()) == {"provenance": 1}

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -120,8 +121,42 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"atomic_write_bytes expects bytes, got {type(data).__name__}")
+    data = committed_if_only_provenance_differs(path, bytes(data))
     with atomic_path(path) as tmp:
-        tmp.write_bytes(bytes(data))
+        tmp.write_bytes(data)
+
+
+#: A provenance footer of the Markdown and HTML outputs (render.common.write_table, the audit's pages).
+_FOOTER = re.compile(r"<(sub|small)>yocou [^<]*</(sub|small)>")
+
+
+def _without_provenance(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _without_provenance(v) for k, v in obj.items() if k != "provenance"}
+    if isinstance(obj, list):
+        return [_without_provenance(v) for v in obj]
+    return obj
+
+
+def committed_if_only_provenance_differs(path: str | os.PathLike, data: bytes) -> bytes:
+    """``data``, or the committed bytes of ``path`` (git ``HEAD``) when the two differ only in provenance (a JSON
+    ``provenance`` member, a Markdown or HTML ``<sub>yocou ...</sub>`` footer): a pipeline output under
+    :data:`OUTPUT_DIRS` drawn again from equal results then leaves ``git status`` clean. Other files: ``data``."""
+    p = Path(path)
+    if p.suffix not in (".json", ".md", ".html") or not {"results", "figures"} & set(p.parts) \
+            or p.name.endswith(".provenance.json"):
+        return data
+    old = committed_bytes(p)
+    if old is None or old == data:
+        return data
+    try:
+        if p.suffix == ".json":
+            same = _without_provenance(json.loads(old)) == _without_provenance(json.loads(data))
+        else:
+            same = _FOOTER.sub("", old.decode("utf-8")) == _FOOTER.sub("", data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return data
+    return old if same else data
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> None:
@@ -194,6 +229,19 @@ def _run_git(args: list[str], cwd: Path) -> str | None:
     if out.returncode != 0:
         return None
     return out.stdout
+
+
+def committed_bytes(path: str | os.PathLike) -> bytes | None:
+    """The bytes of ``path`` as committed at ``HEAD`` of the repository holding it, or None (not in a repository,
+    not tracked, or git unavailable). A writer that makes what is committed but for provenance writes these, so a
+    re-render with equal content leaves ``git status`` clean (Snakemake removes a job's outputs before it runs, so
+    the file on disk cannot be compared)."""
+    p = Path(path).resolve()
+    try:
+        out = subprocess.run(["git", "show", f"HEAD:./{p.name}"], cwd=str(p.parent), capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
 
 
 OUTPUT_DIRS = ("results", "figures", "benchmarks/results")

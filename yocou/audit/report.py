@@ -60,7 +60,7 @@ from typing import Any
 import pandas as pd
 
 from ..entry import USER_ERRORS, disk_error, report_user_error
-from ..io import atomic_write_json, atomic_write_text, provenance
+from ..io import atomic_write_json, atomic_write_text, committed_if_only_provenance_differs, provenance
 from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
@@ -636,6 +636,10 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
     try:
         _write_report_files(res, out, stage, cnt, figs, prov, sections)
         for f in sorted(stage.iterdir()):
+            data = f.read_bytes()
+            kept = committed_if_only_provenance_differs(out / f.name, data)  # equal content: the committed file
+            if kept is not data:
+                f.write_bytes(kept)
             os.replace(f, out / f.name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -9,7 +9,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ..io import atomic_path, atomic_write_json, atomic_write_text, provenance
+from ..io import atomic_write_bytes, atomic_write_json, atomic_write_text, committed_bytes, provenance
 
 
 OUTPUT_SUFFIXES = (".csv", ".md", ".json", ".png", ".pdf")
@@ -31,7 +31,12 @@ def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: It
     stem = stem_of(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     prov = provenance(config or {}, None)
-    atomic_write_text(stem.with_suffix(".csv"), df.to_csv(index=False))
+    csv_text = df.to_csv(index=False)
+    rows = json.loads(df.to_json(orient="records"))
+    if _same_table(stem, csv_text, title, list(notes), rows):
+        # equal content: the files (and their provenance) stay as they are, so `git status` shows only real changes
+        return {"csv": stem.with_suffix(".csv"), "md": stem.with_suffix(".md"), "json": stem.with_suffix(".json")}
+    atomic_write_text(stem.with_suffix(".csv"), csv_text)
     md = io.StringIO()
     md.write(f"### {title}\n\n")
     md.write(df.to_markdown(index=False, floatfmt=floatfmt))
@@ -42,10 +47,28 @@ def write_table(df: pd.DataFrame, out_stem: str | Path, *, title: str, notes: It
              f"{' (dirty)' if prov.get('git_dirty') else ''} · torch {prov['versions'].get('torch')} · "
              f"{prov['device'].get('cpu_model', '')} · {prov['created_utc']}</sub>\n")
     atomic_write_text(stem.with_suffix(".md"), md.getvalue())
-    atomic_write_json(stem.with_suffix(".json"), {"title": title, "notes": list(notes),
-                                                  "rows": json.loads(df.to_json(orient="records")),
+    atomic_write_json(stem.with_suffix(".json"), {"title": title, "notes": list(notes), "rows": rows,
                                                   "provenance": prov})
     return {"csv": stem.with_suffix(".csv"), "md": stem.with_suffix(".md"), "json": stem.with_suffix(".json")}
+
+
+def _same_table(stem: Path, csv_text: str, title: str, notes: list[str], rows: list) -> bool:
+    """When ``<stem>.{csv,md,json}`` are committed (git ``HEAD``) with this table's content (provenance aside),
+    write the committed bytes back and return True: a re-render with equal content changes nothing ``git status``
+    shows."""
+    old = {ext: committed_bytes(stem.with_suffix(ext)) for ext in (".csv", ".md", ".json")}
+    if any(b is None for b in old.values()):
+        return False
+    try:
+        doc = json.loads(old[".json"].decode("utf-8"))
+        same = old[".csv"].decode("utf-8") == csv_text and isinstance(doc, dict) and \
+            {k: doc.get(k) for k in ("title", "notes", "rows")} == {"title": title, "notes": notes, "rows": rows}
+    except (UnicodeDecodeError, ValueError):
+        return False
+    if same:
+        for ext, data in old.items():
+            atomic_write_bytes(stem.with_suffix(ext), data)
+    return bool(same)
 
 
 #: Resolution of the PNG figures (config ``render.dpi``; set by :func:`configure` in the pipeline's scripts).
@@ -68,14 +91,24 @@ def configure(dpi: int | None = None) -> None:
 def save_figure(fig: Any, out_stem: str | Path, *, config: dict[str, Any] | None = None) -> None:
     """Save ``<stem>.png`` (:data:`DPI` dpi) and ``<stem>.pdf`` atomically, plus ``<stem>.provenance.json``.
 
-    The PDF carries no creation date, so a figure drawn again from the same data is the same file.
+    The PDF carries no creation date, so a figure drawn again from the same data is the same file; when both are
+    the committed files (git ``HEAD``), the committed provenance is written back too (``git status`` then shows only
+    real changes).
     """
     stem = stem_of(out_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
+    changed = False
     for ext, kw in ((".png", {"dpi": DPI}), (".pdf", {"metadata": {"CreationDate": None}})):
-        with atomic_path(stem.with_suffix(ext)) as tmp:
-            fig.savefig(tmp, format=ext[1:], bbox_inches="tight", **kw)
-    atomic_write_json(stem.with_name(stem.name + ".provenance.json"), provenance(config or {}, None))
+        buf = io.BytesIO()
+        fig.savefig(buf, format=ext[1:], bbox_inches="tight", **kw)
+        atomic_write_bytes(stem.with_suffix(ext), buf.getvalue())
+        changed = changed or committed_bytes(stem.with_suffix(ext)) != buf.getvalue()
+    prov_path = stem.with_name(stem.name + ".provenance.json")
+    old_prov = None if changed else committed_bytes(prov_path)
+    if old_prov is not None:  # the committed figure, drawn again: its committed provenance stays
+        atomic_write_bytes(prov_path, old_prov)
+    else:
+        atomic_write_json(prov_path, provenance(config or {}, None))
 
 
 # Paper-like colours and labels, one per variant name used in configs.
