@@ -265,3 +265,29 @@ def test_the_niah_protocol_is_checked_when_used_not_at_import(monkeypatch: pytes
     monkeypatch.setattr(niah, "_DIGITS", -3)
     with pytest.raises(ValueError, match=r"niah\.value_digits must be an integer in 1\.\.18"):
         niah.check_protocol()
+
+
+@pytest.mark.parametrize("argv", [
+    ["python", "-m", "yocou.runlock", "/tmp/" + "x" * 300],
+    ["python", "-m", "yocou.audit", "--scale", "tiny", "--out", "/tmp/" + "x" * 300 + "/audit"],
+    ["yocou", "export-hf", "results/tiny", "/tmp/" + "y" * 300],
+])
+def test_a_path_component_over_255_bytes_is_one_line(argv: list[str]) -> None:
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, *argv[1:]] if argv[0] == "python" else [sys.executable, "-m", "yocou.cli", *argv[1:]]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert len(res.stderr.strip().splitlines()) == 1 and "a component of 30" in res.stderr and "at most 255" in res.stderr
+
+
+def test_runlock_refuses_a_file_and_passes_a_folder_not_made_yet(tmp_path: Path) -> None:
+    """A run folder that does not exist yet is free (the train rule checks before its first run makes it)."""
+    from yocou.runlock import main
+
+    f = tmp_path / "f"
+    f.write_text("x")
+    with pytest.raises(NotADirectoryError, match="RUN_DIR .* is a file"):
+        main([str(f)])
+    assert main([str(tmp_path / "not_yet")]) == 0

@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     """The ``yocou`` console script. Bad input (:data:`yocou.entry.USER_ERRORS`) prints
     ``yocou <cmd>: error: <message>`` and returns 2, as every ``python -m yocou.<module>`` does; other
     exceptions (bugs) keep their traceback."""
-    from .entry import USER_ERRORS, disk_error, report_user_error
+    from .entry import USER_ERRORS, disk_error, name_too_long, report_user_error
     from .guard import check_command
 
     args = build_parser().parse_args(argv)
@@ -403,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         return report_user_error(f"yocou {args.cmd}", e)
     except OSError as e:
+        if (bad := name_too_long(e)) is not None:
+            return report_user_error(f"yocou {args.cmd}", bad)
         if not disk_error(e):
             raise
         return report_user_error(f"yocou {args.cmd}", e)

@@ -15,6 +15,7 @@ import errno
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -109,10 +110,23 @@ def run_main(main: Callable[[Any], Any], argv: Sequence[str] | None = None, *, p
     except USER_ERRORS as e:
         return report_user_error(prog or _default_prog(), e)
     except OSError as e:
+        if (bad := name_too_long(e)) is not None:
+            return report_user_error(prog or _default_prog(), bad)
         if not disk_error(e):
             raise
         return report_user_error(prog or _default_prog(), e)
     return 0 if rc is None else int(rc)
+
+
+def name_too_long(e: OSError) -> ValueError | None:
+    """Bad input, not a bug: an ``ENAMETOOLONG`` error (a path the file system cannot hold) as a ValueError naming
+    the path and its too-long component; None for any other error."""
+    if e.errno != errno.ENAMETOOLONG:
+        return None
+    name = str(e.filename) if e.filename is not None else "a path"
+    bad = next((c for c in Path(name).parts if len(os.fsencode(c)) > 255), None)
+    return ValueError(f"{name[:80]}{'...' if len(name) > 80 else ''}: a file name longer than the file system allows"
+                      + (f" (a component of {len(os.fsencode(bad))} bytes; at most 255)" if bad else ""))
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:

@@ -115,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     from .guard import check_command
 
     check_command("python -m yocou.runlock", a)
+    if os.path.exists(a.run_dir) and not os.path.isdir(a.run_dir):
+        raise NotADirectoryError(f"RUN_DIR {a.run_dir} is a file; expected a training run folder")
+    # a folder that does not exist yet is free: the train rule checks before its first run creates it
     check_free(a.run_dir)
     return 0
 

@@ -59,7 +59,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..entry import USER_ERRORS, disk_error, report_user_error
+from ..entry import USER_ERRORS, disk_error, name_too_long, report_user_error
 from ..io import atomic_write_json, atomic_write_text, committed_if_only_provenance_differs, provenance
 from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
@@ -766,6 +766,8 @@ def main(argv: list[str] | None = None) -> int:
     except USER_ERRORS as e:
         return report_user_error("yocou audit", e)
     except OSError as e:
+        if (bad := name_too_long(e)) is not None:
+            return report_user_error("yocou audit", bad)
         if not disk_error(e):
             raise
         return report_user_error("yocou audit", e)
