@@ -291,3 +291,12 @@ def test_runlock_refuses_a_file_and_passes_a_folder_not_made_yet(tmp_path: Path)
     with pytest.raises(NotADirectoryError, match="RUN_DIR .* is a file"):
         main([str(f)])
     assert main([str(tmp_path / "not_yet")]) == 0
+
+
+def test_an_empty_comparisons_file_is_refused_naming_it(tmp_path: Path) -> None:
+    from yocou.audit.verdicts import load_comparisons
+
+    p = tmp_path / "comparisons.yaml"
+    p.write_text("[]\n")
+    with pytest.raises(ValueError, match=r"comparisons\.yaml: no comparison rows"):
+        load_comparisons(p)

@@ -104,6 +104,8 @@ def load_comparisons(path: str | Path | None = None) -> list[dict]:
     p = Path(path or evaldefs.eval_dir() / "comparisons.yaml")
     if not isinstance(raw := evaldefs._load(str(p)), list):
         raise ValueError(f"{p}: expected a list of comparison rows")
+    if not raw:
+        raise ValueError(f"{p}: no comparison rows; the audit needs at least one (the file's header documents them)")
     out: list[dict] = []
     for i, row in enumerate(raw):
         if not isinstance(row, dict):
