@@ -713,3 +713,16 @@ def test_crop_refuses_what_it_cannot_undo(runs: dict) -> None:
         cache.crop(-2)  # the windows hold window - 1 tokens: the two last cannot be taken back
     with pytest.raises(ValueError, match="negative"):
         cache.crop(3)
+
+
+def test_an_edited_config_json_is_refused_at_load(runs: dict, tmp_path: Path) -> None:
+    """n_loops 3 -> 7 in config.json would load the same (shared) weights as another model without an error: the
+    folder's yocou_export.json records what was exported, and loading names the field that differs."""
+    hf_dir = tmp_path / "edited"
+    shutil.copytree(runs["yocou"][2], hf_dir)
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    cfg["stages"][0]["n_loops"] = 7
+    (hf_dir / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ValueError, match=r"config\.json says stages = .*yocou_export\.json records"):
+        _load_hf(hf_dir)
+    _load_hf(runs["yocou"][2])  # the unedited folder loads

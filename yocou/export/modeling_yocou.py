@@ -587,6 +587,40 @@ class YocouModel(YocouPreTrainedModel):
         return x[:, -1:] if last_only else x
 
 
+#: config.json key -> the export record's ``model_config`` key: what the exported weights were trained as.
+_RECORD_KEYS = {"vocab_size": "vocab_size", "hidden_size": "d_model", "intermediate_size": "d_ff",
+                "num_attention_heads": "n_heads", "num_key_value_heads": "n_kv_heads", "head_dim": "head_dim",
+                "stages": "stages", "rope_theta": "rope_theta", "cross_rope": "cross_rope", "rms_norm_eps": "norm_eps",
+                "num_experts": "n_experts", "num_experts_per_tok": "top_k"}
+
+
+def check_export_record(folder: Any, config: YocouConfig) -> None:
+    """Refuse a folder whose ``config.json`` no longer describes the model its ``yocou_export.json`` records (an
+    edited ``n_loops`` loads the same weights as another model without any error); no record: nothing to check.
+
+    Raises:
+        ValueError: naming the first field that differs, both values and what to do.
+    """
+    import json
+    import os
+
+    path = os.path.join(str(folder), "yocou_export.json")
+    if not os.path.isfile(path):
+        return
+    with open(path, encoding="utf-8") as fh:
+        recorded = (json.load(fh) or {}).get("model_config") or {}
+    for ours, theirs in _RECORD_KEYS.items():
+        if theirs not in recorded:
+            continue
+        want, got = recorded[theirs], getattr(config, ours, None)
+        if ours == "stages":
+            got = [{k: st.get(k) for k in ("kind", "n_layers", "n_loops", "window", "kv_per_loop")} for st in got]
+            want = [{k: st.get(k) for k in ("kind", "n_layers", "n_loops", "window", "kv_per_loop")} for st in want]
+        if got != want:
+            raise ValueError(f"{folder}: config.json says {ours} = {got!r}, but yocou_export.json records {want!r} "
+                             "for the exported weights: the folder was edited; export the run again")
+
+
 class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
     """:class:`YocouModel` with the (untied) LM head: ``[B, N]`` ids -> ``[B, N, V]`` logits.
 
@@ -599,6 +633,13 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
         self.model = YocouModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any) -> "YocouForCausalLM":
+        """transformers' loader, then :func:`check_export_record` on a local folder."""
+        model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        check_export_record(pretrained_model_name_or_path, model.config)
+        return model
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed
