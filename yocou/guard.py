@@ -200,6 +200,23 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
     "python -m yocou.timing": lambda a: IOPaths({"--bench": a.bench}, {"--out": [
         f"{a.out or f'results/{a.scale}/timing'}.{x}" for x in ("csv", "md", "json")]}),
     "python -m yocou.runlock": lambda a: IOPaths(),
+    "python -m yocou.ladder runs": lambda a: IOPaths({"--study": a.study}),
+    "python -m yocou.ladder run-config": lambda a: IOPaths({"--study": a.study, "--tokenizer": a.tokenizer,
+                                                            "--bracket": a.bracket,
+                                                            "--config": a.config if os.path.isfile(a.config)
+                                                            else None}, {"--out": a.out}),
+    "python -m yocou.summarize.ladder bracket": lambda a: IOPaths({"--study": a.study, "--ppl-root": a.ppl_root,
+                                                                   "--baseline": a.baseline}, {"--out": [
+        str(Path(a.out).with_suffix(x)) for x in (".json", ".csv", ".md")]}),
+    "python -m yocou.summarize.ladder points": lambda a: IOPaths({"--study": a.study, "--run-root": a.run_root,
+                                                                  "--res": a.res, "--data": a.data}, {"--out": [
+        str(Path(a.out).with_suffix(x)) for x in (".json", ".csv", ".md")]}),
+    "python -m yocou.summarize.ladder fits": lambda a: IOPaths({"--points": a.points, "--rules": a.rules}, {
+        "--out": [str(Path(a.out).with_suffix(x)) for x in (".json", ".csv", ".md")],
+        "--figure": [str(Path(a.figure).with_suffix(x)) for x in (".png", ".pdf")]}),
+    "python -m yocou.probe train": lambda a: IOPaths({"--settings": a.settings if a.settings and
+                                                      os.path.isfile(a.settings) else None}, {"--out": a.out}),
+    "python -m yocou.probe summarize": lambda a: IOPaths({"RESULTS": a.results}, {}, {"--out": a.out}),
     "python -m yocou.resultsdoc": lambda a: IOPaths({"--root (results)": os.path.join(a.root, "results", a.scale)},
                                                     {} if a.check else
                                                     {"--root": [os.path.join(a.root, "RESULTS.md"),

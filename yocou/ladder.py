@@ -247,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
     rc.add_argument("--bracket", default=None, help="the bracket summary (bracket.json) with each variant's best rate")
     rc.add_argument("--out", required=True)
     a = ap.parse_args(argv)
+    from .guard import check_command
+
+    check_command(f"python -m yocou.ladder {a.cmd}", a)
     study = load_study(a.scale, a.study)
     if study is None:
         raise ValueError(f"--scale {a.scale}: {a.study} has no section for this scale")

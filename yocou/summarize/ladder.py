@@ -192,7 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--figure", required=True)
     f.add_argument("--dpi", type=int, default=150)
     a = ap.parse_args(argv)
-    study = load_study(a.scale, getattr(a, "study", STUDY_FILE))
+    from ..guard import check_command
+
+    if a.cmd == "fits":
+        a.study = STUDY_FILE
+    check_command(f"python -m yocou.summarize.ladder {a.cmd}", a)
+    study = load_study(a.scale, a.study)
     if study is None:
         raise ValueError(f"--scale {a.scale}: {STUDY_FILE} has no section for this scale")
     if a.cmd == "bracket":
