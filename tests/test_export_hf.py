@@ -359,7 +359,7 @@ def test_lm_eval_hf_model_scores_as_yocoulm(runs: dict, tok_path: Path) -> None:
     assert all(texts)
 
 
-_ALLOWED_IMPORTS = {"__future__", "typing", "math", "torch", "transformers"}
+_ALLOWED_IMPORTS = {"__future__", "typing", "math", "json", "os", "torch", "transformers"}
 
 
 @pytest.mark.parametrize("name", REMOTE_CODE_FILES)

@@ -261,9 +261,9 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         max_len, max_len_source = max_position_embeddings, "given"
     tok_spec = tokenizer if tokenizer is not None else find_tokenizer(run_dir)
     tok_files, tok_record, eos_id = _tokenizer_files(tok_spec, max_len)
-    if tok_record["vocab_size"] > cfg.vocab_size:
+    if tok_record["vocab_size"] != cfg.vocab_size:
         raise ValueError(f"tokenizer {tok_spec} has {tok_record['vocab_size']} ids but the model's vocab_size is "
-                         f"{cfg.vocab_size}: not the run's tokenizer (pass --tokenizer)")
+                         f"{cfg.vocab_size}: not the run's tokenizer (pass --tokenizer with the one it trained on)")
 
     with torch.device("meta"):  # no random init: the checkpoint's tensors become the parameters (assign)
         model = LM(cfg)
