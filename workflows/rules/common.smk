@@ -388,3 +388,12 @@ def ladder_parent_state(w):
 def ladder_bracket_input(w):
     """The bracket summary a ladder run's learning rate comes from (none for the bracket's own runs)."""
     return [] if LADDER_RUNS[w.lrun].kind == "bracket" else [f"{LRES}/bracket.json"]
+
+
+# The mechanism probe (workflows/rules/probe.smk): its models by name -> `python -m yocou.probe train` arguments.
+PROBE_MODELS = {"transformer": "--variant transformer", "yoco": "--variant yoco",
+                "yocou_t1": "--variant yocou --n-loops 1", "yocou_t2": "--variant yocou --n-loops 2",
+                "yocou_t3": "--variant yocou --n-loops 3", "rins": "--variant rins --n-loops 3",
+                "yoco_eqflops": "--variant yoco --equal-flops-to yocou:3"}
+PROBE_SEEDS = 3
+PROBE_SCALE = "smoke" if SCALE == "smoke" else "tiny"  # the probe's own settings (yocou.probe.run.SCALES)
