@@ -215,7 +215,7 @@ def test_a_jobs_settings_are_on_its_command_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("override, needle", [
     ("model={size: nope}", "model.size: unknown size 'nope'"),
     ("train={stepz: 5}", "train.stepz: unknown key"),
-    ("train={schedule: linearr}", "train.schedule: 'linearr' is not one of ['cosine', 'linear', 'constant']"),
+    ("train={schedule: linearr}", "train.schedule: 'linearr' is not one of ['cosine', 'linear', 'constant', 'wsd']"),
     ("data={corpus: {sources: {hf: {name: json}}}}", "sources.hf.enabled: true"),
 ])
 def test_bad_config_fails_at_planning_in_one_line(tmp_path: Path, override: str, needle: str) -> None:
@@ -254,7 +254,7 @@ def test_a_scale_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
         read_scale_file(wd / "workflows/config/broken.yaml")
 
 
-@pytest.mark.parametrize("field, value, allowed", [("schedule", "linearr", "['cosine', 'linear', 'constant']"),
+@pytest.mark.parametrize("field, value, allowed", [("schedule", "linearr", "['cosine', 'linear', 'constant', 'wsd']"),
                                                    ("dtype", "fp8", "['bf16', 'fp32']")])
 def test_train_config_literal_names_the_allowed_values(field: str, value: str, allowed: str) -> None:
     from yocou.train import train_config_from_dict
