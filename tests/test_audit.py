@@ -389,3 +389,25 @@ def test_yocou_audit_rejects_an_unknown_scale_naming_the_scales(tmp_path, monkey
     for scale in ("mine", "theirs"):
         assert main(["audit", "--scale", scale]) == 0
         assert f"audit ({scale})" in capsys.readouterr().out
+
+
+def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_read(tmp_path, capsys):
+    """A results folder copied away from ``results/`` loses the studies read beside it (the paper-shape efficiency
+    rows): the audit says which table it did not find and how many rows it leaves "not run", instead of turning them
+    into "not run" silently; with that folder copied beside it, the note goes and those rows are read."""
+    from yocou.audit.report import load_comparisons
+    from yocou.cli import main
+
+    shared = sorted({r["results"] for r in load_comparisons() if r.get("results")})
+    assert shared, "the comparisons read no study beside the scale's folder"
+    copy = tmp_path / "tiny"
+    shutil.copytree(ROOT / "results" / "tiny" / "tidy", copy / "tidy")
+    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0
+    out = capsys.readouterr().out
+    notes = [ln for ln in out.splitlines() if ln.strip().startswith("note:")]
+    assert len(notes) == len(shared) and all(str(tmp_path / s) in n and "'not run'" in n
+                                             for s, n in zip(shared, notes)), out
+    for s in shared:
+        shutil.copytree(ROOT / "results" / s / "tidy", tmp_path / s / "tidy")
+    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0
+    assert "note:" not in capsys.readouterr().out

@@ -138,10 +138,26 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
     cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
-            "results_dir": str(rdir), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
+            "results_dir": str(rdir), "notes": shared_study_notes(rdir, rows), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
             "regime_rules": load_rules(),
             "model_params": _param_range(rdir),
             "power": power_table(verdicts, rows, config=cfg, timing=read_timing(rdir))}
+
+
+def shared_study_notes(rdir: Path, rows: list[dict]) -> list[str]:
+    """One line per study that comparison ``rows`` read from a folder beside ``rdir`` (``results: <name>``, such as
+    the paper-shape efficiency study in ``results/paper_shape``) whose table is absent there, with the number of
+    rows it leaves "not run": an audit of a results folder copied elsewhere would otherwise lose them silently."""
+    from .spread import study_dir
+
+    absent: dict[Path, int] = {}
+    for r in rows:
+        if r.get("results"):
+            f = study_dir(rdir, r) / f"{r['study']}.csv"
+            if not f.is_file():
+                absent[f] = absent.get(f, 0) + 1
+    return [f"{f} not found (it is read beside --results {rdir}): its {n} comparison row(s) are 'not run'; copy "
+            f"that folder beside {rdir} to audit them" for f, n in sorted(absent.items())]
 
 
 def _param_range(rdir: Path) -> tuple[float, float] | None:
@@ -749,6 +765,8 @@ def run_from_args(a: argparse.Namespace) -> int:
     if a.write_baseline:
         write_baseline(a.write_baseline, res["checks"])
     print(summary_text(cnt))
+    for note in res.get("notes", []):
+        print(f"  note: {note}")
     if not baseline:
         print("  (no baseline: regressions not checked)")
     return 1 if cnt["regressions"] and not a.report_only else 0
