@@ -247,3 +247,16 @@ def test_best_rate_rows_use_one_rate_per_model_and_restate_the_shared_rate_row_a
     (q := tmp_path / "comparisons_bad.yaml").write_text(yaml.safe_dump(bad), encoding="utf-8")
     with pytest.raises(ValueError, match=r"row best\.book: restates_at_base 'nope', which is not another row's id"):
         reproduce(src, tmp_path, "tiny", comparisons=q)
+
+
+def test_a_comparison_naming_an_unknown_role_is_refused_naming_row_side_and_role(src, tmp_path):
+    """A role that no tidy table read has and no config names (a misspelling) is an error naming the row, the side
+    and the role, not a verdict "not run"; the same rows with the role spelt right are evaluated."""
+    good = _family_toy(tmp_path)
+    rows = yaml.safe_load(good.read_text(encoding="utf-8"))
+    rows[3]["b"] = "rr"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(rows), encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"row {rows[3]['id']}: b: unknown role 'rr'"):
+        reproduce(src, tmp_path, "tiny", comparisons=bad)
+    assert len(reproduce(src, tmp_path, "tiny", comparisons=good)) == len(rows)

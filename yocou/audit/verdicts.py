@@ -471,6 +471,7 @@ def reproduce(src: Sources, results_dir: str | Path, scale: str, *, comparisons:
     rows = load_comparisons(comparisons)
     tidy = load_tidy(results_dir, rows)
     require_tables(results_dir, rows, tidy)
+    require_known_roles(rows, tidy)
     set_axis_max(rows, tidy)
     ctx = regime.context(results_dir, tidy, regime.load_rules(regime_rules))
     rows = [{**r, "restates": t} if (t := restated_at_base(r, tidy)) else r for r in rows]
@@ -492,6 +493,21 @@ def restated_at_base(row: dict, tidy: dict[str, pd.DataFrame]) -> str | None:
                     re.fullmatch(rf"{re.escape(role)}(_seed\d+)?", x) for x in side["runs"]):
                 return None
     return t
+
+
+def require_known_roles(rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
+    """Refuse a comparison row whose role is neither a known role (:data:`yocou.names.LABELS`, the configs' role
+    names) nor a role of any tidy table read, so a misspelt role is an error, not a verdict "not run".
+
+    Raises:
+        ValueError: naming the row's file, id, side and role.
+    """
+    known = set(names.LABELS) | {r for df in tidy.values() if "role" in df for r in df["role"].astype(str)}
+    for r in rows:
+        for side, role in r["roles"].items():
+            if not all(part in known for part in str(role).split("|")):
+                raise ValueError(f"{r['_source']}: row {r['id']}: {side}: unknown role {role!r} (not a role of any "
+                                 f"tidy table read, nor one of {', '.join(sorted(names.LABELS))})")
 
 
 def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
