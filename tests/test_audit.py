@@ -411,3 +411,30 @@ def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_re
         shutil.copytree(ROOT / "results" / s / "tidy", tmp_path / s / "tidy")
     assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0
     assert "note:" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda c: [], "expected a mapping"),
+    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": "eleven"}}}, "seeds.core"),
+    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": 0}}}, "seeds.core"),
+    (lambda c: {**c, "config": {**c["config"], "train": {**c["config"]["train"], "steps": -5}}}, "train.steps"),
+    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": 3}}}, "seeds.core is 3"),
+])
+def test_a_results_config_that_is_malformed_or_contradicts_the_tables_is_refused(edit, field, tmp_path, capsys):
+    """``results/<scale>/config.json`` is validated before the audit reads it: a list, a wrong type, or a seed count
+    the tidy runs table contradicts (3 where the table has 11 replicas of each core variant) fails in one line
+    naming the file and the field, and writes nothing; the committed config passes."""
+    from yocou.cli import main
+
+    copy = tmp_path / "tiny"
+    shutil.copytree(ROOT / "results" / "tiny" / "tidy", copy / "tidy")
+    cfg = json.loads((ROOT / "results" / "tiny" / "config.json").read_text(encoding="utf-8"))
+    (copy / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0
+    capsys.readouterr()
+    (copy / "config.json").write_text(json.dumps(edit(cfg)), encoding="utf-8")
+    out = tmp_path / "out"
+    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(copy / "config.json") in err and field in err, err
+    assert not out.exists()

@@ -36,7 +36,6 @@ from typing import Any
 import pandas as pd
 
 from .. import evaldefs
-from ..readers import read_json
 from ..tidy import NO_SEED, read_tidy
 from .decision import EVIDENCE, LEARNING
 
@@ -160,8 +159,9 @@ def _config(rd: Path) -> dict | None:
     audit), else ``rd/config.json`` (the committed results'); None without either."""
     for p in (rd.parent.parent / "runs" / rd.name / "started.json", rd / "config.json"):
         if p.is_file():
-            c = read_json(p, what="resolved pipeline config")
-            return c.get("config", c) if isinstance(c, dict) else None
+            from .resultsconfig import read_results_config
+
+            return read_results_config(p)
     return None
 
 

@@ -76,6 +76,7 @@ from .decision import (
 )
 from .family import power_table, read_timing
 from .regime import PAST, PRE, UNKNOWN, load_rules
+from .resultsconfig import read_results_config
 from .verdicts import (
     INCONCLUSIVE,
     NO_DIFFERENCE,
@@ -135,8 +136,7 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     claims = claim_status(load_claims(src), checks, verdicts)
     rows = load_comparisons()
     cfg_path = rdir / "config.json"
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8")) if cfg_path.is_file() else {}
-    cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
+    cfg = read_results_config(cfg_path) if cfg_path.is_file() else {}
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
             "results_dir": str(rdir), "notes": shared_study_notes(rdir, rows), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
             "regime_rules": load_rules(),

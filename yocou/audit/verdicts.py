@@ -19,7 +19,6 @@ import numpy as np
 import pandas as pd
 
 from .. import evaldefs, names
-from ..readers import read_json
 from . import family, regime
 from .claims import Sources, cell_ref
 from .decision import (
@@ -522,8 +521,10 @@ def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd
     cfg_path = Path(results_dir) / "config.json"
     if not cfg_path.is_file():
         return
-    cfg = read_json(cfg_path, what="resolved pipeline config")
-    cfg = cfg.get("config", cfg) if isinstance(cfg, dict) else {}
+    from .resultsconfig import check_seed_counts, read_results_config
+
+    cfg = read_results_config(cfg_path)
+    check_seed_counts(cfg, cfg_path, tidy.get("runs"))
     want = sorted({r["study"] for r in rows if not r.get("results")}  # another folder's study: "not run" if absent
                   - ({"lr"} if not cfg.get("lr_sensitivity") else set()))
     absent = [s for s in want if s not in tidy]
