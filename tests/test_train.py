@@ -18,8 +18,8 @@ import torch
 from yocou import config as C
 from yocou.train import TrainConfig, lr_at, train
 
-MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
-                head_dim=16, d_ff=64)
+_SHAPE = dict(n_layers=2, window=8, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64)
+MODEL = C.yocou(**_SHAPE, n_loops=2)
 
 
 def _run_config(tmp: Path, **train_kw) -> Path:
@@ -476,3 +476,21 @@ def test_metrics_log_survives_its_file_being_deleted_or_cut(tmp_path: Path) -> N
     log.log(4, 1.0, 1e-3, torch.tensor(0.5))
     assert [json.loads(l)["step"] for l in (tmp_path / "metrics.jsonl").read_text().splitlines()] == [1, 2, 3, 4]
     assert [json.loads(r)["step"] for r in log.rows] == [1, 2, 3, 4]
+
+
+def test_a_window_at_least_seq_len_is_noted_once_at_the_start(tmp_path: Path, token_dir: Path, capsys) -> None:
+    """window >= seq_len is valid (the self-decoder then attends to every earlier token) but is not the paper's
+    set-up: training says so in one note naming both numbers; a window below seq_len gets no note."""
+    import dataclasses
+
+    from yocou.train import global_window_note
+
+    wide = C.yocou(**{**_SHAPE, "window": 100_000})
+    assert global_window_note(MODEL, 32) is None and global_window_note(C.transformer(**{
+        k: v for k, v in _SHAPE.items() if k != "window"}), 32) is None
+    tc = TrainConfig(steps=1, batch_size=2, seq_len=16, dtype="fp32", log_every=1)
+    train(wide, tc, token_dir / "train.bin", tmp_path / "wide", progress=False)
+    notes = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note:")]
+    assert len(notes) == 1 and "window 100000 >= seq_len 16" in notes[0], notes
+    train(dataclasses.replace(MODEL), tc, token_dir / "train.bin", tmp_path / "narrow", progress=False)
+    assert not [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note:")]

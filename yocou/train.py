@@ -328,6 +328,18 @@ def build_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.Adam
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, fused=True)
 
 
+def global_window_note(model_cfg: ModelConfig, seq_len: int) -> str | None:
+    """A one-line note when a sliding-window stage's ``window`` (tokens) is at least ``seq_len``: then it attends to
+    every earlier token of a training sequence (global attention in all but name), which is valid but is not the
+    paper's set-up (YOCO's self-decoder cache stops growing at the window). None otherwise."""
+    wins = [st.window for st in model_cfg.stages if st.kind == "self" and st.window is not None]
+    if wins and max(wins) >= seq_len:
+        return (f"{model_cfg.name}: window {max(wins)} >= seq_len {seq_len}: the sliding-window self-decoder attends "
+                "to every earlier token of a training sequence (global attention), so its cache is bounded by the "
+                "window only beyond that length")
+    return None
+
+
 def activation_bytes(model_cfg: ModelConfig, tc: TrainConfig, world: int = 1) -> int:
     """A lower bound, in bytes, of the activations one rank keeps for the backward pass of a micro-batch
     (``batch_size / grad_accum / world`` sequences of ``seq_len`` tokens): the fp32 logits and their gradient, and per
@@ -798,6 +810,8 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
                        f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32, and the "
                        f"activations of a micro-batch of {tc.batch_size // tc.grad_accum // world} x seq_len "
                        f"{tc.seq_len} kept for the backward pass)")
+        if note := global_window_note(model_cfg, tc.seq_len):
+            print(f"note: {note}", file=sys.stderr, flush=True)
     resuming = ckpt.path.exists()
     start_step, rows = ckpt.resume(device)
     if init_from is not None and not resuming:
