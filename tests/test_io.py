@@ -1,11 +1,13 @@
 import hashlib
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from yocou.io import (atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_text, provenance,
+                      remove_stale_temps,
                       sha256_file)
 
 
@@ -132,3 +134,45 @@ def test_a_rewrite_that_differs_only_in_provenance_keeps_the_committed_file(tmp_
     other = tmp_path / "elsewhere.json"  # outside results/ and figures/: written as given
     atomic_write_json(other, {"provenance": 1})
     assert json.loads(other.read_text()) == {"provenance": 1}
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """A writer killed mid-write (SIGKILL: no clean-up) leaves its temporary file; the next atomic write to the same
+    path removes it. A live writer's file, another target's, another host's and a file not named by the writer
+    are kept."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from yocou.io import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as t:\n"
+            "    t.write_bytes(b'half'); print(t, flush=True); time.sleep(60)\n")
+    target = tmp_path / "x.json"
+    proc = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)
+    left = Path(proc.stdout.readline().strip())
+    live = subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True)
+    live_tmp = Path(live.stdout.readline().strip())
+    try:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert left.is_file() and left.name.startswith(".x.json.")
+        host = socket.gethostname()[:32]
+        keep = [tmp_path / ".x.json.other-host-1.abc.tmp.json", tmp_path / f".y.json.{host}-{proc.pid}.abc.tmp.json",
+                tmp_path / f".x.json.{host}-{proc.pid}.notes.txt"]
+        for k in keep:
+            k.write_text("mine")
+        atomic_write_text(target, "{}")
+        assert target.read_text() == "{}" and not left.exists()
+        assert live_tmp.is_file() and all(k.is_file() for k in keep)
+        # a killed export's or audit's staging folder (named <prefix><host>-<pid>...) goes the same way
+        stale = tmp_path / f".out.tmp-{host}-{proc.pid}-abc"
+        (stale / "sub").mkdir(parents=True)
+        (stale / "sub" / "f").write_text("x")
+        live_dir = tmp_path / f".out.tmp-{host}-{live.pid}-abc"
+        live_dir.mkdir()
+        remove_stale_temps(tmp_path, ".out.tmp-")
+        assert not stale.exists() and live_dir.is_dir()
+    finally:
+        live.kill()
+        live.wait(timeout=30)

@@ -18,6 +18,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,40 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def writer_tag() -> str:
+    """``<host>-<pid>`` of this process: put in a temporary name so a later write can tell a dead writer's files."""
+    return f"{socket.gethostname()[:32]}-{os.getpid()}"
+
+
+def remove_stale_temps(parent: Path, prefix: str, suffix: str = "") -> None:
+    """Remove the entries of ``parent`` named ``<prefix><host>-<pid>.<anything><suffix>`` (or ``-``) that this
+    host's process ``pid`` left when it was killed before it could clean up (it no longer exists). A live writer's
+    entries, another host's (a folder shared by cluster nodes) and names not of this form are never touched."""
+    host = socket.gethostname()[:32]
+    pat = re.compile(rf"{re.escape(prefix)}{re.escape(host)}-(\d+)[.-].*{re.escape(suffix)}", re.DOTALL)
+    try:
+        entries = list(os.scandir(parent))
+    except OSError:
+        return
+    for e in entries:
+        if (m := pat.fullmatch(e.name)) and not _alive(int(m.group(1))):
+            with contextlib.suppress(OSError):
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Context manager yielding a temporary path next to ``path``; on success it is moved onto ``path``.
@@ -71,7 +106,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # keep the final suffix so writers that append one (np.save adds ".npy") write to tmp_path itself
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp" + path.suffix)
+    remove_stale_temps(path.parent, f".{path.name}.", ".tmp" + path.suffix)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.{writer_tag()}.",
+                               suffix=".tmp" + path.suffix)
     os.close(fd)
     tmp_path = Path(tmp)
     try:

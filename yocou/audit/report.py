@@ -60,7 +60,8 @@ from typing import Any
 import pandas as pd
 
 from ..entry import USER_ERRORS, disk_error, name_too_long, report_user_error
-from ..io import atomic_write_json, atomic_write_text, committed_if_only_provenance_differs, provenance
+from ..io import (atomic_write_json, atomic_write_text, committed_if_only_provenance_differs, provenance,
+                  remove_stale_temps, writer_tag)
 from ..scales import check_scale
 from .args import DEFAULT_BASELINE, add_arguments
 from .checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, CheckResult, run_checks
@@ -648,7 +649,8 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
     sections = _sections(res, cnt)
     # Every file is written into a temporary folder beside out_dir and moved in only when all are written: a full
     # disk or an error midway leaves out_dir as it was, never a report.md without its report.html.
-    stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    remove_stale_temps(out.parent, f".{out.name}.tmp-")  # a killed audit's staging folder
+    stage = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-{writer_tag()}-"))
     try:
         _write_report_files(res, out, stage, cnt, figs, prov, sections)
         for f in sorted(stage.iterdir()):

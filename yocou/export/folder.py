@@ -205,7 +205,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     from safetensors.torch import save_file
 
     from ..hf import is_llama_compatible, llama_state_dict
-    from ..io import provenance, sha256_file
+    from ..io import provenance, remove_stale_temps, sha256_file, writer_tag
     from ..model import LM
     from ..train import read_checkpoint
 
@@ -304,7 +304,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     record["provenance"] = provenance({"export_hf": {"run_dir": str(run_dir), "model_file": model_file,
                                                      "tokenizer": str(tok_spec)}}, None)
 
-    tmp = out_dir.parent / f".{out_dir.name}.tmp-{os.getpid()}"
+    remove_stale_temps(out_dir.parent, f".{out_dir.name}.tmp-")  # a killed export's half-written folder
+    tmp = out_dir.parent / f".{out_dir.name}.tmp-{writer_tag()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
