@@ -415,7 +415,9 @@ def test_gpu_check_tolerances_catch_a_wrong_cache(monkeypatch: pytest.MonkeyPatc
         return real(model, torch.zeros_like(token), cache)
 
     monkeypatch.setattr(gpu_check, "decode_step", stale)
-    rows = gpu_check.correctness(torch.device("cpu"), shape="dry", variants=["yocou"])
+    logged: list[dict] = []
+    rows = gpu_check.correctness(torch.device("cpu"), shape="dry", variants=["yocou"], log=logged.append)
+    assert logged == rows  # each row is reported as it is measured, not only at the end
     failed = {r["check"] for r in rows if not r["passed"]}
     assert {"decode_vs_full_fp32", "decode_vs_full_bf16"} <= failed
     assert "kv_bytes" not in failed

@@ -105,7 +105,8 @@ def _decode_logits(m: LM, ids: torch.Tensor, prompt_len: int, chunk: int) -> tup
 
 
 def correctness(device: torch.device, *, shape: str = "gpu", seq_len: int = 64, prompt_len: int = 37,
-                chunk: int = 24, variants: list[str] | None = None) -> list[dict[str, Any]]:
+                chunk: int = 24, variants: list[str] | None = None,
+                log: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run the named checks of the module docstring for every variant on ``device``.
 
     Args:
@@ -113,6 +114,7 @@ def correctness(device: torch.device, *, shape: str = "gpu", seq_len: int = 64, 
         shape: key of :data:`SHAPES`.
         seq_len, prompt_len, chunk: tokens of the sequence, of the prompt, of a prefill chunk.
         variants: keys of :data:`CHECK_VARIANTS` (default all).
+        log: called with each row as soon as it is measured (progress on a slow device).
 
     Returns:
         One row per (variant, check): ``variant, check, value, tolerance, passed`` (values are relative
@@ -126,6 +128,8 @@ def correctness(device: torch.device, *, shape: str = "gpu", seq_len: int = 64, 
         tol = TOLERANCES[check]
         ok = bool(value <= tol) if check != "kv_bytes" else value == 0
         rows.append({"variant": variant, "check": check, "value": value, "tolerance": tol, "passed": ok})
+        if log is not None:
+            log(rows[-1])
 
     tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
@@ -228,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     n_decode = a.n_decode or (4 if a.dry else 32)
     chunk = a.chunk_size or (32 if a.dry else 2048)
     t0 = time.time()
-    checks = correctness(device, shape="dry" if a.dry else "gpu")
-    for r in checks:
-        print(("PASS" if r["passed"] else "FAIL"), f"{r['variant']:>20} {r['check']:<20} {r['value']:.3g} "
-              f"(<= {r['tolerance']:g})", flush=True)
+    print(f"gpu_check: correctness of {len(CHECK_VARIANTS)} variants on {device} (a line per check), then the "
+          f"profile of {size} at N = {', '.join(map(str, seq_lens))}", flush=True)
+    checks = correctness(device, shape="dry" if a.dry else "gpu", log=lambda r: print(
+        ("PASS" if r["passed"] else "FAIL"), f"{r['variant']:>20} {r['check']:<20} {r['value']:.3g} "
+        f"(<= {r['tolerance']:g})", flush=True))
     t_corr = time.time() - t0
     rows, settings = profile_variants(size, seq_lens, device, n_decode=n_decode,
                                       repeats=a.repeats or (1 if a.dry else 2), chunk_size=chunk)
