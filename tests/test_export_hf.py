@@ -132,7 +132,8 @@ def test_exported_greedy_generate_equals_yocou_generate(runs: dict, name: str) -
     assert torch.equal(theirs[:, 9:], ours)
 
 
-REMOTE = [n for n in variants(300) if n != "transformer"]
+KINDS = list(variants(300))  # every export kind: the Transformer is a Llama folder, the rest remote code
+REMOTE = [n for n in KINDS if n != "transformer"]
 
 
 @pytest.mark.parametrize("name", REMOTE)
@@ -639,7 +640,7 @@ def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, 
 # --- transformers' generation features on the exported cache -------------------------------------------------
 
 
-@pytest.mark.parametrize("name", REMOTE)
+@pytest.mark.parametrize("name", KINDS)
 def test_beam_search_with_the_cache_equals_without_it(runs: dict, name: str) -> None:
     """``generate(num_beams=3)`` reorders the YocouCache between steps (``reorder_cache``): its sequences equal those
     of the same beam search recomputing the prefix (``use_cache=False``), past the sliding windows."""
@@ -654,7 +655,7 @@ def test_beam_search_with_the_cache_equals_without_it(runs: dict, name: str) -> 
     assert torch.equal(cached, plain)
 
 
-@pytest.mark.parametrize("name", REMOTE)
+@pytest.mark.parametrize("name", KINDS)
 def test_generate_continues_from_a_returned_cache(runs: dict, name: str) -> None:
     """A generation continued with the cache the first one returned gives the tokens of one generation of both
     lengths (transformers reads ``is_compileable``, ``is_linear`` and ``get_seq_length``)."""
@@ -669,7 +670,7 @@ def test_generate_continues_from_a_returned_cache(runs: dict, name: str) -> None
     assert torch.equal(more, whole)
 
 
-@pytest.mark.parametrize("name", REMOTE)
+@pytest.mark.parametrize("name", KINDS)
 @pytest.mark.parametrize("how", ["assistant", "prompt_lookup"])
 def test_assisted_and_prompt_lookup_decoding_equal_plain_greedy(runs: dict, name: str, how: str) -> None:
     """Assisted decoding (another exported model drafts, this one verifies and crops the rejected tokens out of its
