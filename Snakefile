@@ -86,9 +86,20 @@ for _study, _sec in config.get("studies", {}).items():
 
 
 include: "workflows/rules/common.smk"
-include: "workflows/rules/data.smk"
-include: "workflows/rules/train.smk"
-include: "workflows/rules/eval.smk"
+
+
+# The default target: a list of the targets and the mode, nothing else (a command whose target an option swallowed,
+# such as `--forcerun table1 table1`, lands here instead of hours of training).
+rule targets:
+    default_target: True
+    localrule: True
+    params:
+        text=lambda w: targets_text(),
+    shell:
+        "echo {params.text:q}"
+
+
+# Render rules: read results/<scale>/, write tables, figures and the audit.
 include: "workflows/rules/render.smk"
 include: "workflows/rules/longctx.smk"
 include: "workflows/rules/downstream.smk"
@@ -99,13 +110,11 @@ include: "workflows/rules/ladder.smk"
 include: "workflows/rules/probe.smk"
 include: "workflows/rules/fig8.smk"
 include: "workflows/rules/audit.smk"
-include: "workflows/rules/timing.smk"
-include: "workflows/rules/committed.smk"
-include: "workflows/rules/report.smk"
 
 
-# What reproduce_all makes, then the report's HTML pages (report.smk) of the tables among it.
-_REPRODUCE_ALL = [
+# Every table, figure and the audit, rendered from results/<scale>/ (target render_all; reproduce_all adds the compute
+# jobs that make results/<scale>/, workflows/rules/compute/reproduce_all.smk).
+RENDER_ALL = [
     rules.fig2.output,
     rules.heldout_ppl.output,
     rules.table10.output,
@@ -115,32 +124,52 @@ _REPRODUCE_ALL = [
     rules.table3.output,
     rules.table5.output,
     rules.fig3.output,
-    rules.summarize_table2.output,
-    rules.summarize_table3.output,
-    rules.summarize_table5.output,
-    rules.summarize_fig3.output,
     rules.fig5.output,
     rules.fig6.output,
     rules.fig8.output,
-    rules.summarize_runs.output,
-    rules.summarize_fig2.output,
-    rules.summarize_heldout_ppl.output,
-    rules.ppl_all.input,
-    rules.summarize_fig4.output,
-    rules.summarize_fig5.output,
-    rules.summarize_fig6.output,
-    rules.summarize_fig8.output,
     # the learning-rate study where the scale configures one (lr_sensitivity:; not at paper)
-    [rules.summarize_lr.output, rules.lr_sensitivity.output] if config.get("lr_sensitivity") else [],
+    rules.lr_sensitivity.output if config.get("lr_sensitivity") else [],
     rules.efficiency.input,
     rules.audit.output,
-    rules.timing.output,
-    rules.committed_config.output,
 ]
 
+# Compute rules: read runs/<scale>/, write results/<scale>/. Defined only when computing (common.smk, COMPUTE).
+if COMPUTE:
 
-rule reproduce_all:
-    default_target: True
+    include: "workflows/rules/compute/data.smk"
+    include: "workflows/rules/compute/train.smk"
+    include: "workflows/rules/compute/eval.smk"
+    include: "workflows/rules/compute/render.smk"
+    include: "workflows/rules/compute/longctx.smk"
+    include: "workflows/rules/compute/downstream.smk"
+    include: "workflows/rules/compute/efficiency.smk"
+    include: "workflows/rules/compute/paper_shape.smk"
+    include: "workflows/rules/compute/studies.smk"
+    include: "workflows/rules/compute/ladder.smk"
+    include: "workflows/rules/compute/probe.smk"
+    include: "workflows/rules/compute/fig8.smk"
+    include: "workflows/rules/compute/timing.smk"
+    include: "workflows/rules/compute/committed.smk"
+    include: "workflows/rules/compute/reproduce_all.smk"
+
+
+
+rule render_all:
     input:
-        _REPRODUCE_ALL,
-        pages_of(_REPRODUCE_ALL),
+        RENDER_ALL,
+        pages_of(RENDER_ALL),  # the report's pages of its tables (report.smk)
+
+
+if not COMPUTE:
+
+    rule reproduce_all:
+        # In render mode nothing can train: say how to compute instead of re-rendering and calling that a run.
+        localrule: True
+        params:
+            text=f"reproduce_all trains and evaluates every model: in render mode (the committed {RES}/ are the "
+                 f"sources) it cannot; run `snakemake --cores all reproduce_all --config mode=compute`",
+        shell:
+            "echo {params.text:q} >&2; exit 1"
+
+
+include: "workflows/rules/report.smk"

@@ -1,9 +1,12 @@
-"""Committed results as a source (yocou.committed, `mode:` of the config, from_runs/started_input in common.smk).
+"""Committed results as a source (yocou.committed, `mode:` of the config; in render mode the Snakefile does not
+include workflows/rules/compute/).
 
 Unit tests of the config comparison against hand-written configs, then dry runs on a copy of the committed tree
-(`git archive HEAD`, no runs/): every render target plans no compute job, a config change that results depend on
-plans the trainings again (or, with mode=render, is refused in one line naming the key), a render-only change does
-not, and reproduce_all always recomputes.
+(`git archive HEAD`, no runs/): every render target, driven with Snakemake's habits (-f, -R, --forcerun,
+--forceall, --summary, --list-changes), plans no compute job and prints no traceback; a command with no target
+(or whose target an option swallowed) plans only the listing rule; a config change that results depend on plans
+the trainings again (or, with mode=render, is refused in one line naming the key), a render-only change does not;
+reproduce_all refuses in render mode naming mode=compute, and computes with it.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Rules that read runs/ or logs/ (or train): none of them may be planned by a render target on a clone.
 COMPUTE_RULES = {"corpus", "tokenizer", "tokens", "run_config", "train", "eqflops_model", "ppl", "baselines",
                  "kv_measure", "profile", "angular", "niah_prompts", "niah", "longppl", "eval_pack", "downstream",
-                 "start_runs", "timing"}
+                 "start_runs", "timing", "committed_config"}
 
 
 # ----------------------------------------------------------------------------------------------- the comparison
@@ -117,22 +120,61 @@ def _plan(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str,
     return res, jobs
 
 
-@pytest.mark.parametrize("target", ["figures/tiny/fig2.png", "table3", "audit", "efficiency", "table4", "fig8"])
-def test_render_targets_plan_no_compute_job_on_a_clone(committed_tree, target):
-    if target.endswith(".png"):
-        (committed_tree / target).unlink(missing_ok=True)
-    res, jobs = _plan(committed_tree, target)
-    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+# target -> a rule it depends on (for -R / --forcerun): every render target with one of its upstream render rules
+HABIT_TARGETS = {"fig2": "fig2", "table3": "table3", "table1": "summarize_efficiency", "audit": "fig4",
+                 "efficiency": "summarize_efficiency_derived", "table4": "table4", "fig8": "fig8",
+                 "render_all": "heldout_ppl"}
+
+
+def _no_compute(res, jobs):
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
     assert not set(jobs) & COMPUTE_RULES, jobs
-    assert not any(n.startswith("summarize_") and n not in
+    assert not any(n.startswith(("summarize_", "ladder_", "probe_")) and n not in
                    ("summarize_efficiency", "summarize_efficiency_derived", "summarize_table10") for n in jobs), jobs
+
+
+@pytest.mark.parametrize("target", sorted(HABIT_TARGETS))
+def test_render_targets_under_snakemakes_habits_plan_no_compute_job_on_a_clone(committed_tree, target):
+    """The target, then --forcerun of its rule, -f, -R of a rule it depends on, --forceall: render jobs only, no
+    traceback; nothing under runs/ is made."""
+    dep = HABIT_TARGETS[target]
+    for habit in ([], ["--forcerun", target], ["-f"], ["-R", dep], ["--forceall"]):
+        res, jobs = _plan(committed_tree, target, *habit)
+        _no_compute(res, jobs)
+        if habit:
+            assert jobs, (habit, res.stdout[-2000:])  # forcing plans the render jobs again
     assert not (committed_tree / "runs").exists()
+
+
+def test_a_missing_render_output_is_rendered_and_summary_and_list_changes_work(committed_tree):
+    (committed_tree / "figures/tiny/fig2.png").unlink(missing_ok=True)
+    res, jobs = _plan(committed_tree, "figures/tiny/fig2.png")
+    _no_compute(res, jobs)
+    assert jobs == {"fig2": 1}, jobs
+    for habit in (["--summary", "fig2"], ["--list-changes", "code", "fig2"], ["--list-changes", "params", "audit"]):
+        res = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *habit], cwd=committed_tree,
+                             capture_output=True, text=True)
+        assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, (habit, res.stderr[-2000:])
+
+
+@pytest.mark.parametrize("args", [[], ["--forcerun", "table1", "table1"], ["-R", "fig2", "fig3"]])
+def test_a_command_with_no_target_lists_the_targets_and_runs_nothing_else(committed_tree, args):
+    """No target (or one an option swallowed: --forcerun and -R take every word after them) plans the listing rule
+    alone; run, it prints the mode and the targets."""
+    res, jobs = _plan(committed_tree, *args)
+    assert res.returncode == 0 and jobs == {"targets": 1}, (jobs, res.stderr[-2000:])
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=committed_tree,
+                         capture_output=True, text=True)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0 and "No target was given, so nothing ran" in out and "render mode" in out, out[-2000:]
 
 
 def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committed_tree):
     res, jobs = _plan(committed_tree, "table3", "--config", "train={lr: 0.003}")
     assert res.returncode == 0, res.stderr[-2000:]
-    assert jobs.get("train", 0) > 0 and jobs.get("downstream", 0) > 0 and "start_runs" in jobs, jobs
+    assert jobs.get("train", 0) > 0 and jobs.get("downstream", 0) > 0, jobs
     assert re.search(r"differs from the one that made results/tiny/config\.json at train\.lr", res.stdout + res.stderr)
     res, jobs = _plan(committed_tree, "table3", "--config", "render={dpi: 100}")
     assert res.returncode == 0 and not set(jobs) & COMPUTE_RULES, jobs
@@ -142,8 +184,12 @@ def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committe
     assert "mode=render: the config differs" in out and "train.lr" in out
 
 
-def test_reproduce_all_and_mode_compute_recompute(committed_tree):
-    res, jobs = _plan(committed_tree, "reproduce_all")
+def test_reproduce_all_refuses_in_render_mode_and_computes_with_mode_compute(committed_tree):
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "reproduce_all"], cwd=committed_tree,
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "--config mode=compute" in run.stderr and "Traceback" not in run.stderr, \
+        run.stderr[-2000:]
+    res, jobs = _plan(committed_tree, "reproduce_all", "--config", "mode=compute")
     assert res.returncode == 0, res.stderr[-2000:]
     assert jobs.get("train", 0) >= 51 and jobs.get("ppl", 0) >= 51 and "audit" in jobs, jobs
     res, jobs = _plan(committed_tree, "table3", "--config", "mode=compute")

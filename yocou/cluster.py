@@ -60,8 +60,8 @@ RESOURCE_KEYS = frozenset({
 RULES = frozenset({
     "angular", "audit", "corpus", "downstream", "efficiency", "eqflops_model", "eval_pack", "fig2", "fig3", "fig4",
     "fig5", "fig6", "fig7", "fig8", "heldout_ppl", "kv_measure", "longppl", "niah", "niah_prompts", "ppl",
-    "profile", "reproduce_all", "run_config", "table1", "table10", "table2", "table3", "table4", "table5",
-    "tables8_9", "timing", "tokenizer", "tokens", "train",
+    "profile", "render_all", "reproduce_all", "run_config", "table1", "table10", "table2", "table3", "table4", "table5",
+    "tables8_9", "targets", "timing", "tokenizer", "tokens", "train",
     # summarize steps (raw results -> results/<scale>/tidy/<study>.{csv,json})
     "summarize_efficiency", "summarize_efficiency_derived", "summarize_kv", "summarize_table10", "summarize_table4",
     "committed_config", "start_runs",

@@ -7,16 +7,17 @@ one full run are committed, with the resolved config that made them in ``results
 (:func:`write_committed_config`). A fresh clone has no ``runs/``; there, a render target must not plan hours of
 training to rebuild files it already has.
 
-``mode`` in the config (schema: ``workflows/schemas/config.schema.yaml``) chooses:
+``mode`` in the config (schema: ``workflows/schemas/config.schema.yaml``) chooses, once, before any target is read
+(the Snakefile includes the compute rules, ``workflows/rules/compute/*.smk``, only when computing):
 
-* ``compute``: every job is planned from ``runs/<scale>/`` as usual (Snakemake's own rules of what is stale).
-* ``render``: a compute job whose outputs all exist is given no inputs, so Snakemake leaves it alone and the
-  render jobs read the committed files; one whose outputs are missing is planned as usual. If the config differs
-  from the committed one in anything the results depend on, planning refuses in one line naming the key and
-  printing the command that recomputes.
-* ``auto`` (the default): ``render`` when the scale has committed results, ``runs/<scale>/`` does not exist, the
-  config agrees with the committed one and the target is not ``reproduce_all`` (which always recomputes);
-  ``compute`` otherwise, with one warning line naming the first keys that differ.
+* ``compute``: every rule is defined; Snakemake's own rules of what is stale decide what runs.
+* ``render``: the compute rules are not defined at all, so ``results/<scale>/`` are plain source files of the render
+  rules: any target, also with ``-f``, ``-R``, ``--forcerun`` or ``--forceall``, re-renders and never trains. If the
+  config differs from the committed one in anything the results depend on, planning refuses in one line naming the
+  key and printing the command that recomputes; so does a scale without committed results.
+* ``auto`` (the default): ``render`` when the scale has committed results, ``runs/<scale>/`` does not exist and the
+  config agrees with the committed one; ``compute`` otherwise, with one warning line naming the first keys that
+  differ. ``reproduce_all`` trains everything, so in render mode it refuses, naming ``--config mode=compute``.
 
 Keys that change no result are left out of the comparison (:data:`NO_RESULT_KEYS`): how figures are drawn
 (``render``), where and how jobs run (``launch``, ``resources``, ``eval.threads``; one and two evaluation threads
@@ -37,7 +38,6 @@ from typing import Any
 __all__ = [
     "CONFIG_NAME",
     "NO_RESULT_KEYS",
-    "RECOMPUTE_TARGETS",
     "CommittedState",
     "committed_state",
     "config_diff",
@@ -51,8 +51,6 @@ __all__ = [
 NO_RESULT_KEYS = ("mode", "render", "launch", "resources", "eval.threads", "seeds")
 #: The file, under results/<scale>/, holding the resolved config of the committed results.
 CONFIG_NAME = "config.json"
-#: Targets that always recompute (the default target is reproduce_all).
-RECOMPUTE_TARGETS = frozenset({"reproduce_all"})
 
 
 def _drop(cfg: Mapping[str, Any], dotted: str) -> dict:

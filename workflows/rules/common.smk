@@ -110,6 +110,11 @@ def is_report_page(path):
     return str(path) in REPORT_PAGES
 
 
+def _caption(item):
+    """The caption file of a report item (absolute: rules in workflows/rules/ and workflows/rules/compute/ mark items)."""
+    return os.path.join(workflow.basedir, "workflows", "report", f"{item}.rst")
+
+
 def in_report(path, item):
     """``path`` marked for `snakemake --report` under ``REPORT_GROUPS[item]``, captioned by workflows/report/<item>.rst.
     A table (.md; a .csv with no .md of the same stem) also gets its HTML page (REPORT_PAGES)."""
@@ -118,7 +123,7 @@ def in_report(path, item):
         page = report_page(path)
         if path.endswith(".md") or page not in REPORT_PAGES:
             REPORT_PAGES[page] = (path, item)
-    return report(path, caption=f"../report/{item}.rst", category=category, subcategory=subcategory)
+    return report(path, caption=_caption(item), category=category, subcategory=subcategory)
 
 
 def _flat(files):
@@ -140,7 +145,7 @@ def report_page_output(page):
     """A page of REPORT_PAGES marked for the report like its table."""
     item = REPORT_PAGES[page][1]
     category, subcategory = REPORT_GROUPS[item]
-    return report(page, caption=f"../report/{item}.rst", category=category, subcategory=subcategory)
+    return report(page, caption=_caption(item), category=category, subcategory=subcategory)
 
 from yocou import cluster as _cluster  # standard library only: parsing stays fast
 from yocou.render.labels import drawn as caption_drawn  # standard library only: what a loss figure draws
@@ -270,13 +275,14 @@ def _runs_tidy(wildcards):
     return [f"{RES}/tidy/runs.csv"]
 
 
-# Committed results as a source (yocou.committed; `mode:` of the config). The compute rules read runs/<scale>/ (or
-# logs/<scale>/) and write results/<scale>/; their inputs are given through from_runs(). In render mode a compute
-# job whose outputs all exist gets no inputs, so Snakemake leaves it alone and the render jobs read the committed
-# results (a fresh clone renders any table, figure or the audit in seconds); one with a missing output is planned
-# as usual. reproduce_all (also the default target) always recomputes.
-from snakemake.io import apply_wildcards  # noqa: E402
-from yocou.committed import RECOMPUTE_TARGETS as _RECOMPUTE_TARGETS, committed_state as _committed_state  # noqa: E402
+# Committed results as a source (yocou.committed; `mode:` of the config). The pipeline has two halves: compute rules
+# (workflows/rules/compute/*.smk) read runs/<scale>/ (or logs/<scale>/) and write results/<scale>/; render rules
+# (workflows/rules/*.smk) read only results/<scale>/ and write tables, figures and the audit. In render mode the
+# compute rules are not defined at all (the Snakefile includes them only when COMPUTE), so the committed files under
+# results/<scale>/ are plain sources: any target, with -f, -R, --forcerun or --forceall, re-renders in seconds and
+# never plans a training. Compute mode: `--config mode=compute`, or a scale without committed results, or a
+# checkout with runs/<scale>/, or a config that differs from the committed one (yocou.committed.committed_state).
+from yocou.committed import committed_state as _committed_state  # noqa: E402
 
 try:
     COMMITTED = _committed_state(config, scale=SCALE, results_dir=RES, runs_dir=RUN)
@@ -285,62 +291,34 @@ except ValueError as _e:
 if COMMITTED.message:
     logger.warning(f"Warning: {COMMITTED.message}")
 
-
-def _recomputing():
-    """True when the targets of this invocation include reproduce_all (or none are given: the default target)."""
-    targets = set(getattr(workflow.dag_settings, "targets", None) or ())
-    return not targets or bool(targets & _RECOMPUTE_TARGETS)
-
-
-def _with_wildcards(value, wildcards):
-    if callable(value):
-        return value(wildcards)
-    if isinstance(value, str):
-        return apply_wildcards(value, wildcards) if "{" in value else value
-    return [_with_wildcards(v, wildcards) for v in value]
+#: Whether the compute rules are defined (the mode is decided from the config and the files, never from the targets).
+COMPUTE = not COMMITTED.use
+MODE_LINE = (f"compute mode: every rule is defined; stale results under {RES}/ are recomputed from {RUN}/"
+             if COMPUTE else
+             f"render mode: the committed {RES}/ are the sources, no rule trains or evaluates "
+             f"(compute with --config mode=compute)")
 
 
-# runs/<scale>/started.json, written by start_runs (committed.smk) when computing starts in a runs/<scale>/ without
-# it. Every compute job and every job writing under results/ or figures/ takes it as an input when computing, so the
-# first computation on a clone recomputes every committed result its targets need (Snakemake would otherwise keep a
-# result whose inputs are missing, or not, by the checkout order of modification times); after that Snakemake's own
-# triggers (params, code, mtime) decide.
+
+def targets_text():
+    """What the default target prints: the scale, the mode and the targets there are (it runs nothing else)."""
+    tables = "table1 table2 table3 table4 table5 table10 tables8_9 heldout_ppl lr_sensitivity"
+    figures = "fig2 fig3 fig4 fig5 fig6 fig7 fig8 crossover"
+    return "\n".join([
+        f"yocou, scale {SCALE}, {MODE_LINE}.",
+        "No target was given, so nothing ran. Name one, for example `snakemake --cores 2 fig2`:",
+        f"  tables:  {tables}",
+        f"  figures: {figures}",
+        "  all of them and the audit: render_all (from the committed results); audit; efficiency",
+        "  studies outside reproduce_all: ladder, bracket, probe, efficiency_paper_shape",
+        "  everything, trained and evaluated: reproduce_all --config mode=compute (hours at tiny)",
+        "  the report: snakemake --report report.html"])
+
+
+# runs/<scale>/started.json (rule start_runs, compute/committed.smk): the resolved config computing runs with. An
+# input of the audit only, which reads its schedules from it while computing (results/<scale>/config.json, the
+# committed results' config, is written after the audit).
 STARTED = f"{RUN}/started.json"
-
-
-def started_input(wildcards):
-    """The input ``started`` of the rules that write under results/ or figures/: :data:`STARTED` when computing,
-    none in render mode. A target that asks for it while it is missing makes rule start_runs run, and with it every
-    job downstream of the stamp ("input updated by another job")."""
-    return [] if COMMITTED.use and not _recomputing() else [STARTED]
-
-
-def from_runs(rule_name, **named):
-    """The named inputs of the compute rule ``rule_name`` (strings with its wildcards, lists, or functions of
-    the wildcards), as an input function for ``unpack()``: none at all in render mode when every output of the
-    job already exists (:data:`COMMITTED`), else all of them and ``started`` (:data:`STARTED`)."""
-
-    def inputs(wildcards):
-        if _committed_outputs(rule_name, wildcards):
-            return {}
-        return {**{k: _with_wildcards(v, wildcards) for k, v in named.items()}, "started": STARTED}
-
-    return inputs
-
-
-def _committed_outputs(rule_name, wildcards):
-    """True in render mode (not recomputing) when every output of this job of ``rule_name`` exists."""
-    if not COMMITTED.use or _recomputing():
-        return False
-    return all(os.path.exists(apply_wildcards(str(o), wildcards)) for o in getattr(rules, rule_name).output)
-
-
-def compute_script(rule_name, script):
-    """``params.script`` of a compute job whose script is ``"../scripts/{params.script}"``: ``script``, or in render
-    mode, where the job's outputs are all committed, a name that does not exist. Snakemake reruns a script job whose
-    outputs are older than its script (on a fresh clone that is checkout order); the job that from_runs() gave no
-    inputs must not be planned for that."""
-    return lambda wildcards: f"{script}.committed" if _committed_outputs(rule_name, wildcards) else script
 
 
 # The paper-shape efficiency study (workflows/rules/paper_shape.smk): scale-independent, under results/paper_shape/.

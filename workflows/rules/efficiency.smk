@@ -4,29 +4,6 @@
 # Weights are random (timing does not depend on them): the profile needs the run configs, not the models.
 
 
-rule profile:
-    input:
-        unpack(from_runs("profile",
-            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
-        )),
-    output:
-        f"{RES}/profile.json",
-    log:
-        f"logs/{SCALE}/profile.log",
-    benchmark:
-        bench("profile")
-    params:
-        lens=" ".join(str(n) for n in config["eval"]["profile"]["seq_lens"]),
-        opts=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in config["eval"]["profile"].items()
-                      if k not in ("fit", "seq_lens")),
-        gpu=lambda w: gpu_prefix(1),  # a free local GPU slot when launch.gpu_slots > 0 (common.smk)
-    threads: all_cores
-    conda: CONDA_ENV
-    shell:
-        "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
-        "{params.opts} --threads {threads} --out {output} > {log} 2>&1"
-
-
 # Summarize steps (yocou.summarize.efficiency): raw results -> tidy tables {RES}/tidy/<study>.{csv,json}, which the
 # renderers below and the audit read. All fits and ratios happen here.
 TIDY_CODE = [f"{PKG}/summarize/efficiency.py", f"{PKG}/tidy.py", f"{PKG}/names.py"]
@@ -36,7 +13,6 @@ rule summarize_efficiency:
     input:
         profile=f"{RES}/profile.json",
         code=TIDY_CODE + [f"{PKG}/readers.py"],
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/tidy/efficiency.csv",
         json=f"{RES}/tidy/efficiency.json",
@@ -57,7 +33,6 @@ rule summarize_efficiency_derived:
         efficiency=f"{RES}/tidy/efficiency.csv",
         code=TIDY_CODE + [f"{PKG}/bench/profile.py", f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv",
                           f"{PKG}/reported/table10.csv"],
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/tidy/efficiency_derived.csv",
         json=f"{RES}/tidy/efficiency_derived.json",
@@ -73,33 +48,9 @@ rule summarize_efficiency_derived:
         "../scripts/summarize_efficiency_derived.py"
 
 
-rule summarize_kv:
-    input:
-        unpack(from_runs("summarize_kv",
-            measured=f"{RES}/kv_measure.json",
-            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
-            code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/readers.py"],
-        )),
-    output:
-        csv=f"{RES}/tidy/kv.csv",
-        json=f"{RES}/tidy/kv.json",
-    log:
-        f"logs/{SCALE}/summarize_kv.log",
-    benchmark:
-        bench("summarize_kv")
-    params:
-        script=compute_script("summarize_kv", "summarize_kv.py"),
-        core=CORE,
-        scale=SCALE,
-    conda: CONDA_ENV
-    script:
-        "../scripts/{params.script}"  # summarize_kv.py, see compute_script (common.smk)
-
-
 rule summarize_table10:
     input:
         code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/config.py"],
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=f"{RES}/tidy/table10.csv",
         json=f"{RES}/tidy/table10.json",
@@ -120,7 +71,6 @@ rule fig7:
         efficiency=f"{RES}/tidy/efficiency.csv",
         code=[f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
               f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv", f"{PKG}/reported/table10.csv"],
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         png=in_report(f"{FIG}/fig7.png", "fig7"),
         pdf=f"{FIG}/fig7.pdf",
@@ -142,7 +92,6 @@ rule tables8_9:
         efficiency=f"{RES}/tidy/efficiency.csv",
         derived=f"{RES}/tidy/efficiency_derived.csv",
         code=[f"{PKG}/render/tables8_9.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py"],
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         t8=in_report(f"{RES}/table8.md", "tables8_10"),
         t8_ours=in_report(f"{RES}/table8_ours.md", "tables8_10"),
@@ -169,7 +118,6 @@ rule table1:
         efficiency=f"{RES}/tidy/efficiency.csv",
         code=[f"{PKG}/render/table1.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
               f"{PKG}/reported/table01.csv"],
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         csv=in_report(f"{RES}/table1.csv", "table1"),
         md=in_report(f"{RES}/table1.md", "table1"),
@@ -189,7 +137,7 @@ rule efficiency:
     input:
         rules.summarize_efficiency.output,
         rules.summarize_efficiency_derived.output,
-        rules.summarize_kv.output,
+        f"{RES}/tidy/kv.csv",  # rule summarize_kv (compute/efficiency.smk)
         rules.summarize_table10.output,
         rules.fig7.output,
         rules.tables8_9.output,

@@ -7,25 +7,6 @@
 # PS_CONFIGS and paper_shape_inputs are in common.smk.
 
 
-rule paper_shape_measure:
-    input:
-        unpack(paper_shape_inputs),
-    output:
-        f"{PS_RES}/raw.json",
-    log:
-        f"{PS_RES}/measure.log",
-    benchmark:
-        f"{PS_RES}/measure_benchmark.tsv"
-    threads: all_cores
-    params:
-        paper=PS_CONFIGS[0],
-        study=PS_CONFIGS[1],
-    conda: CONDA_ENV
-    shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.bench.paper_shape --paper-config {params.paper:q} "
-        "--study-config {params.study:q} --out {output:q} 2> {log:q}"
-
-
 rule paper_shape_summarize:
     input:
         raw=f"{PS_RES}/raw.json",

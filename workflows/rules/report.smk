@@ -35,6 +35,8 @@ for _item, _pairs in sorted(_PAGES_BY_ITEM.items()):
 
 
 rule report_pages:
-    # every page of a table reproduce_all makes (the learning-rate study's only where the scale configures it)
+    # every page of a table reproduce_all makes (render_all's in render mode; the learning-rate study's only where
+    # the scale configures it)
     input:
-        lambda w: pages_of([str(f) for f in rules.reproduce_all.input if not is_report_page(f)]),
+        lambda w: pages_of([str(f) for f in getattr(rules, "reproduce_all" if rules.has("reproduce_all")
+                                                    else "render_all").input if not is_report_page(f)]),

@@ -13,11 +13,9 @@ TIMING_OUT = f"{RES}/timing"
 
 rule timing:
     input:
-        unpack(from_runs("timing",
-            done=lambda w: [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
-                            if not str(f).startswith(f"{TIMING_OUT}.") and not is_report_page(f)],
-            code=[f"{PKG}/timing.py", f"{PKG}/io.py"],
-        )),
+        done=lambda w: [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
+                        if not str(f).startswith(f"{TIMING_OUT}.") and not is_report_page(f)],
+        code=[f"{PKG}/timing.py", f"{PKG}/io.py"],
     output:
         csv=f"{TIMING_OUT}.csv",
         md=in_report(f"{TIMING_OUT}.md", "timing"),

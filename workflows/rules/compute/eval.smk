@@ -5,11 +5,9 @@ rule ppl:
     # Per held-out split: ppl, nats/token, bits/byte (bytes of the predicted tokens from the run's tokenizer),
     # stderr; eval.ppl.max_tokens caps the tokens read per split (yocou.heldout).
     input:
-        unpack(from_runs("ppl",
-            model=f"{RUN}/models/{{variant}}/model.pt",
-            data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
-            tok=f"{RUN}/tokenizer.json",
-        )),
+        model=f"{RUN}/models/{{variant}}/model.pt",
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        tok=f"{RUN}/tokenizer.json",
     output:
         f"{RES}/ppl/{{variant}}.json",
     log:
@@ -34,12 +32,10 @@ rule ppl:
 # and windows as rule ppl.
 rule baselines:
     input:
-        unpack(from_runs("baselines",
-            train=f"{RUN}/tokens/train.bin",
-            data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
-            tok=f"{RUN}/tokenizer.json",
-            code=[f"{PKG}/baselines.py", f"{PKG}/heldout.py"],
-        )),
+        train=f"{RUN}/tokens/train.bin",
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        tok=f"{RUN}/tokenizer.json",
+        code=[f"{PKG}/baselines.py", f"{PKG}/heldout.py"],
     output:
         f"{RES}/ppl/baselines.json",
     log:
@@ -64,9 +60,7 @@ ruleorder: baselines > ppl  # ppl/baselines.json is not a run's
 
 rule kv_measure:
     input:
-        unpack(from_runs("kv_measure",
-            rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
-        )),
+        rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
     output:
         f"{RES}/kv_measure.json",
     log:

@@ -11,7 +11,6 @@ rule committed_config:
                         if str(f) != COMMITTED_CONFIG and not str(f).startswith(f"{TIMING_OUT}.")
                         and not is_report_page(f)],  # the report's pages come after (they show timing.md)
         code=f"{PKG}/committed.py",
-        started=started_input,  # runs/<scale>/started.json when computing (common.smk)
     output:
         COMMITTED_CONFIG,
     log:

@@ -1,0 +1,160 @@
+# The compute rules of ladder.smk (defined only when computing: yocou.committed, common.smk).
+
+
+rule ladder_run_config:
+    input:
+        tok=f"{RUN}/tokenizer.json",
+        bracket=ladder_bracket_input,
+    output:
+        f"{LRUN}/{{lrun}}/run_config.json",
+    wildcard_constraints:
+        lrun=_LADDER_RE,
+    log:
+        f"logs/{SCALE}/ladder/run_config_{{lrun}}.log",
+    params:
+        scale=SCALE,
+        cfg=lambda w: run_config_json(LADDER_RUNS[w.lrun].variant),
+        bracket=lambda w, input: f"--bracket {input.bracket[0]}" if input.bracket else "",
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.ladder run-config --config {params.cfg} --scale {params.scale} --run {wildcards.lrun} "
+        "--tokenizer {input.tok} {params.bracket} --out {output} > {log} 2>&1"
+
+
+_LADDER_TRAIN = ("python -m yocou.runlock {params.out} && OMP_NUM_THREADS={threads} {params.launch} train "
+                 "--run-config {input.rc} --data {input.data} --out {params.out} {params.init} {params.state} "
+                 "> {log} 2>&1")
+
+
+rule ladder_train_stable:
+    # A stable segment: warmup then the peak rate, from the previous segment's state; keeps its own state.pt.
+    input:
+        rc=f"{LRUN}/{{lrun}}/run_config.json",
+        data=f"{RUN}/tokens/train.bin",
+        parent=ladder_parent_state,
+    output:
+        model=f"{LRUN}/{{lrun}}/model.pt",
+        metrics=f"{LRUN}/{{lrun}}/metrics.jsonl",
+        summary=f"{LRUN}/{{lrun}}/summary.json",
+        state=f"{LRUN}/{{lrun}}/state.pt",
+    wildcard_constraints:
+        lrun=_STABLE_RE,
+    log:
+        f"logs/{SCALE}/ladder/train_{{lrun}}.log",
+    benchmark:
+        bench("ladder_train", "lrun")
+    params:
+        launch=launcher,
+        out=lambda w, output: os.path.dirname(output.model),
+        init=lambda w, input: f"--init-from {input.parent[0]}" if input.parent else "",
+        state="--save-state",
+    threads: lambda wildcards: config["launch"]["threads"] or workflow.cores
+    priority: 1  # segments first: every branch and later segment waits on them
+    conda: CONDA_ENV
+    shell:
+        _LADDER_TRAIN
+
+
+rule ladder_train:
+    # A bracket run (from step 0) or a cooldown branch (from its stable segment's state).
+    input:
+        rc=f"{LRUN}/{{lrun}}/run_config.json",
+        data=f"{RUN}/tokens/train.bin",
+        parent=ladder_parent_state,
+    output:
+        model=f"{LRUN}/{{lrun}}/model.pt",
+        metrics=f"{LRUN}/{{lrun}}/metrics.jsonl",
+        summary=f"{LRUN}/{{lrun}}/summary.json",
+    wildcard_constraints:
+        lrun=_OTHER_RE,
+    log:
+        f"logs/{SCALE}/ladder/train_{{lrun}}.log",
+    benchmark:
+        bench("ladder_train", "lrun")
+    params:
+        launch=launcher,
+        out=lambda w, output: os.path.dirname(output.model),
+        init=lambda w, input: f"--init-from {input.parent[0]}" if input.parent else "",
+        state="",
+    threads: lambda wildcards: config["launch"]["threads"] or workflow.cores
+    conda: CONDA_ENV
+    shell:
+        _LADDER_TRAIN
+
+
+rule ladder_ppl:
+    # The held-out loss of a bracket run or an annealed model: rule ppl's evaluation (eval.ppl settings).
+    input:
+        model=f"{LRUN}/{{lrun}}/model.pt",
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        tok=f"{RUN}/tokenizer.json",
+    output:
+        f"{LRES}/ppl/{{lrun}}.json",
+    wildcard_constraints:
+        lrun=_OTHER_RE,
+    log:
+        f"logs/{SCALE}/ladder/ppl_{{lrun}}.log",
+    benchmark:
+        bench("ladder_ppl", "lrun")
+    params:
+        p=config["eval"]["ppl"],
+        tokens=f"{RUN}/tokens",
+        max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
+                              if config["eval"]["ppl"]["max_tokens"] else ""),
+    threads: eval_threads
+    conda: CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} "
+        "--seq-len {params.p[seq_len]} {params.max_tokens} --tokenizer {input.tok} --dtype {params.p[dtype]} "
+        "--batch {params.p[batch]} --out {output} > {log} 2>&1"
+
+
+rule ladder_baselines:
+    # The Kneser-Ney bigram fitted on the training windows of one budget (base seed), scored like rule ppl: the
+    # trivial baseline each annealed point is gated against (eval/ladder.yaml).
+    input:
+        train=f"{RUN}/tokens/train.bin",
+        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        tok=f"{RUN}/tokenizer.json",
+    output:
+        f"{LRES}/baselines/d{{budget}}.json",
+    wildcard_constraints:
+        budget=r"\d+",
+    log:
+        f"logs/{SCALE}/ladder/baselines_d{{budget}}.log",
+    benchmark:
+        bench("ladder_baselines", "budget")
+    params:
+        seq_len=config["eval"]["ppl"]["seq_len"],
+        tokens=f"{RUN}/tokens",
+        max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
+                              if config["eval"]["ppl"]["max_tokens"] else ""),
+        budget=lambda w: (f"--budget-steps {w.budget} --budget-batch {config['train']['batch_size']} "
+                          f"--budget-seq-len {config['train']['seq_len']} --budget-seed {config['seed']}"),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.cli baselines --train {input.train} --data {params.tokens} --seq-len {params.seq_len} "
+        "{params.max_tokens} --tokenizer {input.tok} {params.budget} --out {output} > {log} 2>&1"
+
+
+rule ladder_points:
+    # One row per annealed model: held-out losses, its own-budget bigram, train loss, epochs, tokens per parameter.
+    input:
+        summaries=lambda w: [f"{LRUN}/{n}/summary.json" for n in ladder_names("anneal")],
+        metrics=lambda w: [f"{LRUN}/{n}/metrics.jsonl" for n in ladder_names("anneal")],
+        data=f"{RUN}/tokens/train.bin",
+        ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("anneal")],
+        baselines=lambda w: [f"{LRES}/baselines/d{d}.json" for d in LADDER.budgets],
+    output:
+        csv=f"{LRES}/points.csv",
+        json=f"{LRES}/points.json",
+    log:
+        f"logs/{SCALE}/ladder/points.log",
+    params:
+        scale=SCALE,
+        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.summaries[0])),
+        res=lambda w, output: os.path.dirname(output.csv),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.summarize.ladder points --scale {params.scale} --run-root {params.run_root} --res {params.res} "
+        "--out {output.csv} > {log} 2>&1"

@@ -1,0 +1,20 @@
+# The compute rules of paper_shape.smk (defined only when computing: yocou.committed, common.smk).
+
+
+rule paper_shape_measure:
+    input:
+        unpack(paper_shape_inputs),
+    output:
+        f"{PS_RES}/raw.json",
+    log:
+        f"{PS_RES}/measure.log",
+    benchmark:
+        f"{PS_RES}/measure_benchmark.tsv"
+    threads: all_cores
+    params:
+        paper=PS_CONFIGS[0],
+        study=PS_CONFIGS[1],
+    conda: CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS={threads} python -m yocou.bench.paper_shape --paper-config {params.paper:q} "
+        "--study-config {params.study:q} --out {output:q} 2> {log:q}"
