@@ -1,5 +1,5 @@
 # yocou: reproduce "Universal YOCO for Efficient Depth Scaling".
-#   snakemake --cores all reproduce_all                    # tiny scale (default)
+#   snakemake --cores all reproduce_all --config mode=compute   # tiny scale (default): train, evaluate, render
 #   snakemake --cores all reproduce_all --config scale=smoke
 #   snakemake --cores all table10                          # one table or figure by name
 # Heavy imports stay out of this file so that `snakemake -n` is fast.

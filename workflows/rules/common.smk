@@ -300,6 +300,18 @@ MODE_LINE = (f"compute mode: every rule is defined; stale results under {RES}/ a
 
 
 
+def uncommitted(paths, target):
+    """In render mode, the line a target prints when ``paths`` (a study outside reproduce_all) are not committed at
+    this scale, naming the first missing file and the flag that computes it; None when computing or all exist. The
+    target is then defined as a rule that prints it and fails (workflows/rules/ladder.smk, probe.smk)."""
+    missing = [] if COMPUTE else [p for p in paths if not os.path.exists(p)]
+    if not missing:
+        return None
+    return (f"{target}: {missing[0]} is not committed at scale {SCALE}"
+            + (f" (nor {len(missing) - 1} more)" if len(missing) > 1 else "")
+            + f"; compute it with `snakemake --cores all {target} --config mode=compute`")
+
+
 def targets_text():
     """What the default target prints: the scale, the mode and the targets there are (it runs nothing else)."""
     tables = "table1 table2 table3 table4 table5 table10 tables8_9 heldout_ppl lr_sensitivity"

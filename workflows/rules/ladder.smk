@@ -54,6 +54,17 @@ rule bracket:
         rules.bracket_summary.output if LADDER else [],
 
 
-rule ladder:
-    input:
-        rules.ladder_fits.output if LADDER else [],
+if not (LADDER and uncommitted([f"{LRES}/points.csv"], "ladder")):
+
+    rule ladder:
+        input:
+            rules.ladder_fits.output if LADDER else [],
+
+else:
+
+    rule ladder:
+        localrule: True
+        params:
+            text=uncommitted([f"{LRES}/points.csv"], "ladder"),
+        shell:
+            "echo {params.text:q} >&2; exit 1"

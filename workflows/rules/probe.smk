@@ -6,7 +6,20 @@
 # PROBE_MODELS, PROBE_SEEDS and PROBE_SCALE are in common.smk.
 
 
-rule probe:
-    input:
-        # rule probe_summarize (compute/probe.smk)
-        [f"{RES}/probe/probe{x}" for x in ("_tidy.csv", "_summary.csv", "_table.md", ".png", ".pdf")],
+PROBE_OUT = [f"{RES}/probe/probe{x}" for x in ("_tidy.csv", "_summary.csv", "_table.md", ".png", ".pdf")]
+
+
+if not uncommitted(PROBE_OUT, "probe"):
+
+    rule probe:
+        input:
+            PROBE_OUT,  # rule probe_summarize (compute/probe.smk)
+
+else:
+
+    rule probe:
+        localrule: True
+        params:
+            text=uncommitted(PROBE_OUT, "probe"),
+        shell:
+            "echo {params.text:q} >&2; exit 1"
