@@ -88,10 +88,14 @@ for _study, _sec in config.get("studies", {}).items():
 include: "workflows/rules/common.smk"
 
 
-# The default target: a list of the targets and the mode, nothing else (a command whose target an option swallowed,
-# such as `--forcerun table1 table1`, lands here instead of hours of training).
+logger.info(f"yocou: scale {SCALE}, {MODE_LINE}")
+
+
+# The default target when computing: a list of the targets and the mode, nothing else (a command whose target an
+# option swallowed, such as `--forcerun table1 table1`, lands here instead of hours of training). In render mode
+# the default target is render_all: seconds, from the committed results.
 rule targets:
-    default_target: True
+    default_target: COMPUTE
     localrule: True
     params:
         text=lambda w: targets_text(),
@@ -154,7 +158,15 @@ if COMPUTE:
 
 
 
+# results/<scale>/timing.md is made by the compute rule timing; in render mode it is a committed source whose page
+# the report still shows.
+if not COMPUTE and os.path.exists(f"{RES}/timing.md"):
+    in_report(f"{RES}/timing.md", "timing")
+    RENDER_ALL.append(f"{RES}/timing.md")
+
+
 rule render_all:
+    default_target: not COMPUTE
     input:
         RENDER_ALL,
         pages_of(RENDER_ALL),  # the report's pages of its tables (report.smk)

@@ -160,17 +160,22 @@ def test_a_missing_render_output_is_rendered_and_summary_and_list_changes_work(c
 
 
 @pytest.mark.parametrize("args", [[], ["--forcerun", "table1", "table1"], ["-R", "fig2", "fig3"]])
-def test_a_command_with_no_target_lists_the_targets_and_runs_nothing_else(committed_tree, args):
-    """No target (or one an option swallowed: --forcerun and -R take every word after them) plans the listing rule
-    and, where rules were forced, their render jobs (Snakemake plans a forced rule without a target): seconds, no
-    compute job; run, it prints the mode and the targets."""
+def test_a_command_with_no_target_renders_or_lists_and_never_computes(committed_tree, args):
+    """No target (or one an option swallowed: --forcerun and -R take every word after them): in render mode the
+    default target is render_all (render jobs only, seconds); in compute mode it is the listing rule alone, which
+    prints the mode and the targets."""
     res, jobs = _plan(committed_tree, *args)
     _no_compute(res, jobs)
-    assert jobs.get("targets") == 1 and (args or jobs == {"targets": 1}), jobs
-    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", *args], cwd=committed_tree,
-                         capture_output=True, text=True)
-    out = run.stdout + run.stderr
-    assert run.returncode == 0 and "No target was given, so nothing ran" in out and "render mode" in out, out[-2000:]
+    assert "render mode" in res.stderr, res.stderr[-2000:]
+    res, jobs = _plan(committed_tree, *args, "--config", "mode=compute")
+    assert res.returncode == 0 and "compute mode" in res.stderr, res.stderr[-2000:]
+    if not args:
+        assert jobs == {"targets": 1}, jobs
+        run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", "mode=compute"],
+                             cwd=committed_tree, capture_output=True, text=True)
+        out = run.stdout + run.stderr
+        assert run.returncode == 0 and "No target was given, so nothing ran" in out, out[-2000:]
+        assert not (committed_tree / "runs").exists()
 
 
 def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committed_tree):

@@ -129,3 +129,18 @@ def test_resultsdoc_refuses_a_cut_or_edited_verdicts_table_and_rewrites_nothing(
         resultsdoc.results_md(tmp_path, "tiny")
     assert was != "opposite"
     assert {f: (tmp_path / f).read_bytes() for f in ("README.md", "RESULTS.md")} == before
+
+
+def test_the_readmes_python_examples_run_as_written():
+    """Every ```python block of the README runs as written in a fresh interpreter (one once failed on an undefined
+    name); the model example's output has the shape its comment gives."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+    assert blocks, "the README has no Python example"
+    for code in blocks:
+        check = "\nprint(tuple(out.shape))" if "out = generate(" in code else ""
+        res = subprocess.run([sys.executable, "-c", code + check], cwd=ROOT, capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stderr[-2000:]
+        if check:
+            assert res.stdout.strip().splitlines()[-1] == "(2, 32)", res.stdout
