@@ -118,3 +118,25 @@ def test_bad_rules_name_the_key(tmp_path: Path) -> None:
     p.write_text("confidence: 0.95\nregime: {bigram_margin_nats: x}\n")
     with pytest.raises(ValueError, match="regime.bigram_margin_nats"):
         LF.read_rules(p)
+
+
+def test_points_short_of_the_planned_budget_are_interim_not_decisions(tmp_path: Path) -> None:
+    """While the ladder trains, the points stop short of its largest budget: the rules decide there only, so every
+    decision is interim (the same gaps and intervals as a complete analysis of those points), and the report says
+    so at its top; the complete ladder decides as before."""
+    rules = _rules()
+    pts = _points(noise=0.002)
+    full_steps = int(pts["steps"].max())
+    short = pts[pts["steps"] < full_steps]
+    done = LF.analyse(short, rules)
+    interim = LF.analyse(short, rules, planned_steps=full_steps)
+    assert interim["decisions"] and all(d["verdict"] == LF.INTERIM for d in interim["decisions"])
+    assert [(d["gap"], d["low"], d["high"]) for d in interim["decisions"]] == \
+        [(d["gap"], d["low"], d["high"]) for d in done["decisions"]]
+    assert [d["verdict"] for d in LF.analyse(pts, rules, planned_steps=full_steps)["decisions"]] == \
+        [d["verdict"] for d in LF.analyse(pts, rules)["decisions"]]
+    short.to_csv(tmp_path / "points.csv", index=False)
+    LF.write_fits(tmp_path / "points.csv", ROOT / "eval/ladder.yaml", tmp_path / "ladder.json",
+                  tmp_path / "fig.png", "test", planned_steps=full_steps)
+    md = (tmp_path / "ladder.md").read_text(encoding="utf-8")
+    assert f"**Interim: the ladder has reached {int(short['steps'].max())} of its {full_steps} steps" in md

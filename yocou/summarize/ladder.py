@@ -139,13 +139,15 @@ def _metrics_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, train_tokens: int) -> pd.DataFrame:
+def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, train_tokens: int,
+                 up_to: int | None = None) -> pd.DataFrame:
     """One row per annealed model: variant, seed, steps, tokens, parameters (all and without the embedding and head),
     tokens per parameter, training FLOPs, the held-out loss per split and its own budget's bigram, the training
-    loss over the cooldown's last 10% of steps, and epochs over the training stream."""
+    loss over the cooldown's last 10% of steps, and epochs over the training stream. ``up_to``: only the budgets of
+    at most that many steps (an interim table while the larger ones train)."""
     rows = []
     for p in plan(study).values():
-        if p.kind != "anneal":
+        if p.kind != "anneal" or (up_to is not None and p.steps > up_to):
             continue
         run = Path(run_root) / p.name
         summ = _read(run / "summary.json")
@@ -183,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     pt.add_argument("--run-root", required=True)
     pt.add_argument("--res", required=True)
     pt.add_argument("--data", default=None, help="train.bin (epochs); default runs/<scale>/tokens/train.bin")
+    pt.add_argument("--up-to", type=int, default=None, metavar="STEPS",
+                    help="only the budgets of at most STEPS steps (an interim table while larger ones train)")
     pt.add_argument("--out", required=True)
     f = sub.add_parser("fits")
     f.add_argument("--scale", required=True)
@@ -207,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         from ..render.common import write_table
 
         data = a.data or f"runs/{a.scale}/tokens/train.bin"
-        df = points_table(study, a.run_root, a.res, len(TokenStream(data)))
+        if a.up_to is not None and a.up_to not in study.budgets:
+            raise ValueError(f"--up-to {a.up_to}: not a budget of the ladder ({study.budgets})")
+        df = points_table(study, a.run_root, a.res, len(TokenStream(data)), up_to=a.up_to)
         write_table(df, Path(a.out).with_suffix(""), title=f"Annealed points of the token ladder ({a.scale}, CPU)",
                     notes=["Held-out losses in nats/token (rule ppl); bigram_*: Kneser-Ney fitted on the training "
                            "windows of the point's own budget; train_loss: the mean logged training loss over the last "
@@ -216,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from .ladder_fits import write_fits
 
-        write_fits(a.points, a.rules, a.out, a.figure, a.scale, dpi=a.dpi)
+        write_fits(a.points, a.rules, a.out, a.figure, a.scale, dpi=a.dpi, planned_steps=max(study.budgets))
     return 0
 
 

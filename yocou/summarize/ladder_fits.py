@@ -29,6 +29,7 @@ import pandas as pd
 SPLITS = ("book", "code")
 PAIRS = (("yocou", "yoco"), ("yocou", "rins"), ("yoco", "transformer"))
 NOT_COMPARABLE = "not comparable (pre-bigram regime)"
+INTERIM = "interim (the decision budget is not reached)"
 
 
 def read_rules(path: str | Path) -> dict[str, Any]:
@@ -219,8 +220,12 @@ def _resample_fits(pts: pd.DataFrame, variants: Sequence[str], split: str, n_boo
     return out
 
 
-def analyse(pts: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, Any]:
+def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | None = None) -> dict[str, Any]:
     """Everything the ladder report states: regime, gaps, decisions, fits, equal FLOPs, token saving, crossover.
+
+    ``planned_steps``: the ladder's largest budget (optimizer steps, workflows/studies/ladder.yaml). Where the points
+    stop short of it (the ladder still training), every decision's verdict is :data:`INTERIM`: the rules decide at
+    the largest budget only, and an earlier rung is reported with its interval, not decided.
 
     Raises:
         ValueError: ``pts`` lacks a column this needs, naming it.
@@ -310,6 +315,8 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any]) -> dict[str, Any]:
             d["verdict_unadjusted"] = _decide(d["low"], d["high"], margin, paper_sign=-1)
             d["regime_past_bigram"] = gate_ok
             d["verdict"] = verdict if gate_ok else NOT_COMPARABLE
+            if planned_steps is not None and int(pts["steps"].max()) < planned_steps:
+                d["verdict"] = INTERIM
     return {"regime": regime, "gaps": gaps, "decisions": decisions, "fits": fits, "equal_flops": flops,
             "token_saving": saving, "crossover": cross, "flops_per_token": fpt,
             "boot": boots}
@@ -320,15 +327,17 @@ def _fmt(x: Any, f: str = "+.4f") -> str:
 
 
 def write_fits(points: str | Path, rules_path: str | Path, out_json: str | Path, figure: str | Path, scale: str,
-               dpi: int = 150) -> dict[str, Any]:
-    """Write ``ladder.{json,csv,md}`` beside ``out_json`` and the figure (:mod:`yocou.render.ladder`)."""
+               dpi: int = 150, planned_steps: int | None = None) -> dict[str, Any]:
+    """Write ``ladder.{json,csv,md}`` beside ``out_json`` and the figure (:mod:`yocou.render.ladder`);
+    ``planned_steps``: see :func:`analyse`."""
     from ..io import atomic_write_json, atomic_write_text, provenance
     from ..render.common import configure
     from ..render.ladder import draw
 
     pts = pd.read_csv(points)
     rules = read_rules(rules_path)
-    res = analyse(pts, rules)
+    res = analyse(pts, rules, planned_steps)
+    res["planned_steps"], res["steps_reached"] = planned_steps, int(pts["steps"].max())
     stem = Path(out_json).with_suffix("")
     prov = provenance({"scale": scale, "rules": rules}, None)
     decisions = pd.DataFrame(res["decisions"])
@@ -337,7 +346,8 @@ def write_fits(points: str | Path, rules_path: str | Path, out_json: str | Path,
            "decisions": res["decisions"], "fits": {s: {v: (dict(zip(("E", "B", "beta"), p)) if p else None)
                                                          for v, p in f.items()} for s, f in res["fits"].items()},
            "equal_flops": res["equal_flops"], "token_saving": res["token_saving"], "crossover": res["crossover"],
-           "flops_per_token": res["flops_per_token"], "provenance": prov}
+           "flops_per_token": res["flops_per_token"], "planned_steps": planned_steps,
+           "steps_reached": res["steps_reached"], "provenance": prov}
     atomic_write_json(out_json, _finite(doc))
     atomic_write_text(stem.with_suffix(".md"), report_md(res, rules, scale, prov))
     configure(dpi)
@@ -364,6 +374,10 @@ def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov
            "Each point is an annealed model (warmup-stable-decay, cooled down at its own budget), every variant at its "
            "bracketed learning rate (bracket.md); held-out loss in nats/token; bigram: Kneser-Ney fitted on the "
            "training windows of the point's own budget. Decision rules: eval/ladder.yaml (committed before the runs).\n",
+           *([f"**Interim: the ladder has reached {res['steps_reached']} of its {res['planned_steps']} steps "
+              f"(budgets past {res['steps_reached']} still training). The rules decide at the largest budget only: "
+              "nothing below is a decision.**\n"] if res.get("planned_steps") and res["steps_reached"] <
+             res["planned_steps"] else []),
            "#### Regime: seed means against the bigram of their own budget\n",
            "| variant | split | tokens | tokens/param | seeds | held-out loss | bigram | minus bigram | past the bigram "
            f"(by {rules['regime']['bigram_margin_nats']:g}) | train loss | epochs |",
