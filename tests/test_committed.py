@@ -166,9 +166,9 @@ def test_a_command_with_no_target_renders_or_lists_and_never_computes(committed_
     prints the mode and the targets."""
     res, jobs = _plan(committed_tree, *args)
     _no_compute(res, jobs)
-    assert "render mode" in res.stderr, res.stderr[-2000:]
+    assert "render mode" in res.stdout + res.stderr, res.stderr[-2000:]
     res, jobs = _plan(committed_tree, *args, "--config", "mode=compute")
-    assert res.returncode == 0 and "compute mode" in res.stderr, res.stderr[-2000:]
+    assert res.returncode == 0 and "compute mode" in res.stdout + res.stderr, res.stderr[-2000:]
     if not args:
         assert jobs == {"targets": 1}, jobs
         run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--config", "mode=compute"],
