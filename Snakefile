@@ -97,10 +97,13 @@ logger.info(f"yocou: scale {SCALE}, {MODE_LINE}")
 rule targets:
     default_target: COMPUTE
     localrule: True
+    log:
+        f"logs/{SCALE}/targets.log",
     params:
         text=lambda w: targets_text(),
+    conda: CONDA_ENV
     shell:
-        "echo {params.text:q}"
+        "echo {params.text:q} | tee {log}"
 
 
 # Render rules: read results/<scale>/, write tables, figures and the audit.
@@ -177,11 +180,14 @@ if not COMPUTE:
     rule reproduce_all:
         # In render mode nothing can train: say how to compute instead of re-rendering and calling that a run.
         localrule: True
+        log:
+            f"logs/{SCALE}/reproduce_all.log",
+        conda: CONDA_ENV
         params:
             text=f"reproduce_all trains and evaluates every model: in render mode (the committed {RES}/ are the "
                  f"sources) it cannot; run `snakemake --cores all reproduce_all --config mode=compute`",
         shell:
-            "echo {params.text:q} >&2; exit 1"
+            "echo {params.text:q} | tee {log} >&2; exit 1"
 
 
 include: "workflows/rules/report.smk"

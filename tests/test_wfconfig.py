@@ -71,7 +71,7 @@ _KEY = re.compile(r'\[\s*["\']([A-Za-z_]+)["\']\s*\]')
 
 def _keys_the_rules_read() -> set[str]:
     keys: set[str] = set()
-    for f in [ROOT / "Snakefile", *sorted((ROOT / "workflows/rules").glob("*.smk"))]:
+    for f in [ROOT / "Snakefile", *sorted((ROOT / "workflows/rules").rglob("*.smk"))]:
         text = f.read_text()
         for m in _CHAIN.finditer(text):
             keys.add(".".join(_KEY.findall(m.group(1))))
@@ -111,7 +111,7 @@ def test_every_key_a_rule_reads_is_required_or_has_a_schema_default() -> None:
 
 def test_rules_read_no_defaults_of_their_own() -> None:
     """Defaults live in the schema alone: no rule falls back with config[...].get(key, default)."""
-    for f in [ROOT / "Snakefile", *sorted((ROOT / "workflows/rules").glob("*.smk"))]:
+    for f in [ROOT / "Snakefile", *sorted((ROOT / "workflows/rules").rglob("*.smk"))]:
         for n, line in enumerate(f.read_text().splitlines(), 1):
             if re.search(r'config\[[^\n]*\]\.get\(\s*["\'][A-Za-z_]+["\']\s*,', line) and "studies" not in line:
                 pytest.fail(f"{f.name}:{n}: a default outside the schema: {line.strip()}")

@@ -132,7 +132,7 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"ModelConfig.head_dim must be even for RoPE, got {self.head_dim}")
-        for f in ("norm_eps", "init_std"):
+        for f in ("norm_eps", "init_std", "rope_theta"):
             if getattr(self, f) <= 0:
                 raise ValueError(f"ModelConfig.{f} must be > 0, got {getattr(self, f)}")
         if not self.stages:
@@ -209,6 +209,8 @@ def _hint_name(hint: Any) -> str:
         return " or ".join(_hint_name(h) for h in typing.get_args(hint))
     if hint is type(None):
         return "None"
+    if origin is tuple:  # tuple[int, ...]: say what the items must be
+        return f"a list of {_hint_name(typing.get_args(hint)[0])}"
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 

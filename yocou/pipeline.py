@@ -34,7 +34,7 @@ def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None =
     variants; the variant's own keys win.
 
     Raises:
-        ValueError: unknown variant, naming the configured ones.
+        ValueError: unknown variant, naming the configured ones; no vocab_size (neither given nor in the size).
     """
     variants = cfg.get("variants", {})
     if variant not in variants:
@@ -45,6 +45,10 @@ def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None =
     kw: dict[str, Any] = {**cfg["model"].get("overrides", {}), **cfg["model"].get("assumptions", {}), **spec}
     if vocab_size is not None:
         kw["vocab_size"] = vocab_size
+    sizes = cfg.get("sizes") or {}
+    if "vocab_size" not in kw and size in sizes and "vocab_size" not in sizes[size]:
+        raise ValueError(f"variant {variant!r}: the model's vocab_size is the tokenizer's, and sizes.{size} does not "
+                         "set it: give the tokenizer (--tokenizer runs/<scale>/tokenizer.json)")
     mc = preset(f"{kind}-{size}", sizes=cfg.get("sizes"), **kw)
     return mc.replace(name=variant)
 

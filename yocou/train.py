@@ -156,6 +156,10 @@ class TrainConfig:
         if self.batch_size % self.grad_accum:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) must be a multiple of grad_accum "
                              f"({self.grad_accum})")
+        bad = [s for s in self.snapshot_steps if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= self.steps]
+        if bad:
+            raise ValueError(f"TrainConfig.snapshot_steps must be optimizer steps in [1, steps={self.steps}], got "
+                             f"{bad[0]!r}")
 
 
 #: The metrics.jsonl keys written as TensorBoard scalars (tag ``train/<key>``); a row's ``heldout_loss`` goes to

@@ -327,7 +327,7 @@ def targets_text():
         "  the report: snakemake --report report.html"])
 
 
-# runs/<scale>/started.json (rule start_runs, compute/committed.smk): the resolved config computing runs with. An
+# runs/<scale>/started.json (made by start_runs in compute/committed.smk): the resolved config computing runs with. An
 # input of the audit only, which reads its schedules from it while computing (results/<scale>/config.json, the
 # committed results' config, is written after the audit).
 STARTED = f"{RUN}/started.json"

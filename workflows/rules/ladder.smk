@@ -64,7 +64,10 @@ else:
 
     rule ladder:
         localrule: True
+        log:
+            f"logs/{SCALE}/ladder.log",
+        conda: CONDA_ENV
         params:
             text=uncommitted([f"{LRES}/points.csv"], "ladder"),
         shell:
-            "echo {params.text:q} >&2; exit 1"
+            "echo {params.text:q} | tee {log} >&2; exit 1"

@@ -19,7 +19,10 @@ else:
 
     rule probe:
         localrule: True
+        log:
+            f"logs/{SCALE}/probe.log",
+        conda: CONDA_ENV
         params:
             text=uncommitted(PROBE_OUT, "probe"),
         shell:
-            "echo {params.text:q} >&2; exit 1"
+            "echo {params.text:q} | tee {log} >&2; exit 1"

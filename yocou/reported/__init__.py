@@ -70,10 +70,14 @@ def read_reported_csv(source, name: str, *, as_printed: bool = True) -> pd.DataF
     """A reported table's CSV (``#`` comment lines, then a header and rows) from a path or an open file.
 
     Raises:
-        ValueError: naming ``name``: no header or no rows (a file cut short), a row with the wrong number of
-            fields, or a last line without its newline (cut mid-row).
+        ValueError: naming ``name``: not UTF-8 text, no header or no rows (a file cut short), a row with the wrong
+            number of fields, a last line without its newline (cut mid-row), or a cell that reads as a number but
+            is not finite (``nan``, ``inf``, ``-1e400``: a paper prints none of these).
     """
-    text = source.read() if hasattr(source, "read") else open(source, encoding="utf-8").read()  # noqa: SIM115
+    try:
+        text = source.read() if hasattr(source, "read") else open(source, encoding="utf-8").read()  # noqa: SIM115
+    except UnicodeDecodeError as e:
+        raise ValueError(f"reported table {name}: not UTF-8 text (byte {e.start}); expected a CSV file") from None
     if text and not text.endswith("\n"):
         raise ValueError(f"reported table {name}: the last line has no newline (the file is cut short)")
     import io
@@ -86,6 +90,17 @@ def read_reported_csv(source, name: str, *, as_printed: bool = True) -> pd.DataF
                          "expected '#' comment lines, a header and one row per printed cell group") from None
     if df.empty:
         raise ValueError(f"reported table {name}: a header but no rows (the file is cut short)")
+    import math
+
+    for col in df.columns:
+        for i, cell in enumerate(df[col].astype(str)):
+            try:
+                v = float(cell)
+            except ValueError:
+                continue
+            if not math.isfinite(v):
+                raise ValueError(f"reported table {name}: row {i + 1}, column {col!r}: {cell!r} is not a finite "
+                                 "number (a printed table holds none)")
     return df
 
 

@@ -39,7 +39,7 @@ rule downstream:
         bench("downstream", "variant")
     params:
         ds=_DS_JSON,
-        pack=f"{RUN}/eval/pack",  # the folder of input.pack
+        pack=lambda w, input: os.path.dirname(input.pack),  # the folder of input.pack
         out=lambda wildcards, output: os.path.dirname(output.tidy),
     threads: eval_threads
     conda: CONDA_ENV

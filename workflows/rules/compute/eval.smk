@@ -16,7 +16,7 @@ rule ppl:
         bench("ppl", "variant")
     params:
         p=config["eval"]["ppl"],
-        tokens=f"{RUN}/tokens",  # the folder of input.data
+        tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
     threads: eval_threads
@@ -44,7 +44,7 @@ rule baselines:
         bench("baselines")
     params:
         seq_len=config["eval"]["ppl"]["seq_len"],
-        tokens=f"{RUN}/tokens",  # the folder of input.data
+        tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         budget=(f"--budget-steps {config['train']['steps']} --budget-batch {config['train']['batch_size']} "

@@ -14,7 +14,7 @@ rule angular:
         bench("angular", "variant")
     params:
         p=config["eval"]["angular"],
-        tokens=f"{RUN}/tokens",  # the folder of input.data
+        tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         batch=config["eval"]["angular"]["batch"],
         dtype=config["eval"]["angular"]["dtype"],
     threads: eval_threads

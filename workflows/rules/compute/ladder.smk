@@ -98,7 +98,7 @@ rule ladder_ppl:
         bench("ladder_ppl", "lrun")
     params:
         p=config["eval"]["ppl"],
-        tokens=f"{RUN}/tokens",
+        tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
     threads: eval_threads
@@ -126,7 +126,7 @@ rule ladder_baselines:
         bench("ladder_baselines", "budget")
     params:
         seq_len=config["eval"]["ppl"]["seq_len"],
-        tokens=f"{RUN}/tokens",
+        tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         budget=lambda w: (f"--budget-steps {w.budget} --budget-batch {config['train']['batch_size']} "

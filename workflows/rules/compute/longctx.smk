@@ -59,7 +59,7 @@ rule longppl:
     params:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
-        tokens_dir=f"{RUN}/tokens",  # the folder of input.data
+        tokens_dir=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
     threads: eval_threads
     conda: CONDA_ENV
     shell:

@@ -88,8 +88,8 @@ rule summarize_lr:
         bench("summarize_lr")
     params:
         runs=_LR_RUNS,
-        run_root=f"{RUN}/models",
-        ppl_root=f"{RES}/ppl",
+        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.rc[0])),
+        ppl_root=lambda w, input: os.path.dirname(input.ppl[0]),
         scale=SCALE,
     conda: CONDA_ENV
     script:
