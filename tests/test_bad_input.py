@@ -57,7 +57,8 @@ def test_train_config_ranges(field: str, value: float, match: str) -> None:
         TrainConfig(steps=2, batch_size=1, seq_len=8, **{field: value})
 
 
-@pytest.mark.parametrize(("field", "value"), [("norm_eps", -1.0), ("init_std", 0.0), ("norm_eps", math.nan)])
+@pytest.mark.parametrize(("field", "value"), [("norm_eps", -1.0), ("init_std", 0.0), ("norm_eps", math.nan),
+                                             ("rope_theta", 0.0), ("rope_theta", -5.0)])
 def test_model_config_positive_floats(field: str, value: float) -> None:
     with pytest.raises(ValueError, match=rf"ModelConfig.{field} must be"):
         C.preset("yocou-smoke").replace(**{field: value})
@@ -300,3 +301,109 @@ def test_an_empty_comparisons_file_is_refused_naming_it(tmp_path: Path) -> None:
     p.write_text("[]\n")
     with pytest.raises(ValueError, match=r"comparisons\.yaml: no comparison rows"):
         load_comparisons(p)
+
+
+@pytest.mark.parametrize(("steps", "match"), [((-1,), r"snapshot_steps must be optimizer steps in \[1, steps=6\], got -1"),
+                                              ((100,), "got 100"), (("a",), "snapshot_steps must be a list of int")])
+def test_snapshot_steps_outside_the_run_are_refused(steps, match) -> None:
+    """A snapshot step the run never reaches was accepted and wrote nothing; a string item said 'must be tuple, got
+    tuple'."""
+    with pytest.raises(ValueError, match=match):
+        TrainConfig(steps=6, batch_size=1, seq_len=8, snapshot_steps=steps)
+    assert TrainConfig(steps=6, batch_size=1, seq_len=8, snapshot_steps=(3, 6)).snapshot_steps == (3, 6)
+
+
+def _run(args: list[str], cwd: Path = ROOT) -> tuple[int, str]:
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return res.returncode, res.stderr.strip()
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_argument(tmp_path: Path) -> None:
+    """A binary file where text is read ended in the codec's message alone ('utf-8' codec can't decode ...): the
+    error now names the file and the argument it came from."""
+    binary = tmp_path / "binary.json"
+    binary.write_bytes(bytes(range(200, 256)) * 4)
+    for args in (["-m", "yocou.ladder", "runs", "--scale", "tiny", "--study", str(binary)],
+                 ["-m", "yocou.cluster", "resources", "--config", str(binary), "train"]):
+        rc, err = _run(args)
+        assert rc == 2 and len(err.splitlines()) == 1, err
+        opt = next(a for a in args if a.startswith("--") and a != "--scale")
+        assert f"{binary} (argument {opt}): not UTF-8 text" in err, err
+
+
+def test_a_run_config_without_a_tokenizer_names_it_instead_of_a_traceback(tmp_path: Path) -> None:
+    """The scale's sizes do not set vocab_size (it is the tokenizer's): a run config made without --tokenizer was a
+    TypeError traceback."""
+    rc, err = _run(["-m", "yocou.pipeline", "--config", "workflows/config/tiny.yaml", "--variant", "yocou", "--out",
+                    str(tmp_path / "rc.json")])
+    assert rc == 2 and "--tokenizer" in err and "vocab_size" in err and "Traceback" not in err, err
+    assert not (tmp_path / "rc.json").exists()
+
+
+@pytest.mark.parametrize("cell", ["nan", "-1e400", "inf"])
+def test_a_reported_table_with_a_non_finite_cell_is_refused_naming_it(cell: str, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    """A printed table holds no NaN or infinity: such a cell was a Decimal traceback in the consistency checks."""
+    rep = tmp_path / "rep"
+    shutil.copytree(ROOT / "yocou" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    lines = (rep / "table02.csv").read_text(encoding="utf-8").splitlines(keepends=True)
+    i = next(k for k, ln in enumerate(lines) if not ln.startswith("#") and k > 0 and "," in ln and
+             not ln.startswith("model"))
+    lines[i] = lines[i].rstrip("\n").rsplit(",", 1)[0] + f",{cell}\n"
+    (rep / "table02.csv").write_text("".join(lines), encoding="utf-8")
+    code, err = _cli(["audit", "--scale", "tiny", "--reported-dir", str(rep)], capsys)
+    assert code == 2 and f"{rep / 'table02.csv'}" in err and f"{cell!r} is not a finite number" in err, err
+
+
+def test_two_held_out_files_of_one_split_are_refused(tmp_path: Path, token_dir: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    """Two --heldout files named heldout_book.bin: the second silently replaced the first."""
+    other = tmp_path / "alt" / "heldout_book.bin"
+    other.parent.mkdir()
+    shutil.copyfile(token_dir / "heldout_book.bin", other)
+    rc = {"model": C.preset("yocou-smoke").replace(vocab_size=300).to_dict(),
+          "train": {"steps": 1, "batch_size": 1, "seq_len": 8}}
+    (tmp_path / "rc.json").write_text(json.dumps(rc))
+    code, err = _cli(["train", "--run-config", str(tmp_path / "rc.json"), "--data", str(token_dir / "train.bin"),
+                      "--out", str(tmp_path / "run"), "--heldout", str(token_dir / "heldout_book.bin"), str(other)],
+                     capsys)
+    assert code == 2 and "are both split 'book'" in err, err
+    assert not (tmp_path / "run" / "model.pt").exists()
+
+
+def test_held_out_perplexity_of_nan_weights_is_an_error_not_a_number(tmp_path: Path, token_dir: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    """NaN weights printed "ppl": NaN with exit 0 (only --out refused it)."""
+    from yocou.model import LM
+    from yocou.train import _save_model
+
+    cfg = C.preset("yocou-smoke").replace(vocab_size=300)
+    model = LM(cfg)
+    with torch.no_grad():
+        next(model.parameters()).fill_(math.nan)
+    _save_model(tmp_path / "model.pt", model.state_dict(), cfg, TrainConfig(steps=1, batch_size=1, seq_len=8), 1, {})
+    code, err = _cli(["ppl", "--model", str(tmp_path / "model.pt"), "--data", str(token_dir), "--splits",
+                      "heldout_book", "--seq-len", "16"], capsys)
+    assert code == 2 and "held-out loss on heldout_book is nan" in err, err
+
+
+def test_a_probe_result_out_of_range_is_refused_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Accuracy NaN or 7.5, or a seed 'zero', was summarized (or failed naming no field)."""
+    from yocou.probe.__main__ import main as probe_main
+
+    good = {"variant": "yocou_t3", "preset": "yocou", "n_loops": 3, "seed": 0, "chance": {"mqar": 0.01},
+            "accuracy": {"mqar": {"1": {"accuracy": 0.5, "correct": 16, "n": 32}}}, "params": 1000, "steps": 10,
+            "train_flops": 1e9}
+    for edit, field in ((lambda r: r["accuracy"]["mqar"]["1"].update(accuracy=7.5), "accuracy.mqar.1.accuracy"),
+                        (lambda r: r["accuracy"]["mqar"]["1"].update(accuracy=math.nan), "accuracy.mqar.1.accuracy"),
+                        (lambda r: r.update(seed="zero"), "seed")):
+        r = json.loads(json.dumps(good))
+        edit(r)
+        (tmp_path / "r.json").write_text(json.dumps(r))
+        code, err = _module(probe_main, ["summarize", "--out", str(tmp_path / "out"), str(tmp_path / "r.json")],
+                            capsys)
+        assert code == 2 and f"r.json: {field}:" in err, err
+    assert not (tmp_path / "out").exists()

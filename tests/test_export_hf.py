@@ -543,8 +543,10 @@ def test_export_writes_the_longest_eval_length_a_readable_folder_and_a_model_car
         (hf_dir / "yocou_export.json").read_text())["max_position_embeddings"]["source"]
 
     run = _fake_project(tmp_path / "proj", "tiny", run_dir, tok_path)
-    rows = [{"step": 1, "loss": 5.0, "heldout_loss": {"book": 5.5, "code": 4.25}},
-            {"step": 2, "loss": 4.0, "heldout_loss": {"book": 4.125, "code": 3.5}}, {"step": 3, "loss": 3.9}]
+    # the checkpoint is at step 1 (write_run): the card reads the last evaluation at or before it, never a later one
+    rows = [{"step": 0, "loss": 5.0, "heldout_loss": {"book": 5.5, "code": 4.25}},
+            {"step": 1, "loss": 4.0, "heldout_loss": {"book": 4.125, "code": 3.5}}, {"step": 1, "loss": 3.9},
+            {"step": 2, "loss": 3.8, "heldout_loss": {"book": 3.0, "code": 2.5}}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     atomic_write_json(run / "summary.json", {"name": "yocou", "steps": 3, "tokens": 3 * 64,
                                              "provenance": {"git_commit": "abc123", "git_dirty": False}})
@@ -576,11 +578,17 @@ def test_export_writes_the_longest_eval_length_a_readable_folder_and_a_model_car
     seed = json.loads((out / "yocou_export.json").read_text())["train_config"]["seed"]
     assert "seed not recorded" not in card and f"seed {seed})" in card
     assert "yocou yocou" not in card and "held-out documents included" in card
-    for needle in ("# YOCO-U, a yocou model (tiny scale)", f"{n_params:,}", "At step 2", "`book`: 4.1250", "`code`: 3.5000",
+    for needle in ("# YOCO-U, a yocou model (tiny scale)", f"{n_params:,}", "At step 1", "`book`: 4.1250", "`code`: 3.5000",
                    "192", "CC-BY-2.5", "Whole documents held out by name.", "abc123", "trust_remote_code=True",
                    f"{want} (workflows/config/tiny.yaml"):
         assert needle in card, needle
-    assert "5.5000" not in card  # the last logged held-out row, not the first
+    assert "5.5000" not in card and "3.0000" not in card  # the last row at or before the checkpoint's step
+    # another run's checkpoint (--model) exported from this folder: this run's held-out loss is not its own
+    other = tmp_path / "other.pt"
+    shutil.copyfile(run / "model.pt", other)
+    export_hf(run, tmp_path / "hf4", model_file=str(other))
+    card4 = (tmp_path / "hf4" / "README.md").read_text()
+    assert "4.1250" not in card4 and "Not recorded for this checkpoint" in card4
 
 
 def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, tok_path: Path,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -113,9 +114,14 @@ def _cmd_train(a: argparse.Namespace) -> int:
     if unknown := sorted(set(rc) - RUN_CONFIG_KEYS):
         raise ValueError(f"{a.run_config}: unknown top-level key(s) {unknown}; a run config has "
                          f"{sorted(RUN_CONFIG_KEYS)}")
+    heldout: dict[str, str] = {}
+    for p in a.heldout or []:
+        if (name := heldout_split_name(p)) in heldout:
+            raise ValueError(f"--heldout: {heldout[name]} and {p} are both split {name!r}; give one file per split")
+        heldout[name] = p
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
                     run_config=rc, progress=not a.no_progress, tokenizer=a.tokenizer,
-                    heldout={heldout_split_name(p): p for p in a.heldout or []}, init_from=a.init_from,
+                    heldout=heldout, init_from=a.init_from,
                     save_state=a.save_state)
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
     return 0
@@ -145,6 +151,10 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
             check_stream_tokenizer(stream, a.tokenizer)
         res["splits"][split] = heldout_ppl(model, stream, a.seq_len, max_tokens=a.max_tokens, dtype=a.dtype,
                                            batch_size=a.batch, byte_len=byte_len, bytes_method=method)
+        if not math.isfinite(res["splits"][split]["nats_per_token"]):
+            raise ValueError(f"--model {a.model}: the held-out loss on {split} is "
+                             f"{res['splits'][split]['nats_per_token']} (the weights hold NaN or inf?): nothing "
+                             "written or reported")
     res["provenance"] = provenance({"seq_len": a.seq_len, "max_tokens": a.max_tokens, "dtype": a.dtype,
                                     "splits": a.splits, "model": a.model, "tokenizer": a.tokenizer}, None)
     if a.out:

@@ -77,10 +77,38 @@ def error_message(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror:  # "[Errno 13] text: 'path'" as "path: text"
         text, path = e.strerror, e.filename
         return text if path is None or str(path) in text else f"{path}: {text}"
+    if isinstance(e, UnicodeDecodeError):  # the codec does not know the file: find it among the arguments
+        return f"{_not_utf8_argument() or 'an input file'}: not UTF-8 text (byte {e.start}: {e.reason}); expected a " \
+               "text file (JSON, YAML, CSV, JSONL or Markdown)"
     if isinstance(e, KeyError) and len(e.args) == 1:
         arg = e.args[0]
         return arg if isinstance(arg, str) and " " in arg else f"key {arg!r} not found"
     return str(e) or type(e).__name__
+
+
+def _not_utf8_argument() -> str | None:
+    """The first command-line argument (``--opt=path`` or a bare path, also a file inside a folder argument, one
+    level down) naming a file that is not UTF-8 text, as ``path (argument --opt)``; None if there is none."""
+    prev = ""
+    for arg in sys.argv[1:]:
+        opt, _, val = arg.partition("=") if arg.startswith("--") and "=" in arg else (prev, "", arg)
+        prev = arg if arg.startswith("-") else ""
+        path = Path(val)
+        try:
+            files = [path] if path.is_file() else sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() \
+                else []
+        except OSError:
+            continue
+        for f in files[:200]:
+            try:
+                with open(f, "rb") as fh:
+                    fh.read(1 << 22).decode("utf-8")
+            except UnicodeDecodeError as err:
+                if err.end < (1 << 22) - 4:  # not a multi-byte character cut by the read size
+                    return f"{f}" + (f" (argument {opt})" if opt else "")
+            except OSError:
+                continue
+    return None
 
 
 def report_user_error(prog: str, e: BaseException) -> int:

@@ -351,8 +351,9 @@ def _read_json_or_none(path: Path) -> Any:
         return None
 
 
-def _last_heldout(metrics: Path) -> tuple[int, dict[str, float]] | None:
-    """``(step, {split: nats/token})`` of the last ``metrics.jsonl`` row with a finite held-out loss."""
+def _last_heldout(metrics: Path, step: int | None = None) -> tuple[int, dict[str, float]] | None:
+    """``(step, {split: nats/token})`` of the last ``metrics.jsonl`` row with a finite held-out loss (at or before
+    ``step`` when given: the exported checkpoint's)."""
     import math
 
     last = None
@@ -366,7 +367,8 @@ def _last_heldout(metrics: Path) -> tuple[int, dict[str, float]] | None:
         except ValueError:
             continue
         h = row.get("heldout_loss") if isinstance(row, dict) else None
-        if isinstance(h, dict) and h and all(isinstance(v, (int, float)) and math.isfinite(v) for v in h.values()):
+        if isinstance(h, dict) and h and all(isinstance(v, (int, float)) and math.isfinite(v) for v in h.values()) \
+                and (step is None or (isinstance(row.get("step"), int) and row["step"] <= step)):
             last = (row.get("step"), {str(k): float(v) for k, v in h.items()})
     return last
 
@@ -393,7 +395,11 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
     variant = record["variant"]
     remote = record["format"] != "llama"
     tokens = summary.get("tokens")
-    heldout = _last_heldout(run_dir / "metrics.jsonl")
+    # the held-out loss logged for this checkpoint: only for a checkpoint of this run folder, the last evaluation at or
+    # before its step (a --model from elsewhere has none here)
+    ckpt = Path(record["source"].get("checkpoint") or "")
+    own = ckpt.resolve().parent == run_dir.resolve()
+    heldout = _last_heldout(run_dir / "metrics.jsonl", record["source"].get("step")) if own else None
     train_commit = (summary.get("provenance") or {}).get("git_commit", "not recorded")
     train_dirty = (summary.get("provenance") or {}).get("git_dirty")
     prov = record.get("provenance") or {}
@@ -427,8 +433,11 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
         lines += [f"- `{k}`: {v:.4f}" for k, v in sorted(losses.items())]
         if manifest.get("holdout_rule"):
             lines += ["", f"Held-out documents (never trained on): {manifest['holdout_rule']}"]
+    elif not own:
+        lines += [f"Not recorded for this checkpoint: it is not one of {run_dir.name}'s own (`--model {ckpt}`)."]
     else:
-        lines += ["Not recorded (the run logged no held-out loss: `train.eval_every` was 0)."]
+        lines += [f"Not recorded up to step {record['source'].get('step')} (the run logged no held-out loss: "
+                  "`train.eval_every` was 0)."]
     lines += ["", "## Data and licences", ""]
     sources = manifest.get("sources") or {}
     if sources:

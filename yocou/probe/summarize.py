@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, ValidationError,
+                      model_validator)
 
 from ..io import atomic_write_text
 
@@ -52,13 +54,42 @@ def _order_key(variant: str) -> tuple[int, str]:
     return (ORDER.index(variant), "") if variant in ORDER else (len(ORDER), variant)
 
 
+class ProbeCell(BaseModel):
+    """One (task, k) cell of a probe result: ``correct`` of ``n`` answers, ``accuracy`` = correct / n."""
+
+    accuracy: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    correct: NonNegativeInt
+    n: PositiveInt
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ProbeCell":
+        if self.correct > self.n or abs(self.accuracy - self.correct / self.n) > 1e-9:
+            raise ValueError(f"accuracy {self.accuracy} is not correct / n = {self.correct} / {self.n}")
+        return self
+
+
+class ProbeResult(BaseModel):
+    """A ``python -m yocou.probe train`` result file: the fields :func:`collect` reads."""
+
+    model_config = ConfigDict(extra="allow")
+    variant: str
+    preset: str
+    n_loops: PositiveInt
+    seed: NonNegativeInt
+    accuracy: dict[str, dict[int, ProbeCell]]
+    chance: dict[str, float]
+    params: PositiveInt
+    steps: PositiveInt
+    train_flops: float = Field(gt=0.0, allow_inf_nan=False)
+
+
 def collect(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
     """One row per (result file, task, k) with :data:`TIDY_COLUMNS`, sorted by model, task, k and seed.
 
     Raises:
         FileNotFoundError: a path does not exist.
-        ValueError: a file is not a probe result (naming it and the missing key), or two files hold the same
-            (variant, seed).
+        ValueError: a file is not a probe result (naming it and the missing key or the field out of range:
+            :class:`ProbeResult`), or two files hold the same (variant, seed).
     """
     rows: list[dict[str, Any]] = []
     seen: dict[tuple[str, int], str] = {}
@@ -67,21 +98,30 @@ def collect(paths: Iterable[str | os.PathLike]) -> pd.DataFrame:
             r = json.loads(p.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
             raise ValueError(f"{p}: not JSON ({e})") from None
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{p}: not UTF-8 text (byte {e.start}); expected a probe result JSON") from None
         missing = [k for k in ("variant", "preset", "n_loops", "seed", "accuracy", "chance", "params", "steps",
                                "train_flops") if not isinstance(r, dict) or k not in r]
         if missing:
             raise ValueError(f"{p}: not a probe result, missing key(s) {missing}")
-        key = (r["variant"], int(r["seed"]))
+        try:
+            res = ProbeResult.model_validate(r)
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise ValueError(f"{p}: {'.'.join(map(str, err['loc']))}: {err['msg']} (got {err.get('input')!r})") \
+                from None
+        key = (res.variant, res.seed)
         if key in seen:
             raise ValueError(f"{p}: variant {key[0]!r} seed {key[1]} again (also in {seen[key]})")
         seen[key] = str(p)
-        for task, by_k in r["accuracy"].items():
+        for task, by_k in res.accuracy.items():
+            if task not in res.chance:
+                raise ValueError(f"{p}: chance: no chance level for task {task!r}")
             for k, cell in by_k.items():
-                rows.append({"variant": r["variant"], "preset": r["preset"], "n_loops": int(r["n_loops"]),
-                             "seed": int(r["seed"]), "task": task, "k": int(k), "accuracy": float(cell["accuracy"]),
-                             "correct": int(cell["correct"]), "n": int(cell["n"]), "chance": float(r["chance"][task]),
-                             "params": int(r["params"]), "steps": int(r["steps"]),
-                             "train_flops": float(r["train_flops"])})
+                rows.append({"variant": res.variant, "preset": res.preset, "n_loops": res.n_loops, "seed": res.seed,
+                             "task": task, "k": k, "accuracy": cell.accuracy, "correct": cell.correct, "n": cell.n,
+                             "chance": res.chance[task], "params": res.params, "steps": res.steps,
+                             "train_flops": res.train_flops})
     df = pd.DataFrame(rows, columns=list(TIDY_COLUMNS))
     if df.empty:
         return df
