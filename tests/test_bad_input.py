@@ -407,3 +407,45 @@ def test_a_probe_result_out_of_range_is_refused_naming_the_field(tmp_path: Path,
                             capsys)
         assert code == 2 and f"r.json: {field}:" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_generate_refuses_a_prompt_of_the_wrong_shape_type_or_ids() -> None:
+    """An id past the vocabulary was an IndexError from the embedding, a 1-D prompt an unpacking error."""
+    from yocou.generate import generate
+    from yocou.model import LM
+
+    model = LM(C.preset("yocou-smoke")).eval()
+    V = model.cfg.vocab_size
+    for bad, match in ((torch.tensor([[1, 2, V]]), rf"outside \[0, vocab_size={V}\)"),
+                       (torch.tensor([[-1, 2]]), "outside"), (torch.tensor([1, 2, 3]), "2-D integer tensor"),
+                       ([[1, 2]], "got list"), (torch.ones(1, 3), "2-D integer tensor")):
+        with pytest.raises(ValueError, match=match):
+            generate(model, bad, 2)
+    assert generate(model, torch.tensor([[1, 2, 3]]), 2).shape == (1, 2)
+
+
+def test_an_audit_figure_that_is_not_a_png_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    fake = tmp_path / "fig.png"
+    fake.write_bytes(b"not an image at all")
+    code, err = _cli(["audit", "--results", str(TINY), "--out", str(tmp_path / "aud"), "--figures", str(fake)],
+                     capsys)
+    assert code == 2 and f"--figures {fake}: not a PNG image" in err, err
+    assert not (tmp_path / "aud").exists()
+
+
+def test_a_yaml_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """PyYAML's message spans three lines (problem, line, column): the error stays one line naming the file."""
+    bad = tmp_path / "rc.yaml"
+    bad.write_text("model: [1, 2\ntrain: 3\n", encoding="utf-8")
+    code, err = _cli(["train", "--run-config", str(bad), "--data", str(tmp_path / "x.bin"), "--out",
+                      str(tmp_path / "o")], capsys)
+    assert code == 2 and len(err.splitlines()) == 1 and str(bad) in err and "line 2" in err, err
+
+
+def test_a_budget_bigram_past_memory_is_refused_before_allocating() -> None:
+    """A budget of 10^8 steps x batch 10^5 grew to 23 GB until the kernel killed it."""
+    from yocou.baselines import budget_windows
+    from yocou.memory import MemoryRefusal
+
+    with pytest.raises(MemoryRefusal, match="the budget bigram's training windows"):
+        budget_windows(None, steps=100_000_000, batch_size=100_000, seq_len=32, seed=0)

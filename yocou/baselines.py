@@ -178,7 +178,8 @@ def budget_windows(stream: Any, *, steps: int, batch_size: int, seq_len: int, se
 
     Raises:
         ValueError: a non-positive ``steps``, ``batch_size`` or ``seq_len``, or a stream too short (from
-            :meth:`~yocou.data.tokens.TokenStream.sample_batch`).
+            :meth:`~yocou.data.tokens.TokenStream.sample_batch`), or windows that cannot fit in memory
+            (:class:`yocou.memory.MemoryRefusal`, a ValueError).
     """
     import torch
 
@@ -186,6 +187,11 @@ def budget_windows(stream: Any, *, steps: int, batch_size: int, seq_len: int, se
 
     if steps <= 0:
         raise ValueError(f"budget_windows: steps must be positive, got {steps}")
+    from . import memory
+
+    # the windows (int64), their concatenation, and the pairs the bigram counts from them: about 3 copies
+    memory.require(3 * 8 * steps * batch_size * (seq_len + 1),
+                   f"the budget bigram's training windows ({steps} steps x batch {batch_size} x seq_len {seq_len})")
     rows = []
     for step in range(steps):
         x, y = stream.sample_batch(batch_size, seq_len, batch_generator(seed, step))

@@ -116,7 +116,9 @@ def report_user_error(prog: str, e: BaseException) -> int:
     ``YOCOU_TRACEBACK`` is set (not empty or ``0``)."""
     if os.environ.get("YOCOU_TRACEBACK", "") not in ("", "0"):
         raise e
-    print(f"{prog}: error: {error_message(e)}", file=sys.stderr)
+    msg = " ".join(part.strip() for part in error_message(e).splitlines() if part.strip())  # one line (a YAML
+    # parser's message spans three: the problem, the line, the column)
+    print(f"{prog}: error: {msg}", file=sys.stderr)
     return EXIT_USER_ERROR
 
 

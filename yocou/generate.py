@@ -57,8 +57,17 @@ def generate(model: LM, prompt_BN: torch.Tensor, max_new_tokens: int, *, tempera
         every position is generated; with it, positions after a row's first ``eos_id`` are ``eos_id``.
 
     Raises:
-        ValueError: negative ``max_new_tokens`` or ``temperature``.
+        ValueError: negative ``max_new_tokens`` or ``temperature``; ``prompt_BN`` not a 2-D integer tensor, or an id
+            outside ``[0, vocab_size)``.
     """
+    if not isinstance(prompt_BN, torch.Tensor) or prompt_BN.ndim != 2 or prompt_BN.dtype.is_floating_point \
+            or prompt_BN.dtype == torch.bool:
+        got = (f"a {prompt_BN.ndim}-D {prompt_BN.dtype} tensor" if isinstance(prompt_BN, torch.Tensor)
+               else type(prompt_BN).__name__)
+        raise ValueError(f"prompt_BN must be a 2-D integer tensor [B, N] of token ids, got {got}")
+    if prompt_BN.numel() and (int(prompt_BN.min()) < 0 or int(prompt_BN.max()) >= model.cfg.vocab_size):
+        raise ValueError(f"prompt_BN holds token ids outside [0, vocab_size={model.cfg.vocab_size}): min "
+                         f"{int(prompt_BN.min())}, max {int(prompt_BN.max())}")
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     if temperature < 0:

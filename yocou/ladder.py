@@ -261,7 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     from .io import atomic_write_json, load_config_file
 
     cfg = load_config_file(a.config)
-    rates = best_rates(json.loads(Path(a.bracket).read_text())) if a.bracket else None
+    if a.bracket:
+        from .readers import read_json
+
+        rates = best_rates(read_json(a.bracket, what="bracket summary (bracket.json)"))
+    else:
+        rates = None
     vocab = load_tokenizer(a.tokenizer).vocab_size if a.tokenizer else None
     atomic_write_json(a.out, run_config(cfg, study, a.run, vocab, rates))
     return 0

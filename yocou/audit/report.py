@@ -641,6 +641,9 @@ def write_report(res: dict[str, Any], out_dir: str | Path, *, figures: Iterable[
             raise IsADirectoryError(f"--figures {f}: is a folder; expected a PNG file")
         if not f.is_file():
             raise FileNotFoundError(f"--figures {f}: figure not found")
+        with open(f, "rb") as fh:
+            if fh.read(8) != b"\x89PNG\r\n\x1a\n":
+                raise ValueError(f"--figures {f}: not a PNG image (the report embeds PNG figures)")
     regress = regressions(load_baseline(baseline), res["checks"]) if baseline else []
     cnt = counts(res, regress)
     out.mkdir(parents=True, exist_ok=True)
