@@ -363,3 +363,14 @@ def test_model_overrides_from_the_command_line_are_read_as_numbers() -> None:
     cfg["model"]["overrides"] = {"d_model": "wide"}
     with pytest.raises(ConfigError, match=r"model\.overrides\.d_model"):
         resolve_config(cfg)
+
+
+def test_a_non_positive_rope_theta_override_is_refused_when_planning() -> None:
+    """rope_theta 0 planned a full retrain that diverged at step 0 with a message blaming the learning rate."""
+    from yocou.wfconfig import ConfigError, read_scale_file, resolve_config
+
+    for key in ("rope_theta", "norm_eps", "init_std"):
+        cfg = read_scale_file(ROOT / "workflows/config/smoke.yaml")
+        cfg["model"]["overrides"] = {key: 0}
+        with pytest.raises(ConfigError, match=rf"model\.overrides\.{key}"):
+            resolve_config(cfg, source="smoke.yaml")
