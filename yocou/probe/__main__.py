@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..entry import int_at_least, run_main
 
@@ -90,6 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..render.common import configure
     from .summarize import render
 
+    if args.figure and Path(args.figure).suffix not in ("", ".png", ".pdf"):
+        raise ValueError(f"--figure {args.figure}: expected a .png path (a .pdf is written beside it) or a stem")
     configure(dpi=args.dpi)
     paths = render(args.results, args.out, title=args.title, figure=args.figure)
     print(f"probe: {len(args.results)} results -> {', '.join(str(p) for p in paths.values())}")
