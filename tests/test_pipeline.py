@@ -406,7 +406,8 @@ def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: P
         assert f in expected, f  # the summary lists the DAG's files as we read them
     assert len(expected) >= 40, expected  # 8 figures, 14 tables and their pages, the audit's pages (smoke, today)
 
-    _snakemake(wd, "--cores", "1", "--report", "report.zip", "--config", "scale=smoke")
+    # the report is of a target's DAG: after computing, reproduce_all's (the default target there only lists them)
+    _snakemake(wd, "--cores", "1", "--report", "report.zip", "reproduce_all", "--config", "scale=smoke")
     with zipfile.ZipFile(wd / "report.zip") as z:
         names = set(z.namelist())
         page = z.read("report/report.html").decode()
@@ -438,7 +439,7 @@ def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: P
     assert all(s in _caption_text(desc) for s in ("Universal YOCO", "at scale smoke (workflows/config/smoke.yaml)",
                                                   f"Every run trains {steps} steps")), desc
 
-    _snakemake(wd, "--cores", "1", "--report", "report.html", "--config", "scale=smoke")
+    _snakemake(wd, "--cores", "1", "--report", "report.html", "reproduce_all", "--config", "scale=smoke")
     embedded = _report_var((wd / "report.html").read_text(encoding="utf-8"), "results")
     assert sorted(embedded) == sorted(results)
     from yocou.render.pages import DATA_URL_LIMIT
