@@ -50,18 +50,20 @@ ONCE = {"--summary fig2": ["--summary", "fig2"], "--list-changes code": ["--list
         "no target": [], "--forcerun table1 table1": ["--forcerun", "table1", "table1"]}
 
 
+def _rules(tree: Path, *config: str) -> set[str]:
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--list-rules", "--config", *config], cwd=tree,
+                         capture_output=True, text=True, check=True)
+    return {ln.strip() for ln in res.stdout.splitlines() if re.fullmatch(r"\s*[A-Za-z_]\w*\s*", ln)}
+
+
 def compute_rules(tree: Path) -> set[str]:
-    """The rules defined in workflows/rules/compute/*.smk (named or, in loops, f-string names: their prefixes)."""
-    names = set()
-    for f in (tree / "workflows" / "rules" / "compute").glob("*.smk"):
-        text = f.read_text(encoding="utf-8")
-        names |= set(re.findall(r"^\s*rule (\w+):", text, re.M))
-        names |= {m + "*" for m in re.findall(r'name:\s*f"(\w+?)\{', text)}
-    return names
+    """The rules defined only when computing: ``snakemake --list-rules`` with ``mode=compute`` minus render
+    mode's (the rules of ``workflows/rules/compute/``)."""
+    return _rules(tree, "mode=compute") - _rules(tree, "mode=render")
 
 
 def is_compute(job: str, rules: set[str]) -> bool:
-    return job in rules or any(r.endswith("*") and job.startswith(r[:-1]) for r in rules)
+    return job in rules
 
 
 def plan(tree: Path, args: list[str]) -> dict:
