@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             row = {"target": target}
             for habit, args in HABITS.items():
                 args = [x.format(rule=rule, dep=dep) for x in args]
-                r = plan(tree, [*args, target] if habit != "target" else [target])
+                r = plan(tree, [target, *args])  # the target first: --forcerun and -R take every word after them
                 r["compute"] = sum(n for j, n in r["jobs"].items() if is_compute(j, crules))
                 row[habit] = r
                 print(target, habit, r["n"], r["compute"], r["rc"], r["seconds"], r["error"][:80], flush=True)
