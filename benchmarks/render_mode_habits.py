@@ -44,7 +44,7 @@ TARGETS = {
     "render_all": ("render_all", "heldout_ppl"), "bracket": ("bracket", "bracket_summary"),
     "ladder": ("ladder", "ladder_fits"), "efficiency_paper_shape": ("efficiency_paper_shape", "paper_shape_render"),
 }
-HABITS = {"target": [], "--forcerun rule": ["--forcerun", "{rule}"], "-f": ["-f"], "-R dep": ["-R", "{dep}"],
+HABITS = {"alone": [], "--forcerun rule": ["--forcerun", "{rule}"], "-f": ["-f"], "-R dep": ["-R", "{dep}"],
           "--forceall": ["--forceall"]}
 ONCE = {"--summary fig2": ["--summary", "fig2"], "--list-changes code": ["--list-changes", "code"],
         "no target": [], "--forcerun table1 table1": ["--forcerun", "table1", "table1"]}
