@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from yocou.committed import planned_jobs  # noqa: E402
 from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
 
 #: target -> (its rule, a rule it depends on)
@@ -71,12 +72,7 @@ def plan(tree: Path, args: list[str]) -> dict:
     res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", *args], cwd=tree,
                          capture_output=True, text=True)
     sec = time.perf_counter() - t0
-    jobs: dict[str, int] = {}
-    m = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", res.stdout, re.S)
-    if m:
-        for line in m.group(1).splitlines():
-            name, n = line.split()
-            jobs[name] = int(n)
+    jobs = planned_jobs(res.stdout)
     out = res.stdout + res.stderr
     return {"args": args, "rc": res.returncode, "jobs": jobs, "n": sum(jobs.values()),
             "traceback": "Traceback" in out, "seconds": round(sec, 1),

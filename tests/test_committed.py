@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from yocou.committed import (CONFIG_NAME, committed_state, config_diff, read_committed_config, result_config,
-                             write_committed_config)
+from yocou.committed import (CONFIG_NAME, committed_state, config_diff, planned_jobs, read_committed_config,
+                             result_config, write_committed_config)
 
 ROOT = Path(__file__).resolve().parents[1]
 # Rules that read runs/ or logs/ (or train): none of them may be planned by a render target on a clone.
@@ -111,13 +111,7 @@ def committed_tree(tmp_path_factory) -> Path:
 def _plan(cwd: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict[str, int]]:
     res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "2", *args], cwd=cwd,
                          capture_output=True, text=True)
-    jobs: dict[str, int] = {}
-    m = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", res.stdout, re.S)
-    if m:
-        for line in m.group(1).splitlines():
-            name, n = line.split()
-            jobs[name] = int(n)
-    return res, jobs
+    return res, planned_jobs(res.stdout)
 
 
 # target -> a rule it depends on (for -R / --forcerun): every render target with one of its upstream render rules
@@ -220,3 +214,10 @@ def test_a_seeds_count_that_adds_no_run_changes_no_result():
     more["seeds"] = {**more["seeds"], "runs": {**runs, "yoco": int(committed["seeds"]["core"]) + 2}}
     diff = config_diff(result_config(committed), result_config(expand_runs(more)))
     assert diff and all(d.startswith("variants.yoco_seed") for d in diff), diff
+
+
+def test_planned_jobs_reads_snakemakes_job_stats_table():
+    out = "Building DAG of jobs...\nJob stats:\njob        count\n-------  -------\nfig2           1\ntable3         2\n" \
+          "total          3\n\nThis was a dry-run"
+    assert planned_jobs(out) == {"fig2": 1, "table3": 2}
+    assert planned_jobs("Nothing to be done (all requested files are present and up to date).") == {}

@@ -41,6 +41,7 @@ __all__ = [
     "CommittedState",
     "committed_state",
     "config_diff",
+    "planned_jobs",
     "read_committed_config",
     "result_config",
     "write_committed_config",
@@ -176,6 +177,14 @@ def committed_state(config: Mapping[str, Any], *, scale: str, results_dir: str |
     if mode == "auto" and Path(runs_dir).exists():
         return CommittedState(False, mode)
     return CommittedState(True, mode)
+
+
+def planned_jobs(dry_run_stdout: str) -> dict[str, int]:
+    """Rule -> number of jobs from the ``Job stats`` table that ``snakemake -n`` prints (empty when it plans none)."""
+    import re
+
+    m = re.search(r"Job stats:\n.*?\n-+\s+-+\n(.*?)\ntotal", dry_run_stdout, re.S)
+    return {name: int(n) for name, n in (line.split() for line in m.group(1).splitlines())} if m else {}
 
 
 def main(argv: list[str] | None = None) -> int:
