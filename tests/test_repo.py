@@ -84,8 +84,19 @@ def test_glance_table_keeps_training_rows_with_seeds_and_counts_decided(tmp_path
     assert ("Of these 6 (restatements counted once): 0 for the paper, 2 against it, 1 differ from a parity it "
             "claims, 1 inconclusive, 1 not comparable, 1 censored; 3 decided") in t
     assert "the margin of `eval/regime.yaml` below the Kneser-Ney bigram" in t     # no summary.json: where it is
-    (audit / "summary.json").write_text(json.dumps({"verdicts": {"total": len(rows) - 1, **counts}}))
-    with pytest.raises(ValueError, match=r"verdicts\.csv: 8 counted rows, but summary\.json counts 7"):
+    # the README's table: the not-comparable row left out and counted; a ladder row (v.ladder.*) leads
+    ladder = pd.read_csv(audit / "verdicts.csv")
+    ladder.loc[len(ladder)] = {**ladder.iloc[0].to_dict(), "id": "v.ladder.x", "comparison": "the ladder's row"}
+    ladder.to_csv(audit / "verdicts.csv", index=False)
+    (audit / "summary.json").write_text(json.dumps({"verdicts": {"total": len(rows) + 1,
+                                                                 **{**counts, "opposite": 2}}}))
+    short = glance_table(tmp_path, "s", comparable_only=True)
+    body = [ln for ln in short.splitlines() if ln.startswith("| ")][1:]
+    assert len(body) == 6 and body[0].startswith("| the ladder's row |")
+    assert not any("not comparable (pre-bigram regime)**" in ln for ln in body)
+    assert "Left out here: 1 rows (restatements counted once) not comparable" in short
+    (audit / "summary.json").write_text(json.dumps({"verdicts": {"total": len(rows), **counts}}))
+    with pytest.raises(ValueError, match=r"verdicts\.csv: 9 counted rows, but summary\.json counts 8"):
         glance_table(tmp_path, "s")
     pd.DataFrame([{"id": "a"}, {"id": "a"}]).to_csv(audit / "verdicts.csv", index=False)
     with pytest.raises(ValueError, match="verdicts.csv: missing columns"):

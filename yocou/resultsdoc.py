@@ -26,6 +26,7 @@ from .audit.decision import (
     FOR,
     NOT_COMPARABLE_KINDS,
 )
+from .audit.ladder import ID_PREFIX as LADDER_PREFIX
 
 __all__ = ["GLANCE_END", "GLANCE_START", "SECTIONS", "glance_table", "main", "readme_with_glance", "results_md"]
 
@@ -134,8 +135,10 @@ def _regime_cell(r: pd.Series) -> str:
     return f"{tpp}; {ann}; {lmb}"
 
 
-def glance_table(root: str | Path = ".", scale: str = "tiny") -> str:
-    """The training-side verdicts of the committed audit with two or more seeds a side, as Markdown.
+def glance_table(root: str | Path = ".", scale: str = "tiny", *, comparable_only: bool = False) -> str:
+    """The training-side verdicts of the committed audit with two or more seeds a side, as Markdown: the annealed
+    token ladder's rows first (``v.ladder.*``), then the declared comparisons. ``comparable_only`` (the README's
+    table): leave out the rows that are not comparable (the regime's gate), saying how many and where they are.
 
     Columns: the comparison, the paper's number, ours (effect and 95% interval), seeds, the regime (tokens per
     parameter, annealed, the worse model's held-out loss minus the bigram of its own budget), the row's own 95%
@@ -147,9 +150,16 @@ def glance_table(root: str | Path = ".", scale: str = "tiny") -> str:
     root = Path(root)
     v = _verdicts(root, scale)
     t = v[(v["evidence"] == "training") & (pd.to_numeric(v["n_seeds"], errors="coerce") >= 2)]
+    t = pd.concat([t[t["id"].str.startswith(LADDER_PREFIX)], t[~t["id"].str.startswith(LADDER_PREFIX)]])
+    left_out = 0
+    if comparable_only:
+        gated = t["verdict"].isin(NOT_COMPARABLE_KINDS)
+        once = t["counted"].astype(str) != "False" if "counted" in t else True   # restatements count once
+        left_out, t = int((gated & once).sum()), t[~gated]
     m = pd.to_numeric(t["family_size"], errors="coerce").max() if "family_size" in t else float("nan")
     m = 0 if pd.isna(m) else int(m)
-    fam = f"Holm p (family of {m})" if m else "Holm p (no family)"
+    fam = (f"Holm p (family of {m}" if m else "Holm p (no family") + (
+        "; the ladder's rows: over its two splits)" if t["id"].str.startswith(LADDER_PREFIX).any() else ")")
     lines = [("| comparison (ours at tiny, CPU) | paper | ours: effect [95% interval] | seeds | regime: tokens/param; "
              f"annealed; loss - own-budget bigram | alone (95%) | {fam} | verdict |"),
              "|---|---|---|---|---|---|---|---|"]
@@ -174,6 +184,9 @@ def glance_table(root: str | Path = ".", scale: str = "tiny") -> str:
             by_interval += r["verdict"] in DECIDED and padj != "n/a"
     decided = n["for"] + n["against"] + n["differs"]
     lines.append("")
+    if left_out:
+        lines.append(f"Left out here: {left_out} rows (restatements counted once) not comparable (pre-bigram "
+                     "regime), with their effects and intervals in `RESULTS.md`.")
     lines.append(
         f"Of these {counted} (restatements counted once): {n['for']} for the paper, {n['against']} against it, "
         f"{n['differs']} differ from a parity it claims, {n['inconclusive']} inconclusive, {n['not comparable']} "
@@ -261,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = results_md(root, a.scale)
         readme_path = root / "README.md"
-        readme = readme_with_glance(readme_path.read_text(encoding="utf-8"), glance_table(root, a.scale))
+        readme = readme_with_glance(readme_path.read_text(encoding="utf-8"), glance_table(root, a.scale,
+                                                                                         comparable_only=True))
     except (ValueError, OSError) as e:
         print(f"yocou.resultsdoc: error: {e}", file=sys.stderr)
         return 2

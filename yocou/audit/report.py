@@ -76,6 +76,7 @@ from .decision import (
     NOT_COMPARABLE_KINDS,
 )
 from .family import power_table, read_timing
+from .ladder import ID_PREFIX as LADDER_PREFIX, verdicts as ladder_verdicts
 from .regime import PAST, PRE, UNKNOWN, load_rules
 from .resultsconfig import read_results_config
 from .verdicts import (
@@ -133,7 +134,8 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
                                     f"files written by the pipeline's summarize steps, e.g. results/{scale}/tidy)")
     src = load_sources(reported_dir, registry)
     checks = run_checks(src)
-    verdicts = reproduce(src, rdir, scale)
+    main = reproduce(src, rdir, scale)  # the declared comparisons: one family (Holm), the power table's rows
+    verdicts = main + ladder_verdicts(rdir, _ladder_margin())  # the ladder's rows, decided by eval/ladder.yaml
     claims = claim_status(load_claims(src), checks, verdicts)
     rows = load_comparisons()
     cfg_path = rdir / "config.json"
@@ -142,7 +144,15 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
             "results_dir": str(rdir), "notes": shared_study_notes(rdir, rows), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
             "regime_rules": load_rules(),
             "model_params": _param_range(rdir),
-            "power": power_table(verdicts, rows, config=cfg, timing=read_timing(rdir))}
+            "power": power_table(main, rows, config=cfg, timing=read_timing(rdir))}
+
+
+def _ladder_margin() -> float:
+    """The ladder's bigram margin (eval/ladder.yaml ``regime.bigram_margin_nats``), stated in its verdicts."""
+    from .. import evaldefs
+    from ..summarize.ladder_fits import read_rules
+
+    return float(read_rules(evaldefs.eval_dir() / "ladder.yaml")["regime"]["bigram_margin_nats"])
 
 
 def shared_study_notes(rdir: Path, rows: list[dict]) -> list[str]:
@@ -360,7 +370,11 @@ def training_counts(verdicts: Iterable[Verdict]) -> dict[str, Any]:
     tr = [v for v in verdicts if v.evidence == "training" and v.counted]
     dec = [v for v in tr if v.verdict in DECIDED]
     by = Counter(v.verdict for v in tr)
+    lad = [v for v in tr if v.id.startswith(LADDER_PREFIX)]
     return {"decided": len(dec), "undecided": len(tr) - len(dec),
+            # the annealed ladder's rows (yocou.audit.ladder), decided by its own rules (eval/ladder.yaml)
+            "ladder": {"total": len(lad), **{k: int(c[k]) for k in OUTCOMES}}
+            if (c := Counter(outcome(v) for v in lad)) or lad else {"total": 0},
             "not_run": sum(v.qualifier == NOT_RUN for v in tr),
             "not_comparable": sum(v.verdict in NOT_COMPARABLE_KINDS for v in tr),
             "censored": sum(v.verdict == CENSORED for v in tr),
@@ -421,6 +435,9 @@ def summary_text(cnt: dict[str, Any]) -> str:
         f"(not comparable {t.get('not_comparable', 0)}, censored {t.get('censored', 0)}, not run at this scale "
         f"{t['not_run']}); the adjustment changed {len(f['changed'])} verdicts"),
     ]
+    if (lad := t.get("ladder") or {}).get("total"):
+        lines.append(f"    of which the annealed token ladder {lad['total']} (eval/ladder.yaml: Holm over the two "
+                     f"held-out splits): {_outcomes_text(lad)}")
     if cnt["regressions"]:
         lines.append(f"  REGRESSIONS against the baseline: {len(cnt['regressions'])}")
         lines += [f"    {r['id']}: {r['was']} -> {r['now']}: {r['message']}" for r in cnt["regressions"]]
