@@ -434,3 +434,36 @@ def test_a_misspelt_rule_under_resources_is_refused(section: str) -> None:
         cfg["resources"]["local_rules"].append("fig_2")
     with pytest.raises(ValueError, match=rf"resources\.{section}: '(trian|fig_2)' is not a rule.*'train'"):
         cluster.configured_rules(cfg)
+
+
+def test_job_threads_come_from_the_config_when_no_cores_are_given() -> None:
+    """Under a cluster executor without --cores (cores None) a job's threads are its rule's cpus_per_task (the
+    rule's own entry, else resources.default), so no job needs --cores; with --cores the local meaning holds."""
+    cfg = {**PAPER, "eval": {**PAPER["eval"], "threads": 2}, "launch": {**PAPER["launch"], "threads": None}}
+    res = PAPER["resources"]
+    assert cluster.job_threads(cfg, "train", None, "train") == res["rules"]["train"]["cpus_per_task"]
+    assert cluster.job_threads(cfg, "profile", None) == res["rules"]["profile"]["cpus_per_task"]
+    assert cluster.job_threads(cfg, "angular", None, "eval") == 2          # eval.threads, within the rule's 8
+    assert cluster.job_threads(cfg, "summarize_runs", None) == res["default"]["cpus_per_task"]
+    assert cluster.job_threads({"eval": {"threads": None}}, "ppl", None, "eval") == 1   # no resources: one core
+    assert cluster.job_threads(cfg, "ppl", 16, "eval") == 2 and cluster.job_threads(cfg, "ppl", 1, "eval") == 1
+    assert cluster.job_threads(cfg, "profile", 16) == 16
+    assert cluster.job_threads({**cfg, "launch": {"threads": 3}}, "train", 16, "train") == 3
+    with pytest.raises(ValueError, match=r"launch\.threads: expected an integer >= 1"):
+        cluster.job_threads({"launch": {"threads": 0}}, "train", 2, "train")
+    with pytest.raises(ValueError, match="kind must be all, eval or train"):
+        cluster.job_threads(cfg, "train", 2, "gpu")
+
+
+def test_no_rule_reads_workflow_cores_and_each_names_its_own_rule() -> None:
+    """`workflow.cores` raises under a cluster executor without --cores: no rule file reads it; every
+    job_threads("<rule>") sits in the rule it names (its cpus_per_task is looked up by that name)."""
+    for f in sorted((ROOT / "workflows").rglob("*.smk")):
+        text = f.read_text(encoding="utf-8")
+        assert "workflow.cores" not in text, f
+        rule = None
+        for line in text.splitlines():
+            if m := re.match(r"\s*rule (\w+):", line):
+                rule = m.group(1)
+            if m := re.search(r'job_threads\("(\w+)"', line):
+                assert m.group(1) == rule, (f, line, rule)

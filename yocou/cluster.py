@@ -43,6 +43,7 @@ __all__ = [
     "configured_rules",
     "default_lock_dir",
     "default_resources",
+    "job_threads",
     "main",
     "rule_resources",
     "train_launcher",
@@ -168,6 +169,32 @@ def rule_resources(cfg: Mapping[str, Any], rule: str) -> dict[str, Any]:
         out.update(implied)
     out.update(own)
     return out
+
+
+def job_threads(cfg: Mapping[str, Any], rule: str, cores: int | None, kind: str = "all") -> int:
+    """``threads:`` of one job of ``rule``.
+
+    ``kind``: ``all`` (every core given: the profile and the paper-shape study, which time themselves), ``eval``
+    (``eval.threads`` when set, at most the cores) or ``train`` (``launch.threads`` when set, else every core).
+    ``cores``: ``--cores`` as given, None under a cluster executor run without it; then "every core" is the
+    rule's ``cpus_per_task`` from :func:`rule_resources` (the job's own allocation), else 1, so no rule needs
+    ``--cores`` to be submitted.
+
+    Raises:
+        ValueError: ``kind`` is not one of all, eval, train; or ``eval.threads`` / ``launch.threads`` is not
+            an integer >= 1 (naming it).
+    """
+    if kind not in ("all", "eval", "train"):
+        raise ValueError(f"job_threads: kind must be all, eval or train, got {kind!r}")
+    if cores is None:
+        cores = int(rule_resources(cfg, rule).get("cpus_per_task") or 1)
+    key = {"eval": ("eval", "threads"), "train": ("launch", "threads")}.get(kind)
+    n = (cfg.get(key[0]) or {}).get(key[1]) if key else None
+    if n is None:
+        return cores
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{key[0]}.{key[1]}: expected an integer >= 1 or null, got {n!r}")
+    return min(n, cores) if kind == "eval" else n
 
 
 def train_launcher(cfg: Mapping[str, Any], *, module: str = "yocou.cli") -> str:

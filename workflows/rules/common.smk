@@ -15,19 +15,15 @@ CONDA_ENV = (CONDA_ENV_NAME if _Deploy.CONDA in workflow.deployment_settings.dep
              else os.path.join(workflow.basedir, "environment.yml"))
 
 
-def all_cores(wildcards):
-    """``threads:`` of the rules that use every core given (``--cores``), read when a job is made, so commands
-    that make no job (``snakemake --unlock``, ``--list-rules``) need no ``--cores``."""
-    return workflow.cores
-
-
-def eval_threads(wildcards):
-    """``threads:`` of the evaluation rules: ``eval.threads`` (at most ``--cores``), or every core given when it is
-    null. At 1, ``--cores 2`` runs two evaluations side by side, or one beside a one-thread training job
-    (benchmarks/eval_threads.py measured which is faster). The profile, which times prefill and decode, keeps
-    :func:`all_cores` and so runs alone."""
-    n = config["eval"].get("threads")
-    return min(n, workflow.cores) if n else workflow.cores
+def job_threads(rule, kind="all"):
+    """``threads:`` of ``rule``'s jobs (yocou.cluster.job_threads), read when a job is made, so commands that make
+    no job (``snakemake --unlock``, ``--list-rules``) need no ``--cores``: ``all`` every core given (the profile
+    and the paper-shape study time themselves and run alone), ``eval`` ``eval.threads`` (at most the cores; at 1,
+    ``--cores 2`` runs two evaluations side by side, which benchmarks/eval_threads.py measured faster), ``train``
+    ``launch.threads`` or every core. Under a cluster executor without ``--cores`` (Snakemake's
+    ``resource_settings.cores`` is then None) "every core" is the rule's ``cpus_per_task`` of the config's
+    ``resources`` section."""
+    return lambda wildcards: _cluster.job_threads(config, rule, workflow.resource_settings.cores, kind)
 
 
 # A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params

@@ -41,7 +41,7 @@ rule downstream:
         ds=_DS_JSON,
         pack=lambda w, input: os.path.dirname(input.pack),  # the folder of input.pack
         out=lambda wildcards, output: os.path.dirname(output.tidy),
-    threads: eval_threads
+    threads: job_threads("downstream", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.lmeval.run --model {input.model} --tokenizer {input.tok} "

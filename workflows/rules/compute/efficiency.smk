@@ -15,7 +15,7 @@ rule profile:
         opts=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in config["eval"]["profile"].items()
                       if k not in ("fit", "seq_lens")),
         gpu=lambda w: gpu_prefix(1),  # a free local GPU slot when launch.gpu_slots > 0 (common.smk)
-    threads: all_cores
+    threads: job_threads("profile")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "

@@ -19,7 +19,7 @@ rule ppl:
         tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
-    threads: eval_threads
+    threads: job_threads("ppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
@@ -70,7 +70,7 @@ rule kv_measure:
     params:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
         dtype=config["eval"]["kv_measure"]["dtype"],
-    threads: eval_threads
+    threads: job_threads("kv_measure", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli kv-measure --run-configs {input.rc} --seq-lens {params.lens} --dtype {params.dtype} "

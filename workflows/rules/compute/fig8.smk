@@ -17,7 +17,7 @@ rule angular:
         tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         batch=config["eval"]["angular"]["batch"],
         dtype=config["eval"]["angular"]["dtype"],
-    threads: eval_threads
+    threads: job_threads("angular", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.analysis.angular --model {input.model} --data {params.tokens} "

@@ -48,7 +48,7 @@ rule ladder_train_stable:
         out=lambda w, output: os.path.dirname(output.model),
         init=lambda w, input: f"--init-from {input.parent[0]}" if input.parent else "",
         state="--save-state",
-    threads: lambda wildcards: config["launch"]["threads"] or workflow.cores
+    threads: job_threads("ladder_train_stable", "train")
     priority: 1  # segments first: every branch and later segment waits on them
     conda: CONDA_ENV
     shell:
@@ -76,7 +76,7 @@ rule ladder_train:
         out=lambda w, output: os.path.dirname(output.model),
         init=lambda w, input: f"--init-from {input.parent[0]}" if input.parent else "",
         state="",
-    threads: lambda wildcards: config["launch"]["threads"] or workflow.cores
+    threads: job_threads("ladder_train", "train")
     conda: CONDA_ENV
     shell:
         _LADDER_TRAIN
@@ -101,7 +101,7 @@ rule ladder_ppl:
         tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
-    threads: eval_threads
+    threads: job_threads("ladder_ppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} "

@@ -37,7 +37,7 @@ rule niah:
         bench("niah", "variant")
     params:
         p=NIAH,
-    threads: eval_threads
+    threads: job_threads("niah", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
@@ -60,7 +60,7 @@ rule longppl:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
         tokens_dir=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
-    threads: eval_threads
+    threads: job_threads("longppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} "

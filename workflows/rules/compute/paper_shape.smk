@@ -10,7 +10,7 @@ rule paper_shape_measure:
         f"{PS_RES}/measure.log",
     benchmark:
         f"{PS_RES}/measure_benchmark.tsv"
-    threads: all_cores
+    threads: job_threads("paper_shape_measure")
     params:
         paper=PS_CONFIGS[0],
         study=PS_CONFIGS[1],
