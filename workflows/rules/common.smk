@@ -164,7 +164,8 @@ def gpu_prefix(n=1):
 def _apply_cluster_resources():
     """config["resources"] (yocou.cluster.rule_resources) -> each rule's Snakemake resources, filled into
     the tables that --set-resources and --default-resources fill, so a SLURM profile's sbatch flags carry
-    them. Runs before any rule is defined. --set-resources given by hand win over the config; the config's
+    them: the public fields of Snakemake's ResourceSettings (workflow.resource_settings), set before any rule is
+    defined, which is when Snakemake first reads them. --set-resources given by hand win over the config; the config's
     `default` wins over --default-resources (it is per scale). Plotting and tables (`local_rules`) run on the
     submitting host."""
     sec = config.get("resources")
@@ -186,8 +187,6 @@ def _apply_cluster_resources():
         rs.default_resources)
     default.update(as_resources(_cluster.default_resources(config)))
     rs.default_resources = default
-    for parsed in ("_parsed_overwrite_resources", "_parsed_default_resources"):  # cached from the old tables
-        vars(rs).pop(parsed, None)
     workflow.localrules(*sec.get("local_rules", []))
 
 
