@@ -467,3 +467,38 @@ def test_no_rule_reads_workflow_cores_and_each_names_its_own_rule() -> None:
                 rule = m.group(1)
             if m := re.search(r'job_threads\("(\w+)"', line):
                 assert m.group(1) == rule, (f, line, rule)
+
+
+def _fake_slurm(bin_dir: Path, sacct: str) -> dict:
+    """A PATH whose sbatch, squeue and scancel succeed and whose sacct runs the shell snippet ``sacct``."""
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in (("sbatch", "exit 0"), ("squeue", "exit 0"), ("scancel", "exit 0"), ("sacct", sacct)):
+        f = bin_dir / name
+        f.write_text(f"#!/bin/sh\n{body}\n")
+        f.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize("sacct, ok, needle", [
+    ("printf '1|COMPLETED\\n2|CANCELLED by 0\\n'", True, "sacct reads job states (2 allocations"),
+    ("echo 'sacct: error: Slurm accounting storage is disabled' >&2; exit 1", False,
+     "sacct cannot read job states (sacct: error: Slurm accounting storage is disabled)"),
+    ("exit 1", False, "sacct cannot read job states (exit status 1)"),
+    ("sleep 5", False, "gave no answer in 0.5 s"),
+])
+def test_cluster_check_fails_in_one_line_when_job_states_cannot_be_read(tmp_path: Path, sacct: str, ok: bool,
+                                                                        needle: str) -> None:
+    """The SLURM preflight runs sacct as the plugin does: without accounting the workflow would wait silently."""
+    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "check", "--timeout-s", "0.5"], cwd=ROOT,
+                         env=_fake_slurm(tmp_path / "bin", sacct), capture_output=True, text=True)
+    out = res.stdout + res.stderr
+    assert res.returncode == (0 if ok else 2) and needle in out and "Traceback" not in out, out
+    if not ok:
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_cluster_check_names_the_missing_commands(tmp_path: Path) -> None:
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}   # python, but no SLURM commands
+    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "check"], cwd=ROOT, env=env, capture_output=True,
+                         text=True)
+    assert res.returncode == 2 and "sbatch, sacct, squeue, scancel not on PATH" in res.stderr, res.stderr

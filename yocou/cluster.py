@@ -364,6 +364,46 @@ def _gpu_run(a: argparse.Namespace) -> int:
     return 0  # not reached
 
 
+#: The SLURM commands the executor plugin runs: submit, read job states (accounting), cancel.
+SLURM_COMMANDS = ("sbatch", "sacct", "squeue", "scancel")
+
+
+def slurm_check(timeout_s: float = 30.0) -> str:
+    """Preflight of the SLURM profile: the plugin's commands are on PATH and ``sacct`` reads job states.
+
+    snakemake-executor-plugin-slurm reads every job's state with ``sacct``; without SLURM accounting (slurmdbd, or
+    ``AccountingStorageType=accounting_storage/none``) it logs the failure only at debug level and the workflow
+    waits forever with no message. This runs ``sacct`` once, as the plugin does, and refuses in one line.
+
+    Returns:
+        One line saying what was checked.
+
+    Raises:
+        RuntimeError: a command is missing, or ``sacct`` fails or says accounting is disabled (its message quoted).
+    """
+    import shutil
+    import subprocess
+
+    missing = [c for c in SLURM_COMMANDS if shutil.which(c) is None]
+    if missing:
+        raise RuntimeError(f"SLURM: {', '.join(missing)} not on PATH (the executor plugin runs "
+                           f"{', '.join(SLURM_COMMANDS)}): run on a submit host of the cluster")
+    cmd = ["sacct", "--noheader", "--parsable2", "--allocations", "--format=JobIdRaw,State",
+           "--starttime", "now-1hours"]
+    try:
+        got = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"SLURM: `{' '.join(cmd)}` gave no answer in {timeout_s:g} s: the accounting daemon "
+                           "(slurmdbd) is not answering, and the plugin could not read job states") from None
+    said = " ".join((got.stderr or got.stdout).split())[:300]
+    if got.returncode != 0 or "disabled" in (got.stderr + got.stdout).lower():
+        raise RuntimeError(f"SLURM: sacct cannot read job states ({said or f'exit status {got.returncode}'}): the "
+                           "executor plugin reads them with sacct, so the workflow would wait forever; enable "
+                           "accounting (slurmdbd, AccountingStorageType=accounting_storage/slurmdbd; docs/usage.md)")
+    return f"SLURM: {', '.join(SLURM_COMMANDS)} found; sacct reads job states ({len(got.stdout.splitlines())} " \
+           "allocations in the last hour)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m yocou.cluster gpu-run --gpus N --slots K [--lock-dir D] -- COMMAND ...``
 
@@ -371,6 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     held until COMMAND ends. In a SLURM job, or with K of 0, COMMAND runs unchanged.
     ``python -m yocou.cluster resources --config CFG.yaml RULE`` prints a rule's resources as JSON (RULE: a rule
     of the workflow, :data:`RULES`).
+    ``python -m yocou.cluster check`` is the SLURM profile's preflight (:func:`slurm_check`): run it first on the
+    submit host; it fails in one line when the executor plugin could not read job states.
     """
     import json
 
@@ -386,10 +428,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     r = sub.add_parser("resources", help="print one rule's cluster resources")
     r.add_argument("--config", required=True, help="workflows/config/<scale>.yaml")
     r.add_argument("rule", metavar="RULE", choices=sorted(RULES), help="a rule of the workflow (yocou.cluster.RULES)")
+    c = sub.add_parser("check", help="preflight of the SLURM profile: its commands on PATH, sacct reads job states")
+    c.add_argument("--timeout-s", type=float, default=30.0, help="seconds to wait for sacct")
     a = ap.parse_args(argv)
     from .guard import check_command
 
     check_command(f"python -m yocou.cluster {a.cmd}", a)
+    if a.cmd == "check":
+        try:
+            print(slurm_check(a.timeout_s))
+        except RuntimeError as e:
+            print(f"python -m yocou.cluster check: error: {e}", file=sys.stderr)
+            return 2
+        return 0
     if a.cmd == "gpu-run":
         a.command = a.command[1:] if a.command[:1] == ["--"] else list(a.command)
         if not a.command:

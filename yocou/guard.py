@@ -222,6 +222,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
                                                     {"--root": [os.path.join(a.root, "RESULTS.md"),
                                                                 os.path.join(a.root, "README.md")]}),
     "python -m yocou.cluster gpu-run": lambda a: IOPaths(),
+    "python -m yocou.cluster check": lambda a: IOPaths(),
     "python -m yocou.cluster resources": lambda a: IOPaths({"--config": a.config if os.path.isfile(a.config)
                                                             else None}),
     "python -m yocou.lmeval.pack": lambda a: IOPaths({"--heldout-book": a.heldout_book}, {}, {"--out": a.out}),
