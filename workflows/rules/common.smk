@@ -82,6 +82,7 @@ REPORT_GROUPS = {
     "fig7": ("6 Inference efficiency", "Figure 7"),
     "tables8_10": ("6 Inference efficiency", "Tables 8-10 (appendix)"),
     "paper_shape": ("6 Inference efficiency", "Figure 7 at the paper's 1.3B shape (CPU)"),
+    "serving": ("6 Inference efficiency", "Decode at batch B and a fixed memory budget, 1.3B shape (modelled)"),
     "fig8": ("7 Analysis", "Figure 8"),
     "crossover": ("7 Analysis", "Crossover (ours: YOCO-U's gap at 8x the tokens)"),
     "lr_sensitivity": ("7 Analysis", "Learning-rate sensitivity (ours)"),

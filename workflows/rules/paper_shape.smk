@@ -41,6 +41,30 @@ rule paper_shape_render:
         "../scripts/paper_shape_render.py"
 
 
+rule paper_shape_serving:
+    # decode at batch B and at a fixed memory budget, modelled from the formulas and the measured limits
+    # (yocou.analysis.serving): the paper's Table 9 ratios against the batch that reproduces them
+    input:
+        raw=f"{PS_RES}/raw.json",
+        code=[f"{PKG}/analysis/serving.py", f"{PKG}/bench/hardware.py", f"{PKG}/accounting.py",
+              f"{PKG}/reported/table09.csv"],
+    output:
+        png=in_report(f"{PS_FIG}/fig7_serving.png", "serving"),
+        pdf=f"{PS_FIG}/fig7_serving.pdf",
+        rows=multiext(f"{PS_RES}/serving", ".csv", ".md", ".json"),
+        ratios=multiext(f"{PS_RES}/serving_ratios", ".csv", ".json"),
+        ratios_md=in_report(f"{PS_RES}/serving_ratios.md", "serving"),
+        fit=multiext(f"{PS_RES}/serving_fit", ".csv", ".md", ".json"),
+    log:
+        f"{PS_RES}/logs/serving.log",
+    params:
+        out=lambda w, output: os.path.splitext(output.rows[0])[0],  # the tables' stem
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.analysis.serving --raw {input.raw:q} --out {params.out:q} --figure {output.png:q} > {log} 2>&1"
+
+
 rule efficiency_paper_shape:
     input:
         rules.paper_shape_render.output,
+        rules.paper_shape_serving.output,
