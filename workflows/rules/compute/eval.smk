@@ -10,6 +10,8 @@ rule ppl:
         tok=f"{RUN}/tokenizer.json",
     output:
         f"{RES}/ppl/{{variant}}.json",
+    wildcard_constraints:
+        variant=_RUN_NAMES,  # a run's name: ppl/baselines.json is rule baselines'
     log:
         f"logs/{SCALE}/ppl_{{variant}}.log",
     benchmark:
@@ -54,8 +56,6 @@ rule baselines:
         "python -m yocou.cli baselines --train {input.train} --data {params.tokens} --seq-len {params.seq_len} "
         "{params.max_tokens} --tokenizer {input.tok} {params.budget} --out {output} > {log} 2>&1"
 
-
-ruleorder: baselines > ppl  # ppl/baselines.json is not a run's
 
 
 rule kv_measure:
