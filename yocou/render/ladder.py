@@ -18,6 +18,12 @@ import pandas as pd
 from .common import COLORS, label, save_figure
 
 
+def _sci(x: float, _pos: int) -> str:
+    """``2×10^6`` for a minor tick (mathtext), the way the major ticks read."""
+    e = int(np.floor(np.log10(x)))
+    return f"${x / 10 ** e:.0f}\\times10^{{{e}}}$"
+
+
 def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: Mapping[str, Any],
          scale: str) -> None:
     """Draw the figure from the points and :func:`yocou.summarize.ladder_fits.analyse`'s result into ``figure``
@@ -26,6 +32,7 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     from ..summarize.ladder_fits import SPLITS, power_law
 
@@ -58,6 +65,9 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
                 ax.plot(big.index, big.to_numpy(), ls="--", color="0.5", lw=1,
                         label="bigram fitted on the budget's own windows")
             ax.set_xscale("log")
+            # label the minor ticks at 2 and 5 only: a decade's 2, 3, 4, 6 x 10^k labels overlap
+            ax.xaxis.set_minor_locator(ticker.LogLocator(base=10, subs=(2.0, 5.0)))
+            ax.xaxis.set_minor_formatter(ticker.FuncFormatter(_sci))
             ax.set_xlabel("training tokens" if x_of == "tokens" else "training FLOPs")
             ax.set_ylabel(f"held-out {s} loss (nats/token)")
             ax.grid(alpha=0.3, which="both")
