@@ -281,3 +281,37 @@ def test_the_audit_judges_the_committed_measurement_as_measured_at_the_paper_sha
     empty = tmp_path / "elsewhere" / "tiny"
     (empty / "tidy").mkdir(parents=True)
     assert all(v.qualifier == NOT_RUN for v in reproduce(src, empty, "tiny") if v.id.startswith("v.PS."))
+
+
+def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_path: Path) -> None:
+    """Decode at B > 1: each row's cache holds B sequences (B times the formula's bytes, measured), reads
+    the weights once per step and B sequences' keys and values, counts B tokens a step, and has the triad bandwidth
+    measured before and after its block; B = 1 keeps its old phase name (a resumed study does not redo it)."""
+    out = tmp_path / "raw.json"
+    sc = _study(decode_lens=(24,), prefill_lens=(20,), decode_batches=[1, 3], triad_beside=True)
+    PS.run_study(cfgs, sc, out, log=lambda s: None)
+    rows = [r for r in read_raw(out)["rows"] if r["kind"] == "decode"]
+    assert sorted({r["batch"] for r in rows}) == [1, 3] and len(rows) == 8
+    for r in rows:
+        cfg, b = cfgs[r["variant"]], r["batch"]
+        assert r["kv_bytes_measured"] == r["kv_bytes_formula"] == b * kv_cache_bytes(cfg, 24, dtype=torch.float32)
+        want = statistics.mean(decode_read_bytes(cfg, 20 + i, weights="per_application", batch_size=b)["total"]
+                               for i in range(4))
+        assert r["read_bytes_per_application"] == pytest.approx(want)
+        assert r["tokens"] == 4 * b and r["tokens_per_s"] == pytest.approx(4 * b / r["median_s"])
+        assert len(r["triad_beside_bytes_per_s"]) == 2 and min(r["triad_beside_bytes_per_s"]) > 0
+    assert PS._decode_phase_name("yoco", "yocou", 24, 1) == "yoco+yocou:decode:24"
+    # the serving table reads them: one row per (variant, N, B), ratios measured within a block
+    from yocou.analysis.serving import measured_batched, measured_cpu
+
+    raw = json.loads(out.read_text())
+    mrows, ratios = measured_batched(raw, measured_cpu(raw, 2**30)[1])
+    assert len(mrows) == 8 and len(ratios) == 3 * 2          # the serving pairs at B 1 and 3
+    tps = {(r["variant"], r["batch"]): r["tokens_per_s"] for r in mrows}
+    for r in ratios:
+        a, b = r["ratio"].split(" / ")
+        assert r["measured"] == pytest.approx(tps[(a, r["batch"])] / tps[(b, r["batch"])])
+        assert r["same_block"] == (r["ratio"] != "yoco / transformer")
+    assert all(0 < r["of_bandwidth_beside"] for r in mrows)
+    with pytest.raises(ValueError, match="decode_batches must be distinct batch sizes >= 1"):
+        _study(decode_batches=[0])

@@ -331,6 +331,7 @@ STARTED = f"{RUN}/started.json"
 PS_RES = "results/paper_shape"
 PS_FIG = "figures/paper_shape"
 PS_CONFIGS = ["workflows/config/paper.yaml", "workflows/studies/paper_shape.yaml"]
+PS_BATCHED_CONFIG = "workflows/studies/paper_shape_batched.yaml"
 
 
 def paper_shape_inputs(wildcards):

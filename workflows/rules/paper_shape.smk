@@ -64,7 +64,30 @@ rule paper_shape_serving:
         "python -m yocou.analysis.serving --raw {input.raw:q} --out {params.out:q} --figure {output.png:q} > {log} 2>&1"
 
 
+rule paper_shape_batched:
+    # the batched decode measured on this CPU beside the model (yocou.analysis.serving --batched); its measurement
+    # is rule paper_shape_batched_measure's (compute mode)
+    input:
+        batched=f"{PS_RES}/batched/raw.json",
+        raw=f"{PS_RES}/raw.json",
+        code=[f"{PKG}/analysis/serving.py", f"{PKG}/bench/hardware.py", f"{PKG}/accounting.py"],
+    output:
+        rows=multiext(f"{PS_RES}/serving_measured", ".csv", ".md", ".json"),
+        ratios=multiext(f"{PS_RES}/serving_measured_ratios", ".csv", ".json"),
+        ratios_md=in_report(f"{PS_RES}/serving_measured_ratios.md", "serving"),
+    log:
+        f"{PS_RES}/logs/serving_measured.log",
+    params:
+        out=lambda w, output: os.path.splitext(output.rows[0])[0].removesuffix("_measured"),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.analysis.serving --raw {input.raw:q} --batched {input.batched:q} --measured-only "
+        "--out {params.out:q} > {log} 2>&1"
+
+
 rule efficiency_paper_shape:
     input:
         rules.paper_shape_render.output,
         rules.paper_shape_serving.output,
+        # the batched decode where it is measured (committed); planning never measures it
+        rules.paper_shape_batched.output if os.path.exists(f"{PS_RES}/batched/raw.json") else [],

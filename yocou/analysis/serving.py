@@ -250,6 +250,61 @@ def paper_throughput(table9: str | Path | None = None) -> dict[tuple[str, int], 
     return {(names.get(str(r.model), str(r.model)), int(r.seq_len)): float(r.value) for r in df.itertuples()}
 
 
+def measured_batched(raw: Mapping, model: Machine) -> tuple[list[dict], list[dict]]:
+    """The batched decode rows of a paper-shape measurement (``decode_batches``: rows with ``batch``) beside the
+    model at the same N and B on ``model`` (the calibrated CPU).
+
+    Returns:
+        ``rows``: per variant, N and B: measured tokens/s with its half range over the repeats, the triad bandwidth
+        measured beside its block (mean of before and after) and the fraction of it the step reached (the bytes a
+        step must read, a looped stage's weights at each application), and the modelled tokens/s; ``ratios``: per
+        pair of :data:`PAIRS`, N and B, measured in the same block of the same run, with a half range by the delta
+        method, ``same_block`` (both measured interleaved in one block) and ``measured_per_bandwidth`` (across
+        blocks: each side's tokens/s over the triad bandwidth measured beside it, which takes out the drift of the
+        machine between blocks), beside the model's.
+
+    Raises:
+        ValueError: a measured decode row lacks a field the table reads (naming it).
+    """
+    import statistics
+
+    cfgs = _raw_models(raw)
+    rows: dict[tuple[str, int, int], dict] = {}
+    for r in raw.get("rows") or []:
+        if r.get("kind") != "decode" or r.get("status") != "measured":
+            continue
+        try:
+            v, n, b, secs, tokens = r["variant"], r["seq_len"], r.get("batch", 1), r["seconds"], r["tokens"]
+            step_bytes = r["read_bytes_per_application"]
+        except KeyError as e:
+            raise ValueError(f"raw.json: a measured decode row lacks {e}") from None
+        tps = tokens / statistics.median(secs)
+        half = (tokens / min(secs) - tokens / max(secs)) / 2
+        bw = statistics.mean(r["triad_beside_bytes_per_s"]) if r.get("triad_beside_bytes_per_s") else math.nan
+        steps_per_s = tps / b
+        rows[(v, n, b)] = {"variant": v, "seq_len": n, "batch": b, "tokens_per_s": tps, "half_range": half,
+                           "block": "+".join(sorted([v, *r.get("interleaved_with", [])])),
+                           "triad_beside_gb_s": bw / 1e9, "of_bandwidth_beside": step_bytes * steps_per_s / bw,
+                           "model_tokens_per_s": decode_model(cfgs[v], n - r.get("n_decode", 0) // 2, b,
+                                                              model)["tokens_per_s"]}
+    ratios = []
+    for a, c in PAIRS:
+        for (v, n, b), ra in sorted(rows.items()):
+            if v != a or (c, n, b) not in rows:
+                continue
+            rc = rows[(c, n, b)]
+            x = ra["tokens_per_s"] / rc["tokens_per_s"]
+            same = ra["block"] == rc["block"]
+            ratios.append({"ratio": f"{a} / {c}", "seq_len": n, "batch": b, "measured": x,
+                           "half_range": x * math.hypot(ra["half_range"] / ra["tokens_per_s"],
+                                                        rc["half_range"] / rc["tokens_per_s"]),
+                           "same_block": same,
+                           # across blocks: each side over the bandwidth measured beside it (drift taken out)
+                           "measured_per_bandwidth": x if same else x * rc["triad_beside_gb_s"] / ra["triad_beside_gb_s"],
+                           "model": ra["model_tokens_per_s"] / rc["model_tokens_per_s"]})
+    return list(rows.values()), ratios
+
+
 def render(rows: list[dict], fit: list[dict], paper: Mapping[tuple[str, str, int], float],
            cfgs: Mapping[str, ModelConfig], machines: Sequence[Machine], *, out: str | Path, figure: str | Path,
            config: Mapping | None = None) -> None:
@@ -338,6 +393,11 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m yocou.analysis.serving", description=__doc__.splitlines()[0])
     ap.add_argument("--raw", default="results/paper_shape/raw.json",
                     help="the paper-shape study's measurement (its models, bandwidth, matmul peak, decode rows)")
+    ap.add_argument("--batched", default=None,
+                    help="a batched paper-shape measurement (workflows/studies/paper_shape_batched.yaml): its rows "
+                         "beside the model in <out>_measured.{csv,md,json}")
+    ap.add_argument("--measured-only", action="store_true",
+                    help="with --batched: write only <out>_measured*.{csv,md,json}, not the model's tables and figure")
     ap.add_argument("--table9", default=None, help="the paper's Table 9 (default yocou/reported/table09.csv)")
     ap.add_argument("--cpu-memory-gib", type=float, default=22.0,
                     help="this machine's budget for weights and caches, GiB (default 22: 24 GiB less 2 GiB headroom)")
@@ -351,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"--raw {raw_path}: not the paper-shape study's raw.json ({e})") from None
     if not (a.cpu_memory_gib > 0 and math.isfinite(a.cpu_memory_gib)):
         raise ValueError(f"--cpu-memory-gib: expected a number > 0, got {a.cpu_memory_gib}")
+    if a.measured_only and not a.batched:
+        ap.error("--measured-only needs --batched")
     cfgs = _raw_models(raw)
     roof, cal = measured_cpu(raw, int(a.cpu_memory_gib * 2**30))
     acc = Machine(**ACCELERATOR)
@@ -358,10 +420,30 @@ def main(argv: list[str] | None = None) -> int:
     lens = sorted({n for _, _, n in paper})
     fit = fit_batch(cfgs, acc, paper, BATCHES, absolute=paper_throughput(a.table9))
     rows = study(cfgs, (acc, cal), lens)
-    render(rows, fit, paper, cfgs, (acc, cal), out=a.out, figure=a.figure,
-           config={"raw": str(raw_path), "accelerator": ACCELERATOR, "cpu_memory_gib": a.cpu_memory_gib,
-                   "cpu_bandwidth": roof.bandwidth, "cpu_peak_flops": roof.peak_flops,
-                   "cpu_fraction": cal.bw_fraction})
+    if not a.measured_only:
+        render(rows, fit, paper, cfgs, (acc, cal), out=a.out, figure=a.figure,
+               config={"raw": str(raw_path), "accelerator": ACCELERATOR, "cpu_memory_gib": a.cpu_memory_gib,
+                       "cpu_bandwidth": roof.bandwidth, "cpu_peak_flops": roof.peak_flops,
+                       "cpu_fraction": cal.bw_fraction})
+    if a.batched:
+        from ..render.common import write_table
+        import pandas as pd
+
+        bpath = Path(a.batched)
+        try:
+            braw = json.loads(bpath.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"--batched {bpath}: not a paper-shape measurement ({e})") from None
+        _, bcal = measured_cpu(braw, int(a.cpu_memory_gib * 2**30))
+        mrows, mratios = measured_batched(braw, bcal)
+        notes = ["Measured on this CPU (fp32, 1.3B shape, random weights): B sequences decoded per step from caches "
+                 "filled to N; the triad bandwidth measured right before and after each block; model: the roofline "
+                 f"calibrated to this run's decode ({bcal.bw_fraction:.2f} of it)."]
+        write_table(pd.DataFrame(mrows), f"{a.out}_measured", title="Batched decode, measured on this CPU",
+                    notes=notes, config={"batched": str(bpath)})
+        write_table(pd.DataFrame(mratios), f"{a.out}_measured_ratios",
+                    title="Batched decode ratios, measured in one block each, beside the model", notes=notes,
+                    config={"batched": str(bpath)})
     best = min(fit, key=lambda r: r["rms_log_error"])
     print(f"serving: {len(rows)} modelled rows; Table 9's ratios best matched at batch {best['batch']} "
           f"(RMS log error {best['rms_log_error']:.3f}); CPU calibrated at {cal.bw_fraction:.2f} of its roofline")

@@ -106,6 +106,10 @@ class PaperShapeConfig:
         device: where the models, caches and limit measurements run (``cpu`` or ``cuda``).
         dtype: of the weights and caches: ``fp32`` (a CPU's fast path) or ``bf16`` (a GPU's); the limits'
             matmul runs in it too, the triad in fp32.
+        decode_batches: batch sizes B of the decode rows (B sequences decoded per step, each with its own cache of
+            N tokens); the rows of B > 1 are the serving reading of Table 9.
+        triad_beside: measure the triad bandwidth right before and after each decode block (one N and B, both
+            variants of a pair), so each row can be normalised by the bandwidth beside it, not the run's median.
     """
 
     decode_lens: tuple[int, ...]
@@ -123,9 +127,14 @@ class PaperShapeConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "fp32"
+    decode_batches: tuple[int, ...] = (1,)
+    triad_beside: bool = False
 
     def __post_init__(self) -> None:
         _check_types(self)
+        b = self.decode_batches
+        if not b or len(set(b)) != len(b) or min(b) < 1:
+            raise ValueError(f"PaperShapeConfig.decode_batches must be distinct batch sizes >= 1, got {b}")
         for f in ("decode_lens", "prefill_lens"):
             v = getattr(self, f)
             if not v or len(set(v)) != len(v) or min(v) <= self.n_decode:
@@ -156,7 +165,7 @@ def study_config_from_dict(d: Mapping[str, Any]) -> PaperShapeConfig:
     if unknown:
         raise ValueError(f"unknown paper-shape study key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
     d = dict(d)
-    for f in ("decode_lens", "prefill_lens"):
+    for f in ("decode_lens", "prefill_lens", "decode_batches"):
         if isinstance(d.get(f), list):
             d[f] = tuple(d[f])
     return construct(PaperShapeConfig, d)
@@ -313,10 +322,12 @@ def _time_decode(model: LM, cache: Any, n_start: int, n_steps: int, tok: torch.T
     return time.perf_counter() - t0
 
 
-def _read_bytes(cfg: ModelConfig, n0: int, n_steps: int, dtype: str = "fp32") -> dict[str, float]:
-    """Mean over the timed steps (contexts ``n0 .. n0 + n_steps - 1``) of the bytes each must read."""
-    once = [decode_read_bytes(cfg, n0 + i, dtype=dtype)["total"] for i in range(n_steps)]
-    every = [decode_read_bytes(cfg, n0 + i, dtype=dtype, weights="per_application")["total"] for i in range(n_steps)]
+def _read_bytes(cfg: ModelConfig, n0: int, n_steps: int, dtype: str = "fp32", batch: int = 1) -> dict[str, float]:
+    """Mean over the timed steps (contexts ``n0 .. n0 + n_steps - 1``) of the bytes each must read (``batch``
+    sequences a step)."""
+    once = [decode_read_bytes(cfg, n0 + i, dtype=dtype, batch_size=batch)["total"] for i in range(n_steps)]
+    every = [decode_read_bytes(cfg, n0 + i, dtype=dtype, weights="per_application", batch_size=batch)["total"]
+             for i in range(n_steps)]
     return {"read_bytes_once": statistics.mean(once), "read_bytes_per_application": statistics.mean(every),
             "weight_bytes_once": decode_read_bytes(cfg, n0, dtype=dtype)["weights"],
             "weight_bytes_per_application": decode_read_bytes(cfg, n0, dtype=dtype,
@@ -331,22 +342,23 @@ def _summary_row(base: dict[str, Any], secs: list[float], tokens: int) -> dict[s
 
 @torch.no_grad()
 def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_bytes: int, gen: torch.Generator,
-                  log: Callable[[str], None]) -> list[dict[str, Any]]:
+                  log: Callable[[str], None], batch: int = 1) -> list[dict[str, Any]]:
     n0 = n - sc.n_decode
-    need = {v: _kv_bytes(m.cfg, n, sc.torch_dtype) for v, m in models.items()}
+    need = {v: batch * _kv_bytes(m.cfg, n, sc.torch_dtype) for v, m in models.items()}
+    where = f"N={n}" + (f" B={batch}" if batch > 1 else "")
     rows, fit = [], []
     for v in models:
         ok, avail = _fits(need[v], sc.headroom_bytes, sc.device)
         if ok:
             fit.append(v)
         else:
-            rows.append({"variant": v, "kind": "decode", "seq_len": n, "status": "not_fitted",
+            rows.append({"variant": v, "kind": "decode", "seq_len": n, "batch": batch, "status": "not_fitted",
                          "kv_bytes_formula": need[v], "needs_bytes": need[v] + sc.headroom_bytes,
                          "available_bytes": avail, "weights_resident_bytes": weights_bytes,
                          "why": f"its cache ({format_bytes(need[v])}) and {format_bytes(sc.headroom_bytes)} of "
                                 f"headroom do not fit in the {format_bytes(avail or 0)} available beside the "
                                 f"resident weights ({format_bytes(weights_bytes)})"})
-            log(f"decode N={n} {v}: not measured: {rows[-1]['why']}")
+            log(f"decode {where} {v}: not measured: {rows[-1]['why']}")
     hold = _fits(sum(need[v] for v in fit), sc.headroom_bytes, sc.device)[0]
     caches: dict[str, Any] = {}
     measured_bytes: dict[str, int] = {}
@@ -354,15 +366,16 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
 
     def make(v: str) -> Any:
         t0 = time.perf_counter()
-        c = fill_cache(models[v].new_cache(1, n), n0, generator=gen)
+        c = fill_cache(models[v].new_cache(batch, n), n0, generator=gen)
         fill_s[v] = time.perf_counter() - t0
         measured_bytes[v] = c.nbytes()
         if measured_bytes[v] != need[v]:
-            raise AssertionError(f"{v} cache at N={n}: {measured_bytes[v]} bytes, the formula says {need[v]}")
+            raise AssertionError(f"{v} cache at {where}: {measured_bytes[v]} bytes, the formula says {need[v]}")
         return c
 
-    tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (1,), generator=gen,
+    tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (batch,), generator=gen,
                         device=gen.device)
+    triad = [triad_bandwidth(sc.triad_elems, 3, device=sc.device)["bytes_per_s"]] if sc.triad_beside and fit else []
     load0 = loadavg_1m()
     secs: dict[str, list[float]] = {v: [] for v in fit}
     for v in fit:  # one untimed step per model
@@ -378,19 +391,22 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
             del c
             if not hold:
                 gc.collect()
-        log(f"decode N={n} repeat {r + 1}/{sc.repeats_decode}: "
+        log(f"decode {where} repeat {r + 1}/{sc.repeats_decode}: "
             + ", ".join(f"{v} {1e3 * secs[v][-1] / sc.n_decode:.0f} ms/token" for v in fit))
     load1 = loadavg_1m()
     caches.clear()
     gc.collect()
+    if triad:
+        triad.append(triad_bandwidth(sc.triad_elems, 3, device=sc.device)["bytes_per_s"])
     for v in fit:
         cfg = models[v].cfg
-        base = {"variant": v, "kind": "decode", "seq_len": n, "n_decode": sc.n_decode, "cache": "filled",
-                "interleaved_with": [x for x in fit if x != v], "caches_held": hold,
+        base = {"variant": v, "kind": "decode", "seq_len": n, "batch": batch, "n_decode": sc.n_decode,
+                "cache": "filled", "interleaved_with": [x for x in fit if x != v], "caches_held": hold,
                 "kv_bytes_measured": measured_bytes[v], "kv_bytes_formula": need[v], "fill_s": fill_s[v],
-                **_read_bytes(cfg, n0, sc.n_decode, sc.dtype), "loadavg_1m_before": load0,
-                "loadavg_1m_after": load1}
-        rows.append(_summary_row(base, secs[v], sc.n_decode))
+                **_read_bytes(cfg, n0, sc.n_decode, sc.dtype, batch), "loadavg_1m_before": load0,
+                "loadavg_1m_after": load1,
+                **({"triad_beside_bytes_per_s": triad} if triad else {})}
+        rows.append(_summary_row(base, secs[v], sc.n_decode * batch))
     return rows
 
 
@@ -461,6 +477,11 @@ def _check_phase(models: dict[str, LM], real: dict[str, Any], n: int, sc: PaperS
     return rows
 
 
+def _decode_phase_name(base: str, looped: str, n: int, batch: int) -> str:
+    """A decode block's name in the partial file (batch 1 keeps the name it had before batches existed)."""
+    return f"{base}+{looped}:decode:{n}" + (f":b{batch}" if batch > 1 else "")
+
+
 def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | Path, *,
               log: Callable[[str], None] = print, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run the study (module docstring) and write ``out`` (rows, limits, provenance); returns what it wrote.
@@ -489,7 +510,7 @@ def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | 
         run.finish("limits:start", [])
     check_len = max(sc.prefill_lens)
     for base, looped in PAIRS:
-        phases = [f"{base}+{looped}:decode:{n}" for n in sc.decode_lens] + [
+        phases = [_decode_phase_name(base, looped, n, b) for n in sc.decode_lens for b in sc.decode_batches] + [
             f"{base}+{looped}:prefill:{n}" for n in sorted(sc.prefill_lens)]
         if all(p in run.done for p in phases):
             continue
@@ -500,9 +521,10 @@ def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | 
         log(f"built {base} and {looped} ({format_bytes(wbytes)} of shared {sc.dtype} weights) in "
             f"{time.perf_counter() - t0:.0f} s")
         for n in sc.decode_lens:
-            ph = f"{base}+{looped}:decode:{n}"
-            if ph not in run.done:
-                run.finish(ph, _decode_phase(models, n, sc, wbytes, gen, log))
+            for b in sc.decode_batches:
+                ph = _decode_phase_name(base, looped, n, b)
+                if ph not in run.done:
+                    run.finish(ph, _decode_phase(models, n, sc, wbytes, gen, log, batch=b))
         for n in sorted(sc.prefill_lens):
             ph = f"{base}+{looped}:prefill:{n}"
             if ph not in run.done:

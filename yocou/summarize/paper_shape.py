@@ -73,7 +73,9 @@ def read_raw(path: str | Path) -> dict[str, Any]:
                              f"decode_check, got {r!r:.120}")
         if not isinstance(r.get("seq_len"), int) or r["seq_len"] < 1:
             raise ValueError(f"{where}: seq_len must be a positive integer, got {r.get('seq_len')!r}")
-        key = (r["variant"], r["kind"], r["seq_len"], r.get("cache"))
+        if "batch" in r and (isinstance(r["batch"], bool) or not isinstance(r["batch"], int) or r["batch"] < 1):
+            raise ValueError(f"{where}: batch must be a positive integer, got {r['batch']!r}")
+        key = (r["variant"], r["kind"], r["seq_len"], r.get("cache"), r.get("batch", 1))
         if key in seen:
             raise ValueError(f"{where}: a second row for {key}")
         seen.add(key)
@@ -126,6 +128,7 @@ def summarize_paper_shape(raw: str | Path) -> pd.DataFrame:
     from ..reported import load_table
 
     d = read_raw(raw)
+    d = {**d, "rows": [r for r in d["rows"] if r.get("batch", 1) == 1]}  # batch 1: the rows Figure 7 reads
     prov = d.get("provenance") or {}
     extra = {"device_label": _device_label(prov), "dtype": _setting(prov, "dtype", "fp32"),
              "n_threads": int((prov.get("device") or {}).get("n_threads") or 0), "status": "measured", "detail": ""}
