@@ -118,6 +118,10 @@ include: "workflows/rules/probe.smk"
 include: "workflows/rules/fig8.smk"
 include: "workflows/rules/audit.smk"
 
+# Under a cluster executor the render rules run on the submitting host (seconds each: an sbatch job apiece would
+# cost more in submission and status polling than in work): every rule defined so far is one.
+workflow.localrules(*[r.name for r in workflow.rules])  # the `localrules:` directive takes names only
+
 
 # Every table, figure and the audit, rendered from results/<scale>/ (target render_all; reproduce_all adds the compute
 # jobs that make results/<scale>/, workflows/rules/compute/reproduce_all.smk).
@@ -159,6 +163,9 @@ if COMPUTE:
     include: "workflows/rules/compute/committed.smk"
     include: "workflows/rules/compute/reproduce_all.smk"
 
+    # the compute rules that take seconds (summaries, configs, listings) run on the submitting host too
+    workflow.localrules(*quick_compute_rules())
+
 
 
 # results/<scale>/timing.md is made by the compute rule timing; in render mode it is a committed source whose page
@@ -191,3 +198,4 @@ if not COMPUTE:
 
 
 include: "workflows/rules/report.smk"
+workflow.localrules(*[r.name for r in workflow.rules if r.name.startswith("report_pages")])  # HTML pages: seconds

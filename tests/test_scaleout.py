@@ -144,20 +144,30 @@ def test_train_shell_command_launches_torchrun_on_every_node(slurm_dry_run: str)
                for l in shells), shells[0]
 
 
-def test_plotting_and_tables_are_local_rules(tmp_path: Path) -> None:
-    """Read Snakemake's own decision (a dry run does not print it): the config's local_rules are local."""
+def _local_rules(wd: Path, config: dict) -> tuple[set[str], set[str]]:
+    """(every rule, the local ones) as Snakemake itself decides (a dry run does not print it)."""
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
 
-    wd = _workdir(tmp_path)
     with SnakemakeApi(OutputSettings()) as api:
         wf = api.workflow(snakefile=wd / "Snakefile", workdir=wd, resource_settings=ResourceSettings(cores=2, nodes=4),
-                          config_settings=ConfigSettings(config={"scale": "paper"}))._workflow
-        defined = {r.name for r in wf.rules}
-        local = set(PAPER["resources"]["local_rules"])
-        assert local <= defined, local - defined
-        assert local <= wf._localrules
-        assert not {"train", "ppl", "profile", "corpus"} & wf._localrules
+                          config_settings=ConfigSettings(config=config))._workflow
+        # the localrules table (is_local() says True for everything when the run itself is local)
+        return {r.name for r in wf.rules}, {r.name for r in wf.rules if r.name in wf._localrules}
+
+
+@pytest.mark.parametrize("config", [{"scale": "paper"}, {"scale": "smoke", "mode": "compute"}])
+def test_render_summaries_and_pages_are_local_rules(tmp_path: Path, config: dict) -> None:
+    """Under a cluster executor only the jobs that train, evaluate, measure or prepare data are submitted: every
+    render rule, every summary and report page, and the config's own local_rules run on the submitting host."""
+    defined, local = _local_rules(_workdir(tmp_path), config)
+    heavy = {"train", "ppl", "profile", "corpus", "tokens", "niah", "downstream"} & defined
+    assert heavy and not heavy & local, heavy & local
+    for name in defined:
+        if name.startswith(("summarize_", "report_pages", "table", "fig")) or name == "audit":
+            assert name in local, name
+    if config["scale"] == "paper":
+        assert set(PAPER["resources"]["local_rules"]) <= local
 
 
 def test_cli_resources_override_the_config(tmp_path: Path) -> None:

@@ -162,6 +162,16 @@ def gpu_prefix(n=1):
     return f"python -m yocou.cluster gpu-run --gpus {n} --slots {slots} -- " if slots else ""
 
 
+# Compute rules that take seconds (summaries, configs, listings): local rules under a cluster executor (Snakefile).
+QUICK_COMPUTE = ("committed_config", "start_runs", "run_config", "ladder_run_config", "ladder_points",
+                 "probe_summarize", "timing", "ppl_all", "reproduce_all", "eval_pack", "niah_prompts")
+
+
+def quick_compute_rules():
+    """The rules defined so far that :data:`QUICK_COMPUTE` names or whose name starts with ``summarize_``."""
+    return [r.name for r in workflow.rules if r.name.startswith("summarize_") or r.name in QUICK_COMPUTE]
+
+
 def _apply_cluster_resources():
     """config["resources"] (yocou.cluster.rule_resources) -> each rule's Snakemake resources, filled into
     the tables that --set-resources and --default-resources fill, so a SLURM profile's sbatch flags carry
