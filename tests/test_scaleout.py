@@ -459,6 +459,9 @@ def test_job_threads_come_from_the_config_when_no_cores_are_given() -> None:
     assert cluster.job_threads(cfg, "ppl", 16, "eval") == 2 and cluster.job_threads(cfg, "ppl", 1, "eval") == 1
     assert cluster.job_threads(cfg, "profile", 16) == 16
     assert cluster.job_threads({**cfg, "launch": {"threads": 3}}, "train", 16, "train") == 3
+    # inside a SLURM allocation of 1 CPU the job's own Snakemake (cores = the node's) asks for 1, as submitted
+    assert cluster.job_threads(cfg, "profile", 16, limit=1) == 1
+    assert cluster.job_threads({**cfg, "launch": {"threads": 3}}, "train", 16, "train", limit=2) == 2
     with pytest.raises(ValueError, match=r"launch\.threads: expected an integer >= 1"):
         cluster.job_threads({"launch": {"threads": 0}}, "train", 2, "train")
     with pytest.raises(ValueError, match="kind must be all, eval or train"):

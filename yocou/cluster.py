@@ -172,14 +172,16 @@ def rule_resources(cfg: Mapping[str, Any], rule: str) -> dict[str, Any]:
     return out
 
 
-def job_threads(cfg: Mapping[str, Any], rule: str, cores: int | None, kind: str = "all") -> int:
+def job_threads(cfg: Mapping[str, Any], rule: str, cores: int | None, kind: str = "all",
+                limit: int | None = None) -> int:
     """``threads:`` of one job of ``rule``.
 
     ``kind``: ``all`` (every core given: the profile and the paper-shape study, which time themselves), ``eval``
     (``eval.threads`` when set, at most the cores) or ``train`` (``launch.threads`` when set, else every core).
     ``cores``: ``--cores`` as given, None under a cluster executor run without it; then "every core" is the
     rule's ``cpus_per_task`` from :func:`rule_resources` (the job's own allocation), else 1, so no rule needs
-    ``--cores`` to be submitted.
+    ``--cores`` to be submitted. ``limit``: the CPUs of the SLURM allocation the job runs in
+    (``SLURM_CPUS_PER_TASK``), which bounds the result, so the job's step asks for no more than was submitted.
 
     Raises:
         ValueError: ``kind`` is not one of all, eval, train; or ``eval.threads`` / ``launch.threads`` is not
@@ -189,13 +191,15 @@ def job_threads(cfg: Mapping[str, Any], rule: str, cores: int | None, kind: str 
         raise ValueError(f"job_threads: kind must be all, eval or train, got {kind!r}")
     if cores is None:
         cores = int(rule_resources(cfg, rule).get("cpus_per_task") or 1)
+    if limit is not None:
+        cores = min(cores, limit)
     key = {"eval": ("eval", "threads"), "train": ("launch", "threads")}.get(kind)
     n = (cfg.get(key[0]) or {}).get(key[1]) if key else None
     if n is None:
         return cores
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"{key[0]}.{key[1]}: expected an integer >= 1 or null, got {n!r}")
-    return min(n, cores) if kind == "eval" else n
+    return min(n, cores) if kind == "eval" else (n if limit is None else min(n, limit))
 
 
 def train_launcher(cfg: Mapping[str, Any], *, module: str = "yocou.cli") -> str:

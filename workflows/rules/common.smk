@@ -22,8 +22,11 @@ def job_threads(rule, kind="all"):
     ``--cores 2`` runs two evaluations side by side, which benchmarks/eval_threads.py measured faster), ``train``
     ``launch.threads`` or every core. Under a cluster executor without ``--cores`` (Snakemake's
     ``resource_settings.cores`` is then None) "every core" is the rule's ``cpus_per_task`` of the config's
-    ``resources`` section."""
-    return lambda wildcards: _cluster.job_threads(config, rule, workflow.resource_settings.cores, kind)
+    ``resources`` section. Inside a SLURM allocation (the job's own Snakemake) its CPUs bound them
+    (``SLURM_CPUS_PER_TASK``): the threads the job step asks for are those it was submitted with."""
+    alloc = os.environ.get("SLURM_CPUS_PER_TASK")
+    limit = int(alloc) if alloc and alloc.isdigit() else None
+    return lambda wildcards: _cluster.job_threads(config, rule, workflow.resource_settings.cores, kind, limit)
 
 
 # A job's settings as shell-quoted JSON text in its params: a change reruns exactly that job (Snakemake's params
