@@ -111,3 +111,35 @@ def test_a_cancelled_training_is_seen_resubmitted_and_resumes_exactly(tmp_path: 
     assert "resuming from step" in log, log[-2000:]
     _run(local, "--cores", "2", target, *SMOKE, *train)
     _same_weights(slurm / target, local / target)
+
+
+def test_two_rendezvous_agents_train_as_one_process_does(tmp_path: Path) -> None:
+    """The multi-node launch (yocou.cluster.train_launcher, launch.nnodes 2): srun starts one torchrun agent per
+    task and they meet at a c10d rendezvous on the allocation's first node. On a one-node cluster the two agents are
+    two tasks of one sbatch job (`--ntasks=2` in place of the launcher's `--nodes=2 --ntasks-per-node=1`); gloo on
+    CPU. The run has world size 2 and its losses equal one process's within fp32 reduction-order tolerance."""
+    from yocou import cluster
+
+    wd = workflow_copy(tmp_path / "wf")
+    run = "runs/smoke/models/yocou"
+    _run(wd, "--cores", "2", f"{run}/run_config.json", "runs/smoke/tokens/train.bin", *SMOKE)
+    args = (f"train --run-config {run}/run_config.json --data runs/smoke/tokens/train.bin --heldout "
+            "runs/smoke/tokens/heldout_book.bin runs/smoke/tokens/heldout_code.bin --out {out}")
+    one = subprocess.run([sys.executable, "-m", "yocou.cli", *args.format(out="one").split()], cwd=wd,
+                         capture_output=True, text=True)
+    assert one.returncode == 0, one.stderr[-3000:]
+    prefix = cluster.train_launcher({"launch": {"nnodes": 2, "nproc": 1, "rdzv_port": 29517}})
+    assert "--nodes=2 --ntasks-per-node=1" in prefix and "--rdzv-backend c10d" in prefix
+    script = tmp_path / "two.sh"
+    script.write_text(f"#!/bin/bash\ncd {wd}\n{prefix.replace('--nodes=2 --ntasks-per-node=1', '--ntasks=2')} "
+                      f"{args.format(out='two')}\n")
+    two = subprocess.run(["sbatch", "--wait", "--ntasks=2", "--cpus-per-task=1", "--mem=4000",
+                          f"--output={tmp_path / 'two.out'}", str(script)], capture_output=True, text=True,
+                         timeout=900)
+    assert two.returncode == 0, two.stderr + (tmp_path / "two.out").read_text()[-3000:]
+    summ = json.loads((wd / "two/summary.json").read_text())
+    assert summ["provenance"]["world_size"] == 2
+    losses = [[json.loads(ln)["loss"] for ln in (wd / d / "metrics.jsonl").read_text().splitlines()
+               if "loss" in json.loads(ln)] for d in ("one", "two")]
+    assert len(losses[0]) == len(losses[1]) > 0
+    assert max(abs(a - b) for a, b in zip(*losses)) < 1e-5, losses
