@@ -96,3 +96,18 @@ def test_the_committed_ladder_reads() -> None:
     rows = AL.verdicts(ROOT / "results" / "tiny")
     doc = json.loads((ROOT / "results/tiny/ladder/ladder.json").read_text())
     assert len(rows) == len(doc["decisions"]) + len(doc["token_saving"])
+
+
+def test_a_token_saving_without_an_interval_is_not_a_decision(tmp_path: Path) -> None:
+    """YOCO-U's law lies below YOCO's, so its fit reaches YOCO's final loss within its budgets: a saving, a point
+    estimate with no interval, reported but not decided."""
+    res = _write(tmp_path, _points(noise=0.002))
+    rows = {v.id: v for v in AL.verdicts(res)}
+    doc = json.loads((res / "ladder" / "ladder.json").read_text())
+    for s in doc["token_saving"]:
+        v = rows[f"v.ladder.token_saving.{s['split']}"]
+        if s["censored"]:
+            assert v.verdict == CENSORED
+        else:
+            assert v.verdict == INCONCLUSIVE and v.effect == pytest.approx(s["saving"]) and "no interval" in v.qualifier
+    assert any(not s["censored"] for s in doc["token_saving"])

@@ -142,7 +142,8 @@ def verdicts(results_dir: str | Path, margin_nats: float | None = None) -> list[
         Per held-out split (book, code): ``v.ladder.equal_tokens.<split>`` and ``v.ladder.equal_flops.<split>``
         (effect: YOCO-U minus YOCO in nats/token, negative = the paper's direction; interval and Holm-adjusted
         interval as the ladder decided them) and ``v.ladder.token_saving.<split>`` (the fraction of YOCO's tokens
-        saved; censored when YOCO-U's fit never reaches YOCO's final loss within YOCO-U's measured budgets).
+        saved; censored when YOCO-U's fit never reaches YOCO's final loss within YOCO-U's measured budgets, else
+        inconclusive: a point estimate without an interval).
 
     Raises:
         ValueError: the file is not valid JSON or lacks a field the audit reads (naming the file and the field).
@@ -197,10 +198,11 @@ def verdicts(results_dir: str | Path, margin_nats: float | None = None) -> list[
                     + (f"{s.yocou_tokens_needed / 1e6:.3g}M tokens" if s.yocou_tokens_needed else "no budget")
                     + f", beyond its measured budgets{reach}: not a decision")
             ours = "never reaches YOCO's final loss within its budgets"
-        else:
-            verdict = SAME if s.saving and s.saving > 0 else OPPOSITE
-            qual = f"point estimate from the fits, no interval{reach}"
-            ours = f"{s.saving:.0%} fewer tokens"
+        else:  # a point estimate from the fits: no interval, so no decision (eval/ladder.yaml)
+            verdict = INCONCLUSIVE
+            qual = (f"point estimate from the fits ({s.saving:.1%} against the paper's {s.paper:.0%}), no "
+                    f"interval{reach}")
+            ours = f"{s.saving:.1%} fewer tokens"
         if interim and verdict != CENSORED:
             verdict, qual = INCONCLUSIVE, f"{_INTERIM}: {qual}"
         out.append(Verdict(
