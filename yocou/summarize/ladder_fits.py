@@ -426,6 +426,6 @@ def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov
         out.append(f"- Crossover of the fits ({c['split']}): {where}"
                    + (" (**extrapolated**, not decided)" if c["extrapolated"] else " (inside the measured budgets)")
                    + ".")
-    out.append(f"\n<sub>commit {prov['git_commit'][:10]}{' (dirty)' if prov.get('git_dirty') else ''} · "
+    out.append(f"\n<sub>yocou · commit {prov['git_commit'][:10]}{' (dirty)' if prov.get('git_dirty') else ''} · "
                f"{prov['device'].get('cpu_model', '')} · CPU</sub>\n")
     return "\n".join(out) + "\n"
