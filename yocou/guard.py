@@ -247,6 +247,12 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
         {f"PAGE {i}": p.partition("=")[2] for i, p in enumerate(a.pairs, 1)}),
     "python -m yocou.bench.paper_shape": lambda a: IOPaths({"--paper-config": a.paper_config,
                                                             "--study-config": a.study_config}, {"--out": a.out}),
+    "python -m yocou.analysis.serving": lambda a: IOPaths(
+        {"--raw": a.raw, "--batched": a.batched, "--table9": a.table9},
+        {"--out": [f"{a.out}{s}{x}" for s in (("_measured", "_measured_ratios") if a.measured_only else
+                                             ("", "_ratios", "_fit", "_measured", "_measured_ratios"))
+                   for x in (".csv", ".md", ".json")],
+         "--figure": None if a.measured_only else [str(Path(a.figure).with_suffix(x)) for x in (".png", ".pdf")]}),
 }
 
 

@@ -404,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results/paper_shape/serving", help="table stem")
     ap.add_argument("--figure", default="figures/paper_shape/fig7_serving.png", help="figure path (.png)")
     a = ap.parse_args(argv)
+    from ..guard import check_command
+
+    check_command("python -m yocou.analysis.serving", a)
     raw_path = Path(a.raw)
     try:
         raw = json.loads(raw_path.read_text(encoding="utf-8"))
