@@ -97,3 +97,15 @@ def test_the_cli_writes_tables_and_figure_and_refuses_a_bad_raw(tmp_path: Path) 
                           "--figure", str(fig)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "--raw" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_the_cpu_is_calibrated_on_its_batch_1_rows_only() -> None:
+    """The calibration is the median, over the measured batch-1 decode rows, of the roofline's seconds per token
+    times the measured tokens/s; a batched row (B tokens a step) does not enter it."""
+    raw = json.loads((ROOT / "results/paper_shape/raw.json").read_text())
+    roof, cal = S.measured_cpu(raw, 2**34)
+    batched = {**raw, "rows": raw["rows"] + [{**r, "batch": 8, "tokens_per_s": 100 * r["tokens_per_s"]}
+                                               for r in raw["rows"] if r.get("kind") == "decode"
+                                               and r.get("status") == "measured"]}
+    assert S.measured_cpu(batched, 2**34)[1].bw_fraction == pytest.approx(cal.bw_fraction)
+    assert 0 < cal.bw_fraction < 1 and roof.bw_fraction == 1

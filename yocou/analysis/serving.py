@@ -181,10 +181,12 @@ def measured_cpu(raw: Mapping, memory_bytes: int) -> tuple[Machine, Machine]:
     peak = statistics.median(x["matmul"]["flop_per_s"] for x in lim)
     roof = Machine("this CPU (measured triad and matmul peak, fp32), roofline", bw, peak, memory_bytes, "fp32")
     cfgs = _raw_models(raw)
+    # batch-1 rows only: the batched ones are what the calibrated model is compared with
     fr = [decode_model(cfgs[r["variant"]], r["seq_len"] - r["n_decode"] // 2, 1, roof)["seconds"] * r["tokens_per_s"]
-          for r in raw.get("rows") or [] if r.get("kind") == "decode" and r.get("status") == "measured"]
+          for r in raw.get("rows") or [] if r.get("kind") == "decode" and r.get("status") == "measured"
+          and r.get("batch", 1) == 1]
     if not fr:
-        raise ValueError("raw.json: rows: expected measured decode rows (kind decode, status measured)")
+        raise ValueError("raw.json: rows: expected measured batch-1 decode rows (kind decode, status measured)")
     f = statistics.median(fr)
     return roof, Machine(f"this CPU, calibrated to the measured decode ({f:.2f} of the roofline)", bw, peak,
                          memory_bytes, "fp32", bw_fraction=f, flop_fraction=f)
