@@ -28,7 +28,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..accounting import active_params_per_token, dtype_bytes, kv_cache_bytes, param_count
+from ..accounting import (
+    active_params_per_token,
+    dtype_bytes,
+    kv_cache_bytes,
+    param_count,
+)
 from ..bench.hardware import decode_read_bytes
 from ..config import ModelConfig, expand_plan
 
@@ -220,11 +225,24 @@ def study(cfgs: Mapping[str, ModelConfig], machines: Sequence[Machine], lens: Se
 
 
 def paper_ratios(table9: str | Path | None = None) -> dict[tuple[str, str, int], float]:
-    """The paper's decode ratios of :data:`PAIRS` at every N of its Table 9 (``yocou/reported/table09.csv``, or the
-    file ``table9`` in its format).
+    """The paper's decode ratios of :data:`PAIRS` at every N of its Table 9 (:func:`paper_throughput`).
 
     Raises:
-        ValueError: the table lacks a model or a column (naming it).
+        ValueError: the table lacks a column, or no N has both sides of a pair (naming the table).
+    """
+    val = paper_throughput(table9)
+    out = {(a, b, n): val[(a, n)] / val[(b, n)] for a, b in PAIRS for (v, n) in val if v == a and (b, n) in val}
+    if not out:
+        raise ValueError(f"{table9 or 'Table 9'}: no N with both sides of {PAIRS}")
+    return out
+
+
+def paper_throughput(table9: str | Path | None = None) -> dict[tuple[str, int], float]:
+    """The paper's Table 9 as ``(variant, N) -> decode tokens/s``: ``yocou/reported/table09.csv``, or the file
+    ``table9`` in its format (columns model, seq_len, value).
+
+    Raises:
+        ValueError: the table lacks one of those columns (naming the table).
     """
     import pandas as pd
 
@@ -233,21 +251,6 @@ def paper_ratios(table9: str | Path | None = None) -> dict[tuple[str, str, int],
     df = load_table(9) if table9 is None else pd.read_csv(table9, comment="#")
     if missing := {"model", "seq_len", "value"} - set(df.columns):
         raise ValueError(f"{table9 or 'Table 9'}: missing columns {sorted(missing)}")
-    names = {"Transformer": "transformer", "YOCO": "yoco", "RINS": "rins", "YOCO-U": "yocou"}
-    val = {(names.get(str(r.model), str(r.model)), int(r.seq_len)): float(r.value) for r in df.itertuples()}
-    out = {(a, b, n): val[(a, n)] / val[(b, n)] for a, b in PAIRS for (v, n) in val if v == a and (b, n) in val}
-    if not out:
-        raise ValueError(f"{table9 or 'Table 9'}: no N with both sides of {PAIRS}")
-    return out
-
-
-def paper_throughput(table9: str | Path | None = None) -> dict[tuple[str, int], float]:
-    """The paper's Table 9 as ``(variant, N) -> decode tokens/s``."""
-    import pandas as pd
-
-    from ..reported import load_table
-
-    df = load_table(9) if table9 is None else pd.read_csv(table9, comment="#")
     names = {"Transformer": "transformer", "YOCO": "yoco", "RINS": "rins", "YOCO-U": "yocou"}
     return {(names.get(str(r.model), str(r.model)), int(r.seq_len)): float(r.value) for r in df.itertuples()}
 
@@ -387,10 +390,19 @@ def render(rows: list[dict], fit: list[dict], paper: Mapping[tuple[str, str, int
     plt.close(fig)
 
 
+def _read_measurement(path: Path, flag: str) -> dict:
+    """A paper-shape measurement (``raw.json``), or ValueError naming ``flag`` and the file."""
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{flag} {path}: not a paper-shape study's raw.json ({e})") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.analysis.serving``: the serving model at the paper's 1.3B shape (module docstring)."""
     import argparse
-    import json
 
     ap = argparse.ArgumentParser(prog="python -m yocou.analysis.serving", description=__doc__.splitlines()[0])
     ap.add_argument("--raw", default="results/paper_shape/raw.json",
@@ -410,10 +422,7 @@ def main(argv: list[str] | None = None) -> int:
 
     check_command("python -m yocou.analysis.serving", a)
     raw_path = Path(a.raw)
-    try:
-        raw = json.loads(raw_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise ValueError(f"--raw {raw_path}: not the paper-shape study's raw.json ({e})") from None
+    raw = _read_measurement(raw_path, "--raw")
     if not (a.cpu_memory_gib > 0 and math.isfinite(a.cpu_memory_gib)):
         raise ValueError(f"--cpu-memory-gib: expected a number > 0, got {a.cpu_memory_gib}")
     if a.measured_only and not a.batched:
@@ -431,14 +440,12 @@ def main(argv: list[str] | None = None) -> int:
                        "cpu_bandwidth": roof.bandwidth, "cpu_peak_flops": roof.peak_flops,
                        "cpu_fraction": cal.bw_fraction})
     if a.batched:
-        from ..render.common import write_table
         import pandas as pd
 
+        from ..render.common import write_table
+
         bpath = Path(a.batched)
-        try:
-            braw = json.loads(bpath.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise ValueError(f"--batched {bpath}: not a paper-shape measurement ({e})") from None
+        braw = _read_measurement(bpath, "--batched")
         _, bcal = measured_cpu(braw, int(a.cpu_memory_gib * 2**30))
         mrows, mratios = measured_batched(braw, bcal)
         notes = ["Measured on this CPU (fp32, 1.3B shape, random weights): B sequences decoded per step from caches "

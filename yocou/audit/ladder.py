@@ -22,7 +22,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from .decision import (CENSORED, INCONCLUSIVE, NO_DIFFERENCE, NOT_COMPARABLE, OPPOSITE, SAME, Verdict)
+from .decision import (
+    CENSORED,
+    INCONCLUSIVE,
+    NO_DIFFERENCE,
+    NOT_COMPARABLE,
+    OPPOSITE,
+    SAME,
+    Verdict,
+)
 from .regime import PAST, PRE
 
 __all__ = ["ID_PREFIX", "LADDER_FILE", "verdicts"]
