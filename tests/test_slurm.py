@@ -3,12 +3,14 @@ training is seen, resubmitted and resumed exactly.
 
 Needs a running cluster whose job states can be read (`python -m yocou.cluster check`), such as the one-node cluster
 of `.ci/slurm/up.sh` (`.ci/run` starts it where it can: root and Debian's packages). Elsewhere every test here is
-skipped, saying why. Marked slow: each runs Snakemake through the SLURM executor plugin (minutes).
+skipped, saying why, unless YOCOU_REQUIRE_SLURM=1 (set by `.ci/run` once its cluster is up): then a cluster that
+cannot be reached fails the tests instead. Marked slow: each runs Snakemake through the SLURM executor plugin (minutes).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -36,6 +38,8 @@ def _cluster_up() -> str | None:
 @pytest.fixture(scope="module", autouse=True)
 def _need_a_cluster() -> None:
     why = _cluster_up()
+    if why and os.environ.get("YOCOU_REQUIRE_SLURM") == "1":
+        pytest.fail(f"YOCOU_REQUIRE_SLURM=1 but no SLURM cluster answers: {why}")
     if why:
         pytest.skip(f"no SLURM cluster here ({why}); .ci/slurm/up.sh starts a one-node one as root")
 
