@@ -132,6 +132,17 @@ def test_checks_results_and_baseline(src, base_results):
     assert base_results["quote.fig2.tokens_saved"].result == HOLDS
     assert base_results["params.T6.moe_activated"].result == FAILS
     assert base_results["unpublished.fig2.loss_gap_equal_flops"].result == UNCHECKABLE
+    # "negligible" read both ways: YOCO-U's extra over YOCO's cache and over the Transformer's (the formula's bytes)
+    from yocou.accounting import kv_cache_bytes
+    from yocou.audit.checks import _paper_cfg
+
+    for n in [8192 * 2 ** k for k in range(6)]:
+        kv = {v: kv_cache_bytes(_paper_cfg(v), n) for v in ("transformer", "yoco", "yocou")}
+        for cid, den in ((f"kv.negligible_overhead.{n}", kv["yoco"]),
+                         (f"kv.negligible_overhead_of_transformer.{n}", kv["transformer"])):
+            x = (kv["yocou"] - kv["yoco"]) / den
+            assert base_results[cid].observed == pytest.approx(x), cid
+            assert base_results[cid].result == (HOLDS if x <= 0.10 else FAILS), cid
     # the committed baseline is up to date
     committed = json.loads(BASELINE.read_text(encoding="utf-8"))["checks"]
     assert committed == {k: r.result for k, r in base_results.items()}, "rerun `yocou audit --write-baseline`"
@@ -264,6 +275,7 @@ def test_declared_checks_are_table_arithmetic_over_covered_cells(src):
     (lambda rows: rows[3].update(id="xt.T3_T5.YOCO"), r"duplicate check id 'xt.T3_T5.YOCO' \(also made by row 3 "),
     (lambda rows: rows[3].pop("b"), r"needs \['b'\]"),
     (lambda rows: rows[3].update(a="T3:{nope}|x"), r"placeholder 'nope' names no var"),
+    (lambda rows: rows[3].update(op="ratio", value="excess_of_c", at_most=0.1), r"value excess_of_c needs c"),
 ])
 def test_a_malformed_declared_check_row_fails_in_one_line_naming_file_and_row(edit, says, src, tmp_path):
     import yaml

@@ -264,8 +264,11 @@ def test_the_audit_judges_the_committed_measurement_as_measured_at_the_paper_sha
     write_tidy(summarize_paper_shape(ROOT / "results/paper_shape/raw.json"),
                res / "paper_shape/tidy/efficiency_paper_shape")
     (res / "smoke/tidy").mkdir(parents=True)
-    got = {v.id: v for v in reproduce(src, res / "smoke", "smoke") if v.id.startswith("v.PS.")}
-    assert len(got) == 10
+    every = {v.id: v for v in reproduce(src, res / "smoke", "smoke") if v.id.startswith("v.PS.")}
+    batched = {k: v for k, v in every.items() if k.startswith(("v.PS.T9.B8.", "v.PS.T9.B4."))}
+    got = {k: v for k, v in every.items() if k not in batched}
+    assert len(got) == 10 and len(batched) == 5
+    assert all(v.qualifier == NOT_RUN for v in batched.values())   # results/paper_shape/batched/tidy is not there
     for v in got.values():
         assert v.qualifier != NOT_RUN and "CPU, 1.3B shape, fp32" in v.message, v
     # not capped at smoke: the measurement is at the paper's shape whatever the scale
@@ -281,6 +284,35 @@ def test_the_audit_judges_the_committed_measurement_as_measured_at_the_paper_sha
     empty = tmp_path / "elsewhere" / "tiny"
     (empty / "tidy").mkdir(parents=True)
     assert all(v.qualifier == NOT_RUN for v in reproduce(src, empty, "tiny") if v.id.startswith("v.PS."))
+
+
+def test_the_audit_reads_the_batched_decode_at_its_stated_batch(tmp_path: Path) -> None:
+    """The v.PS.T9.B* rows read results/paper_shape/batched/tidy: within a block the log of the tokens/s ratio at
+    that batch, across blocks the log of the ratio of tokens/s per GB/s of the triad measured beside each row,
+    both recomputed here from the committed raw rows by hand."""
+    from yocou.audit.claims import load_sources
+    from yocou.audit.verdicts import NOT_RUN, reproduce
+    from yocou.summarize.paper_shape import summarize_batched
+    from yocou.tidy import write_tidy
+
+    raw_path = ROOT / "results/paper_shape/batched/raw.json"
+    res = tmp_path / "results"
+    write_tidy(summarize_batched(raw_path), res / "paper_shape/batched/tidy/efficiency_paper_shape_batched")
+    (res / "tiny/tidy").mkdir(parents=True)
+    got = {v.id: v for v in reproduce(load_sources(), res / "tiny", "tiny") if v.id.startswith("v.PS.T9.B")}
+    assert len(got) == 5 and all(v.qualifier != NOT_RUN and "batch" in v.message for v in got.values()), got
+    rows = json.loads(raw_path.read_text())["rows"]
+
+    def rate(variant: str, n: int, b: int, per_triad: bool = False) -> float:
+        r = next(r for r in rows if r["variant"] == variant and r["kind"] == "decode" and r["seq_len"] == n
+                 and r["batch"] == b)
+        tps = r["tokens"] / statistics.median(r["seconds"])
+        return tps / (statistics.mean(r["triad_beside_bytes_per_s"]) / 1e9) if per_triad else tps
+
+    assert got["v.PS.T9.B8.YOCO-U_over_YOCO.32768"].effect == pytest.approx(
+        math.log(rate("yocou", 32768, 8) / rate("yoco", 32768, 8)))
+    assert got["v.PS.T9.B4.YOCO_over_Transformer.32768"].effect == pytest.approx(
+        math.log(rate("yoco", 32768, 4, True) / rate("transformer", 32768, 4, True)))
 
 
 def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_path: Path) -> None:
@@ -313,5 +345,20 @@ def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_p
         assert r["measured"] == pytest.approx(tps[(a, r["batch"])] / tps[(b, r["batch"])])
         assert r["same_block"] == (r["ratio"] != "yoco / transformer")
     assert all(0 < r["of_bandwidth_beside"] for r in mrows)
+    # the tidy study the audit reads: each row's rate by hand, and its fraction of the bandwidth beside it
+    from yocou.summarize.paper_shape import summarize_batched
+
+    df = summarize_batched(out).set_index(["role", "metric", "axis_value"])["value"]
+    for r in rows:
+        key = (r["variant"], f"decode_tokens_per_s_b{r['batch']}", 24.0)
+        assert df[key] == pytest.approx(r["tokens"] / statistics.median(r["seconds"]))
+        bw = statistics.mean(r["triad_beside_bytes_per_s"])
+        assert df[(r["variant"], f"decode_bandwidth_fraction_b{r['batch']}", 24.0)] == pytest.approx(
+            r["read_bytes_per_application"] * df[key] / r["batch"] / bw)
+    bare = json.loads(out.read_text())
+    bare["rows"] = [{k: v for k, v in r.items() if k != "triad_beside_bytes_per_s"} for r in bare["rows"]]
+    (tmp_path / "bare.json").write_text(json.dumps(bare))
+    with pytest.raises(ValueError, match=r"bare.json: rows\[\d+\] .*triad_beside_bytes_per_s"):
+        summarize_batched(tmp_path / "bare.json")
     with pytest.raises(ValueError, match="decode_batches must be distinct batch sizes >= 1"):
         _study(decode_batches=[0])

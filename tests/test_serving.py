@@ -97,6 +97,20 @@ def test_the_cli_writes_tables_and_figure_and_refuses_a_bad_raw(tmp_path: Path) 
                           "--figure", str(fig)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "--raw" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+    # the measured panel: a fourth axes from the committed batched measurement; a bad file names its flag
+    import matplotlib.image
+
+    wide = tmp_path / "wide.png"
+    res = subprocess.run([sys.executable, "-m", "yocou.analysis.serving", "--out", str(out), "--figure", str(wide),
+                          "--panel-batched", "results/paper_shape/batched/raw.json"], cwd=ROOT, capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+    h3, w3 = matplotlib.image.imread(fig).shape[:2]
+    h4, w4 = matplotlib.image.imread(wide).shape[:2]
+    assert h4 == h3 and w4 > 1.2 * w3
+    res = subprocess.run([sys.executable, "-m", "yocou.analysis.serving", "--out", str(out), "--figure", str(wide),
+                          "--panel-batched", str(bad)], cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 2 and "--panel-batched" in res.stderr and "Traceback" not in res.stderr, res.stderr
 
 
 def test_the_cpu_is_calibrated_on_its_batch_1_rows_only() -> None:

@@ -248,7 +248,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
     "python -m yocou.bench.paper_shape": lambda a: IOPaths({"--paper-config": a.paper_config,
                                                             "--study-config": a.study_config}, {"--out": a.out}),
     "python -m yocou.analysis.serving": lambda a: IOPaths(
-        {"--raw": a.raw, "--batched": a.batched, "--table9": a.table9},
+        {"--raw": a.raw, "--batched": a.batched, "--panel-batched": a.panel_batched, "--table9": a.table9},
         {"--out": [f"{a.out}{s}{x}" for s in (("_measured", "_measured_ratios") if a.measured_only else
                                              ("", "_ratios", "_fit", "_measured", "_measured_ratios"))
                    for x in (".csv", ".md", ".json")],

@@ -1,6 +1,7 @@
 # Helpers shared by the rule files.
 
 import os
+import shlex
 
 # Every rule's software (`conda:`). With --use-conda: the conda environment that environment.yml names, made once
 # beside the Snakefile with `conda env create -f environment.yml`; each job runs in it. A name, not the file:

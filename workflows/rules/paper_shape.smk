@@ -46,6 +46,8 @@ rule paper_shape_serving:
     # (yocou.analysis.serving): the paper's Table 9 ratios against the batch that reproduces them
     input:
         raw=f"{PS_RES}/raw.json",
+        # the batched decode measured on this CPU, the figure's last panel, where it is committed
+        batched=[f"{PS_RES}/batched/raw.json"] if os.path.exists(f"{PS_RES}/batched/raw.json") else [],
         code=[f"{PKG}/analysis/serving.py", f"{PKG}/bench/hardware.py", f"{PKG}/accounting.py",
               f"{PKG}/reported/table09.csv"],
     output:
@@ -59,9 +61,11 @@ rule paper_shape_serving:
         f"{PS_RES}/logs/serving.log",
     params:
         out=lambda w, output: os.path.splitext(output.rows[0])[0],  # the tables' stem
+        panel=lambda w, input: f"--panel-batched {shlex.quote(input.batched[0])}" if input.batched else "",
     conda: CONDA_ENV
     shell:
-        "python -m yocou.analysis.serving --raw {input.raw:q} --out {params.out:q} --figure {output.png:q} > {log} 2>&1"
+        "python -m yocou.analysis.serving --raw {input.raw:q} {params.panel} --out {params.out:q} "
+        "--figure {output.png:q} > {log} 2>&1"
 
 
 rule paper_shape_batched:
@@ -85,9 +89,25 @@ rule paper_shape_batched:
         "--out {params.out:q} > {log} 2>&1"
 
 
+rule paper_shape_batched_summarize:
+    # the batched decode as a tidy study, for the audit's Table 9 rows at batch B
+    input:
+        raw=f"{PS_RES}/batched/raw.json",
+        code=[f"{PKG}/summarize/paper_shape.py", f"{PKG}/tidy.py", f"{PKG}/readers.py"],
+    output:
+        csv=f"{PS_RES}/batched/tidy/efficiency_paper_shape_batched.csv",
+        json=f"{PS_RES}/batched/tidy/efficiency_paper_shape_batched.json",
+    log:
+        f"{PS_RES}/logs/batched_summarize.log",
+    conda: CONDA_ENV
+    script:
+        "../scripts/paper_shape_batched_summarize.py"
+
+
 rule efficiency_paper_shape:
     input:
         rules.paper_shape_render.output,
         rules.paper_shape_serving.output,
         # the batched decode where it is measured (committed); planning never measures it
         rules.paper_shape_batched.output if os.path.exists(f"{PS_RES}/batched/raw.json") else [],
+        rules.paper_shape_batched_summarize.output if os.path.exists(f"{PS_RES}/batched/raw.json") else [],

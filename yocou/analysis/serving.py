@@ -312,13 +312,15 @@ def measured_batched(raw: Mapping, model: Machine) -> tuple[list[dict], list[dic
 
 def render(rows: list[dict], fit: list[dict], paper: Mapping[tuple[str, str, int], float],
            cfgs: Mapping[str, ModelConfig], machines: Sequence[Machine], *, out: str | Path, figure: str | Path,
-           config: Mapping | None = None) -> None:
+           config: Mapping | None = None, measured: Sequence[Mapping] | None = None) -> None:
     """Write ``<out>.{csv,md,json}`` (every modelled row), ``<out>_fit.{csv,md,json}`` (the batch against the
-    paper's ratios) and the figure ``<figure>`` (.png and .pdf)."""
+    paper's ratios) and the figure ``<figure>`` (.png and .pdf). ``measured``: the rows of :func:`measured_batched`,
+    drawn in a fourth panel (tokens/s against B on this CPU, beside the calibrated model) when given."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     import pandas as pd
 
     from ..names import COLORS, label
@@ -351,7 +353,7 @@ def render(rows: list[dict], fit: list[dict], paper: Mapping[tuple[str, str, int
     write_table(pd.DataFrame(fit), f"{stem_of(out)}_fit", title="Which batch reproduces the paper's decode ratios",
                 notes=notes, config=dict(config or {}))
 
-    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    fig, ax = plt.subplots(1, 4 if measured else 3, figsize=(18.5 if measured else 14, 4))
     n_mid = 32768 if 32768 in set(df["seq_len"]) else int(df["seq_len"].median())
     for v in cfgs:
         g = df[(df["machine"] == acc.name) & (df["variant"] == v) & (df["seq_len"] == n_mid)].sort_values("batch")
@@ -381,10 +383,29 @@ def render(rows: list[dict], fit: list[dict], paper: Mapping[tuple[str, str, int
               title=f"at a fixed memory budget: {acc.memory_bytes / 1e9:.0f} GB (solid),\n"
                     f"this CPU's {cpu.memory_bytes / 2**30:.0f} GiB, calibrated (dashed)")
     ax[2].legend(frameon=False, fontsize=8)
+    if measured:
+        m = pd.DataFrame(list(measured))
+        n_meas = int(m.groupby("seq_len").size().idxmax())   # the N with the most (variant, B) rows
+        for v in cfgs:
+            g = m[(m["variant"] == v) & (m["seq_len"] == n_meas)].sort_values("batch")
+            if g.empty:
+                continue
+            ax[3].errorbar(g["batch"], g["tokens_per_s"], yerr=g["half_range"], marker="o", ms=4, capsize=2,
+                           color=COLORS.get(v), label=label(v))
+            ax[3].plot(g["batch"], g["model_tokens_per_s"], ls="--", lw=1, color=COLORS.get(v))
+        ax[3].set(xscale="log", yscale="log", xlabel="batch B", ylabel="decode tokens/s (this CPU, fp32)",
+                  title=f"measured on this CPU, N = {n_meas // 1024}K (points: half range)\n"
+                        "dashed: the model calibrated at batch 1")
+        ax[3].set_xticks(sorted(set(m["batch"])), [str(b) for b in sorted(set(m["batch"]))])
+        ax[3].xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax[3].yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1, 2, 5)))
+        ax[3].yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax[3].yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax[3].legend(frameon=False, fontsize=8)
     for a_ in ax:
         a_.grid(alpha=0.3, which="both")
-    fig.suptitle("Figure 7 as serving sees it (1.3B shape; modelled from the verified byte and FLOP formulas)",
-                 fontsize=10)
+    fig.suptitle("Figure 7 as serving sees it (1.3B shape; modelled from the verified byte and FLOP formulas"
+                 + ("; the last panel measured)" if measured else ")"), fontsize=10)
     fig.tight_layout()
     save_figure(fig, stem_of(figure), config=dict(config or {}))
     plt.close(fig)
@@ -410,6 +431,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batched", default=None,
                     help="a batched paper-shape measurement (workflows/studies/paper_shape_batched.yaml): its rows "
                          "beside the model in <out>_measured.{csv,md,json}")
+    ap.add_argument("--panel-batched", default=None,
+                    help="a batched paper-shape measurement drawn as the figure's fourth panel (measured tokens/s "
+                         "against B beside the calibrated model); the tables stay --batched's")
     ap.add_argument("--measured-only", action="store_true",
                     help="with --batched: write only <out>_measured*.{csv,md,json}, not the model's tables and figure")
     ap.add_argument("--table9", default=None, help="the paper's Table 9 (default yocou/reported/table09.csv)")
@@ -435,10 +459,14 @@ def main(argv: list[str] | None = None) -> int:
     fit = fit_batch(cfgs, acc, paper, BATCHES, absolute=paper_throughput(a.table9))
     rows = study(cfgs, (acc, cal), lens)
     if not a.measured_only:
-        render(rows, fit, paper, cfgs, (acc, cal), out=a.out, figure=a.figure,
+        panel = None
+        if a.panel_batched:
+            praw = _read_measurement(Path(a.panel_batched), "--panel-batched")
+            panel = measured_batched(praw, measured_cpu(praw, int(a.cpu_memory_gib * 2**30))[1])[0]
+        render(rows, fit, paper, cfgs, (acc, cal), out=a.out, figure=a.figure, measured=panel,
                config={"raw": str(raw_path), "accelerator": ACCELERATOR, "cpu_memory_gib": a.cpu_memory_gib,
                        "cpu_bandwidth": roof.bandwidth, "cpu_peak_flops": roof.peak_flops,
-                       "cpu_fraction": cal.bw_fraction})
+                       "cpu_fraction": cal.bw_fraction, **({"panel_batched": a.panel_batched} if panel else {})})
     if a.batched:
         import pandas as pd
 

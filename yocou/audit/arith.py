@@ -24,7 +24,7 @@ from .claims import Sources
 __all__ = ["OPS", "VALUES", "GROUPS", "load_rows", "expand", "declared_checks", "evaluate"]
 
 OPS = ("mean_rounds_to", "rounds_to", "equals", "greater", "ratio", "ratios")
-VALUES = ("ratio", "excess", "saved_percent", "gap_of_largest")
+VALUES = ("ratio", "excess", "excess_of_c", "saved_percent", "gap_of_largest")
 GROUPS = ("averages", "cross-table", "kv-formula", "throughput-vs-compute", "params-vs-shapes", "quoted-numbers")
 FLOPS = ("prefill_per_token", "decode")
 TESTS = {"ratio": ("within", "near", "at_most"), "ratios": ("within", "near", "rising_below")}
@@ -85,6 +85,8 @@ def load_rows(path: str | Path | None = None) -> list[dict]:
             raise ValueError(f"{where}: op {op} needs {miss}")
         if op == "ratio" and row["value"] not in VALUES:
             raise ValueError(f"{where}: value must be one of {VALUES}, got {row['value']!r}")
+        if op == "ratio" and row["value"] == "excess_of_c" and "c" not in row:
+            raise ValueError(f"{where}: value excess_of_c needs c (the cell the excess is a share of)")
         if op in TESTS:
             tests = [t for t in TESTS[op] if t in row]
             if len(tests) != 1:
@@ -266,6 +268,8 @@ def _ratio(r: dict, s: Sources) -> tuple[bool, Any, Any, dict]:
         x = a / b
     elif value == "excess":
         x = (a - b) / b
+    elif value == "excess_of_c":  # a's excess over b as a share of c (load_rows requires c)
+        x = (a - b) / c
     elif value == "saved_percent":
         x = 100 * (1 - a / b)
     else:  # gap_of_largest

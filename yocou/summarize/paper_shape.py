@@ -41,9 +41,10 @@ import pandas as pd
 from ..readers import read_json
 from ..tidy import NO_SEED, tidy_frame
 
-__all__ = ["RATIOS", "STUDY", "VARIANTS", "read_raw", "summarize_paper_shape"]
+__all__ = ["BATCHED_STUDY", "RATIOS", "STUDY", "VARIANTS", "read_raw", "summarize_batched", "summarize_paper_shape"]
 
 STUDY = "efficiency_paper_shape"
+BATCHED_STUDY = "efficiency_paper_shape_batched"
 RATIOS = (("yocou", "yoco"), ("rins", "transformer"), ("yoco", "transformer"), ("yocou", "transformer"))
 VARIANTS = ("transformer", "yoco", "rins", "yocou")
 GIB = 2 ** 30
@@ -255,3 +256,48 @@ def summarize_paper_shape(raw: str | Path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{raw}: no measured decode row at the shortest N for {missing}")
     return tidy_frame(out, where=f"{STUDY} from {raw}")
+
+
+def summarize_batched(raw: str | Path) -> pd.DataFrame:
+    """Tidy study ``efficiency_paper_shape_batched`` from a batched measurement's ``raw.json``
+    (``workflows/studies/paper_shape_batched.yaml``: decode rows with ``batch`` and ``triad_beside_bytes_per_s``).
+
+    Rows (run = role = the variant; seed -1; axis ``seq_len`` = N), one set per measured decode row at batch B:
+    ``decode_tokens_per_s_b<B>`` (B sequences x tokens per second; stderr half the range of the repeats),
+    ``decode_tokens_per_s_per_triad_b<B>`` (the same over the STREAM triad bandwidth measured right before and after
+    its block, in GB/s: tokens/s per GB/s, so rows measured in different blocks compare with the machine's drift
+    taken out) and ``decode_bandwidth_fraction_b<B>`` (bytes a step must read, a looped stage's weights at each
+    application, times steps/s, over that bandwidth). ``detail`` names the block (the variants measured interleaved).
+
+    Raises:
+        ValueError: the file is invalid (:func:`read_raw`), a measured decode row lacks its triad beside it, or a
+            measured cache's bytes differ from the formula.
+    """
+    d = read_raw(raw)
+    prov = d.get("provenance") or {}
+    extra = {"device_label": _device_label(prov), "dtype": _setting(prov, "dtype", "fp32"),
+             "n_threads": int((prov.get("device") or {}).get("n_threads") or 0), "status": "measured"}
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(d["rows"]):
+        if r["kind"] != "decode" or r["status"] != "measured":
+            continue
+        v, n, b = r["variant"], r["seq_len"], r.get("batch", 1)
+        beside = r.get("triad_beside_bytes_per_s")
+        if not (isinstance(beside, list) and beside and all(_pos(x) for x in beside)):
+            raise ValueError(f"{raw}: rows[{i}] ({v}, N={n}, B={b}): triad_beside_bytes_per_s must list the "
+                             f"bandwidths measured beside it (> 0), got {beside!r:.80}")
+        if r.get("kv_bytes_measured") != r.get("kv_bytes_formula"):
+            raise ValueError(f"{raw}: rows[{i}] ({v}, N={n}, B={b}): cache of {r.get('kv_bytes_measured')} bytes, "
+                             f"formula {r.get('kv_bytes_formula')}")
+        tps, se, gbs = r["tokens"] / statistics.median(r["seconds"]), _rate_se(r), statistics.mean(beside) / 1e9
+        block = "+".join(sorted([v, *(r.get("interleaved_with") or [])]))
+        kw = {"study": BATCHED_STUDY, "run": v, "role": v, "seed": NO_SEED, "axis": "seq_len",
+              "axis_value": float(n), "n": len(r["seconds"]), **extra, "detail": f"block {block}, batch {b}"}
+        out += [{**kw, "metric": f"decode_tokens_per_s_b{b}", "value": tps, "stderr": se, "unit": "tokens/s"},
+                {**kw, "metric": f"decode_tokens_per_s_per_triad_b{b}", "value": tps / gbs, "stderr": se / gbs,
+                 "unit": "tokens/s per GB/s"},
+                {**kw, "metric": f"decode_bandwidth_fraction_b{b}", "stderr": math.nan, "unit": "fraction",
+                 "value": r["read_bytes_per_application"] * tps / b / (gbs * 1e9)}]
+    if not out:
+        raise ValueError(f"{raw}: no measured decode row")
+    return tidy_frame(out, where=f"{BATCHED_STUDY} from {raw}")
