@@ -256,6 +256,16 @@ def test_cache_overflow_is_a_clear_error() -> None:
         prefill(m, torch.zeros(1, 5, dtype=torch.long), cache)
 
 
+def test_a_window_slot_is_not_read_as_a_global_one() -> None:
+    """write_and_read serves global and shared slots only; a window slot there is an error naming it."""
+    m = _model(C.yoco(n_layers=4, window=W, **KW))
+    cache = m.new_cache(1, 8)
+    app = next(a for a in m.plan if a.window is not None)
+    kv = torch.zeros(1, m.cfg.n_kv_heads, 2, m.cfg.head_dim)
+    with pytest.raises(ValueError, match=rf"slot {app.slot} is a window slot"):
+        cache.write_and_read(app, kv, kv, 0)
+
+
 def test_moe_routed_equals_dense_masked_reference() -> None:
     """Every expert computed densely and masked by the router == the routed computation."""
     cfg = C.yocou(n_layers=2, window=W, **{**KW, "n_experts": 5, "top_k": 2, "d_expert": 16, "d_shared_expert": 16})

@@ -108,38 +108,22 @@ class KVCache:
     # -- reads and writes used by the attention modules ---------------------
     def write_and_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Store a chunk's keys/values at positions ``pos .. pos+C-1`` and return what its queries see.
+        """Global or shared slot: store a chunk's keys/values at positions ``pos .. pos+C-1`` and return what its
+        queries see: ``(k_BHKD, v_BHKD, kpos_K)``, the keys and values at positions ``0 .. pos+C-1`` (K = pos+C)
+        and those positions. Only written entries are returned, so an unread NaN-filled slot never enters the
+        attention. Window slots go through :meth:`window_read`.
 
-        Returns ``(k_BHKD, v_BHKD, kpos_K)``: the keys and values to attend over and
-        their absolute positions. Only written entries are returned, so an unread
-        NaN-filled slot never enters the attention. For a ``window`` slot the
-        returned keys are the ring's valid entries (positions ``pos-W .. pos-1``)
-        followed by the chunk; the chunk's last ``min(C, W)`` entries are then
-        written into the ring.
+        Raises:
+            ValueError: the application's slot is a window slot.
         """
         slot = self.slots[app.slot]
+        if slot.kind not in ("global", "shared"):
+            raise ValueError(f"write_and_read: slot {app.slot} is a {slot.kind} slot; window slots use window_read")
         C = k_BHCD.shape[2]
-        dev = k_BHCD.device
-        if slot.kind in ("global", "shared"):
-            slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
-            slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
-            kpos = torch.arange(pos + C, device=dev)
-            return slot.k_BHSD[:, :, :pos + C], slot.v_BHSD[:, :, :pos + C], kpos
-        W = slot.window
-        assert W is not None
-        n_valid = min(pos, W)
-        s = torch.arange(n_valid, device=dev)
-        # The ring index s holds the latest position p' < pos with p' % W == s.
-        ring_pos = s + W * torch.div(pos - 1 - s, W, rounding_mode="floor")
-        k_all = torch.cat([slot.k_BHSD[:, :, :n_valid].to(k_BHCD.dtype), k_BHCD], dim=2)
-        v_all = torch.cat([slot.v_BHSD[:, :, :n_valid].to(v_BHCD.dtype), v_BHCD], dim=2)
-        kpos = torch.cat([ring_pos, torch.arange(pos, pos + C, device=dev)])
-        n_keep = min(C, W)
-        keep = torch.arange(pos + C - n_keep, pos + C, device=dev)
-        idx = keep % W
-        slot.k_BHSD[:, :, idx] = k_BHCD[:, :, C - n_keep:].to(slot.k_BHSD.dtype)
-        slot.v_BHSD[:, :, idx] = v_BHCD[:, :, C - n_keep:].to(slot.v_BHSD.dtype)
-        return k_all, v_all, kpos
+        slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
+        slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
+        kpos = torch.arange(pos + C, device=k_BHCD.device)
+        return slot.k_BHSD[:, :, :pos + C], slot.v_BHSD[:, :, :pos + C], kpos
 
     def window_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
                     ) -> tuple[torch.Tensor, torch.Tensor, int]:

@@ -304,7 +304,3 @@ def _labelled(files: Any, kind: str) -> dict[str, list[str]]:
         out[kind] = rest
     return out
 
-
-def errno_name(e: OSError) -> str:
-    """``ENOSPC`` for an ``OSError`` of that errno, ``""`` without one."""
-    return errno.errorcode.get(e.errno or -1, "")

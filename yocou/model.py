@@ -222,13 +222,12 @@ def _mask_for(qpos_N: torch.Tensor, kpos_K: torch.Tensor | None, window: int | N
         return False, None  # a decode step over a global slot sees every cached key
     assert kpos_K is not None
     K = kpos_K.shape[0]
-    if window is None and K == N:
+    assert window is None, "a cached window slot attends through window_attend, without a mask"
+    if K == N:
         return True, None  # the first chunk: keys are exactly the chunk's positions 0..N-1
-    if window is None:
-        # A global slot or the shared K̂V̂ returns keys 0..start+N-1 for queries start..start+N-1,
-        # so start = K - N (known on the host: no device sync).
-        return False, _chunk_causal_mask(K - N, N, str(qpos_N.device))
-    return False, position_mask(qpos_N, kpos_K, window)
+    # A global slot or the shared K̂V̂ returns keys 0..start+N-1 for queries start..start+N-1,
+    # so start = K - N (known on the host: no device sync).
+    return False, _chunk_causal_mask(K - N, N, str(qpos_N.device))
 
 
 @functools.lru_cache(maxsize=2)
