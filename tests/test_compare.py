@@ -37,9 +37,12 @@ def test_every_declared_row_expands_to_a_unique_verdict_and_no_table_means_not_r
     rows = load_comparisons()
     # 97 ids of the original comparisons; + 6 held-out-loss rows (3 pairs x book, code), 6 best-rate rows (v.lr.*) and 8 Table 4
     # two-choice rows (4 pairs x S-NIAH-1, S-NIAH-2: v.T4.*.choice); 10 rows of the paper-shape study (v.PS.*: 2
-    # prefill ratios, 7 decode ratios at one N, the Transformer's fall against YOCO's)
-    assert len(rows) == len({r["id"] for r in rows}) == 97 + 6 + 6 + 8 + 10
+    # prefill ratios, 7 decode ratios at one N, the Transformer's fall against YOCO's) and 5 of its batched decode
+    # (v.PS.T9.B8.*, v.PS.T9.B4.*: 4 at batch 8, 1 at batch 4)
+    assert len(rows) == len({r["id"] for r in rows}) == 97 + 6 + 6 + 8 + 10 + 5
     assert sum(r["id"].startswith("v.PS.") and r.get("results") == "paper_shape" for r in rows) == 10
+    assert sum(r["id"].startswith(("v.PS.T9.B8.", "v.PS.T9.B4.")) and r.get("results") == "paper_shape/batched"
+               for r in rows) == 5
     assert sum(r["id"].startswith("v.T4.") and r["id"].endswith(".choice") for r in rows) == 8
     got = reproduce(src, tmp_path, "tiny")
     assert [v.id for v in got] == [r["id"] for r in rows]
