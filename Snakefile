@@ -15,10 +15,10 @@ min_version("9.0")
 # figure under the part of the paper it belongs to (workflows/rules/common.smk, REPORT_GROUPS), each captioned.
 report: "workflows/report/workflow.rst"
 
-from yocou.scales import check_scale_name, config_error, configured_scales  # standard library only
+from yocou.workflow.scales import check_scale_name, config_error, configured_scales  # standard library only
 
 
-# A scale is any workflows/config/<scale>.yaml with a safe name (yocou.scales.SCALE_PATTERN): add your own.
+# A scale is any workflows/config/<scale>.yaml with a safe name (yocou.workflow.scales.SCALE_PATTERN): add your own.
 try:
     SCALE = check_scale_name(config.get("scale", "tiny"), "--config scale")
     _scales = configured_scales()
@@ -28,7 +28,7 @@ except ValueError as _e:
     config_error(_e)
 
 
-from yocou.wfconfig import read_scale_file, resolve_config  # jsonschema + PyYAML only
+from yocou.workflow.wfconfig import read_scale_file, resolve_config  # jsonschema + PyYAML only
 
 _SCALE_FILE = f"workflows/config/{SCALE}.yaml"
 try:
@@ -42,12 +42,12 @@ except ValueError as _e:
 configfile: _SCALE_FILE
 
 
-# Variant keys first (yocou.config is light): a typo such as `n_loop:` names variants.<name>.<key> and the keys
+# Variant keys first (yocou.model.config is light): a typo such as `n_loop:` names variants.<name>.<key> and the keys
 # its preset takes, where the schema's message would not list them. Then the schema, in one line naming the key
-# (yocou.wfconfig): strings that --config leaves in nested values are read as the numbers they are, every
+# (yocou.workflow.wfconfig): strings that --config leaves in nested values are read as the numbers they are, every
 # default of the schema is filled here (the one place defaults live, also inside cluster jobs), and every
 # model size must be known. Parsing writes nothing: jobs get their settings through params.
-from yocou.config import check_variants
+from yocou.model.config import check_variants
 
 try:
     check_variants(config)
@@ -55,7 +55,7 @@ try:
 except ValueError as _e:
     config_error(_e)
 
-from yocou.wfconfig import bf16_warning  # reads /proc/cpuinfo only
+from yocou.workflow.wfconfig import bf16_warning  # reads /proc/cpuinfo only
 
 if _bf16 := bf16_warning(config):
     logger.warning(f"Warning: {_bf16}")

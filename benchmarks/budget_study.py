@@ -44,7 +44,7 @@ def _load() -> float:
 
 
 def _model(variant: str, shape: dict, vocab: int):
-    from yocou.config import preset
+    from yocou.model.config import preset
 
     kw = dict(shape, vocab_size=vocab)
     if variant == "yocou":
@@ -57,7 +57,7 @@ def _throughput(args: tuple) -> dict:
     variant, shape_name, vocab, seq_len, batch, threads, compile_, dtype = args
     import torch
 
-    from yocou.train import TrainConfig, _loss, build_model, build_optimizer
+    from yocou.training.train import TrainConfig, _loss, build_model, build_optimizer
 
     torch.set_num_threads(threads)
     mc = _model(variant, CANDIDATES[shape_name], vocab)
@@ -85,7 +85,7 @@ def _throughput(args: tuple) -> dict:
 
 
 def _heldout_loss(model, ids, seq_len: int) -> float:
-    from yocou.ppl import token_nll
+    from yocou.evaluation.ppl import token_nll
 
     model.eval()
     return float(token_nll(model, ids, seq_len, batch_size=16).mean())
@@ -98,7 +98,7 @@ def _loss_run(args: tuple) -> dict:
     import torch
 
     from yocou.data import load_tokenizer
-    from yocou.train import TrainConfig, train
+    from yocou.training.train import TrainConfig, train
 
     torch.set_num_threads(1)
     vocab = load_tokenizer(str(Path(tokens_dir).parent / "tokenizer.json")).vocab_size
@@ -109,7 +109,7 @@ def _loss_run(args: tuple) -> dict:
     c0, w0 = time.process_time(), time.perf_counter()
     summary = train(mc, tc, Path(tokens_dir) / "train.bin", out, progress=False)
     cpu_min, wall = (time.process_time() - c0) / 60, time.perf_counter() - w0
-    from yocou.train import load_model
+    from yocou.training.train import load_model
 
     model = load_model(Path(out) / "model.pt")
     ids = np.fromfile(Path(tokens_dir) / "heldout_book.bin", dtype=np.uint16)[:eval_tokens]
@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.from_pipeline:
         return _from_pipeline(Path(a.out), root=Path(a.root))
-    from yocou.io import atomic_write_json, provenance
+    from yocou.utils.io import atomic_write_json, provenance
 
     res: dict = {"load_before": _load(), "dtype": a.dtype}
     # 1. throughput: one-thread pairs side by side vs one two-thread job; vocab and sequence candidates
@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _core_pairs(runs: list[dict]) -> dict:
     """Held-out loss differences of the core pairs at the last train-time evaluation (the first train.eval_tokens
-    tokens of each split), paired by seed, with the 95% t interval (yocou.summarize.crossover.t_interval)."""
-    from yocou.summarize.crossover import t_interval
+    tokens of each split), paired by seed, with the 95% t interval (yocou.results.summarize.crossover.t_interval)."""
+    from yocou.results.summarize.crossover import t_interval
 
     by = {r["run"]: r["train_time_heldout_loss"] for r in runs}
     out = {}
@@ -200,7 +200,7 @@ def _from_pipeline(out: Path, scale: str = "tiny", root: Path = ROOT) -> int:
     """Part 3: the chosen budget as the pipeline ran it; merged into ``out`` (other parts kept)."""
     import csv
 
-    from yocou.io import atomic_write_json, provenance
+    from yocou.utils.io import atomic_write_json, provenance
 
     models, res = root / f"runs/{scale}/models", root / f"results/{scale}"
     runs = []

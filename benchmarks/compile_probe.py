@@ -18,9 +18,9 @@ import time
 
 import torch
 
-from yocou import config as C
-from yocou.io import atomic_write_json, provenance
-from yocou.train import TrainConfig, build_optimizer, lr_at
+from yocou.model import config as C
+from yocou.training.train import TrainConfig, build_optimizer, lr_at
+from yocou.utils.io import atomic_write_json, provenance
 
 BASE = {"d_model": 96, "n_layers": 6, "n_heads": 2, "n_kv_heads": 1, "head_dim": 48, "d_ff": 256, "window": 64,
         "vocab_size": 2048}
@@ -42,7 +42,7 @@ def main() -> None:
     cfg = getattr(C, a.variant)(**kw)
     tc = TrainConfig(steps=a.steps, batch_size=16, seq_len=256, lr=3e-3, warmup_steps=5, dtype="fp32")
     torch.manual_seed(0)
-    from yocou.model import LM
+    from yocou.model.lm import LM
 
     eager = LM(cfg)
     compiled_model = copy.deepcopy(eager)

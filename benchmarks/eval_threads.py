@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.evaldefs import niah_settings  # noqa: E402
-from yocou.io import atomic_write_json, provenance  # noqa: E402
-from yocou.wfconfig import read_scale_file, resolve_config  # noqa: E402
+from yocou.results.evaldefs import niah_settings  # noqa: E402
+from yocou.utils.io import atomic_write_json, provenance  # noqa: E402
+from yocou.workflow.wfconfig import read_scale_file, resolve_config  # noqa: E402
 
 EVALS = ("ppl", "longppl", "niah")
 
@@ -49,12 +49,12 @@ def commands(cfg: dict, run_root: Path, res_root: Path, model: str, out: Path) -
                 str(p["seq_len"]), *(["--max-tokens", str(p["max_tokens"])] if p.get("max_tokens") else []),
                 "--tokenizer", str(tok), "--dtype", p["dtype"], "--batch", str(p["batch"]),
                 "--out", str(out / f"ppl_{model}.json")],
-        "longppl": [*py, "yocou.longctx.longppl", "--model", str(m), "--tokens-dir", str(run_root / "tokens"),
+        "longppl": [*py, "yocou.evaluation.longctx.longppl", "--model", str(m), "--tokens-dir", str(run_root / "tokens"),
                     "--lengths", *[str(n) for n in lp["lengths"]], "--span", str(lp["span"]),
                     "--book-docs", str(lp["book_docs"]), "--code-docs", str(lp["code_docs"]),
                     "--chunk-size", str(lp["chunk_size"]), "--batch", str(lp["batch"]), "--dtype", lp["dtype"],
                     "--out", str(out / f"longppl_{model}.json")],
-        "niah": [*py, "yocou.longctx.niah", "eval", "--model", str(m), "--tokenizer", str(tok),
+        "niah": [*py, "yocou.evaluation.longctx.niah", "eval", "--model", str(m), "--tokenizer", str(tok),
                  "--prompts", str(res_root / "niah/prompts.jsonl"), "--max-new-tokens",
                  str(nh["max_new_tokens"]), "--chunk-size", str(nh["chunk_size"]), "--batch", str(nh["batch"]),
                  "--dtype", nh["dtype"], "--out", str(out / f"niah_{model}.json")],

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The prepared GPU session, one command on one lent GPU within 10 minutes: the paper-shape efficiency study in bf16 (workflows/studies/paper_shape_gpu.yaml),
-# after a seconds-long smoke of the same code on the GPU, then yocou.bench.gpu_check (bf16 correctness against
+# after a seconds-long smoke of the same code on the GPU, then yocou.evaluation.bench.gpu_check (bf16 correctness against
 # fp32 and the full forward, and the profiler's CUDA path at 1.3B). Writes to $OUT (default /tmp/gpu_session):
 #   raw.json, measure.log      -> results/paper_shape_gpu/ (then `snakemake --cores 2 efficiency_paper_shape`)
 #   gpu_check.tar.gz           -> results/gpu_check/ (its json, profile, tidy table and Figure 7 at GPU scale)
@@ -19,21 +19,21 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; timeout "$limit" "$
          echo "step $name: exit $rc after $((SECONDS - t0)) s" >>"$log"; return $rc; }
 # 1. the study's code at smoke shapes on the GPU (bf16, CUDA generator, synchronised clocks): seconds
 step smoke 60 python3 - >>"$log" 2>&1 <<'PY'
-from yocou.bench import paper_shape as PS
+from yocou.evaluation.bench import paper_shape as PS
 cfgs = PS.paper_shape_configs("workflows/config/smoke.yaml")
 sc = PS.study_config_from_dict(dict(decode_lens=[64, 128], prefill_lens=[48, 96], n_decode=4, repeats_decode=2,
                                     repeats_prefill=2, repeats_check=2, chunk_size=32, triad_elems=1 << 20,
                                     matmul_n=256, limit_repeats=2, device="cuda", dtype="bf16"))
 d = PS.run_study(cfgs, sc, "/tmp/ps_smoke.json", log=print)
-from yocou.summarize.paper_shape import summarize_paper_shape
+from yocou.results.summarize.paper_shape import summarize_paper_shape
 df = summarize_paper_shape("/tmp/ps_smoke.json")
 print("smoke ok:", len(d["rows"]), "rows,", len(df), "tidy rows;", df["device_label"].iloc[0])
 PY
 # 2. the study at the paper's shape
-step study 300 python3 -m yocou.bench.paper_shape --paper-config workflows/config/paper.yaml \
+step study 300 python3 -m yocou.evaluation.bench.paper_shape --paper-config workflows/config/paper.yaml \
     --study-config workflows/studies/paper_shape_gpu.yaml --out "$OUT/raw.json" 2>"$OUT/measure.log"
 [ -f "$OUT/raw.json.partial.json" ] && echo "study incomplete: partial result kept" >>"$log"
 # 3. the GPU check (its own profile of every variant at 1.3B)
-step gpu_check 200 python3 -m yocou.bench.gpu_check --out /tmp/gpu_check >>"$log" 2>&1
+step gpu_check 200 python3 -m yocou.evaluation.bench.gpu_check --out /tmp/gpu_check >>"$log" 2>&1
 tar -C /tmp -czf "$OUT/gpu_check.tar.gz" gpu_check 2>>"$log"
 date -u >>"$log"

@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
+from yocou.utils.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
 
 TEST_FILE = "tests/test_export_hf.py"
 
@@ -33,12 +33,12 @@ FEATURES = {
     "test_exported_logits_equal_yocou_forward": (
         "load with `from_pretrained`, fp32 logits", "largest absolute difference from yocou's forward = 0"),
     "test_exported_greedy_generate_equals_yocou_generate": (
-        "greedy `generate` (default settings)", "tokens equal yocou.generate"),
+        "greedy `generate` (default settings)", "tokens equal yocou.model.generate"),
     "test_the_remote_cache_gives_the_full_forwards_logits_token_by_token": (
         "cached decoding token by token, left padding, `logits_to_keep`",
         "logits equal the full forward's past several windows (atol 1e-5)"),
     "test_remote_generate_with_the_cache_equals_without_it_and_yocou": (
-        "greedy `generate(use_cache=True)`", "tokens equal `use_cache=False` and yocou.generate"),
+        "greedy `generate(use_cache=True)`", "tokens equal `use_cache=False` and yocou.model.generate"),
     "test_beam_search_with_the_cache_equals_without_it": (
         "beam search (`num_beams=3`, `num_return_sequences=2`)", "sequences equal the same search with `use_cache=False`"),
     "test_generate_continues_from_a_returned_cache": (
@@ -50,7 +50,7 @@ FEATURES = {
     "test_a_yoco_family_assistant_drafts_for_a_llama_export": (
         "an exported YOCO-U as the assistant of the Llama export", "tokens equal the Llama's plain greedy"),
     "test_text_generation_pipeline_gives_yocous_greedy_tokens": (
-        "`pipeline('text-generation')` with the exported tokenizer", "text equals yocou.generate's (YOCO-U)"),
+        "`pipeline('text-generation')` with the exported tokenizer", "text equals yocou.model.generate's (YOCO-U)"),
     "test_remote_model_padding_gives_the_unpadded_logits": (
         "left-padded batches (`attention_mask`)", "padded rows' logits equal the unpadded ones"),
     "test_exported_folder_loads_where_yocou_cannot_be_imported": (

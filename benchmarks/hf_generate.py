@@ -38,8 +38,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.entry import int_at_least, run_main  # noqa: E402
-from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
+from yocou.utils.entry import int_at_least, run_main  # noqa: E402
+from yocou.utils.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
 
 #: Every non-Llama kind of model the remote code serves (the Transformer exports as a native Llama).
 DEFAULT_VARIANTS = ("yoco", "yocou", "rins", "loop", "upper_loop", "upper_loop_nokv", "yocou_moe")
@@ -63,8 +63,8 @@ def _export(cfg: Any, tok: Path, root: Path, seq_len: int, seed: int) -> tuple[t
     import transformers
 
     from yocou.export import export_hf
-    from yocou.model import LM
-    from yocou.train import TrainConfig, _save_model
+    from yocou.model.lm import LM
+    from yocou.training.train import TrainConfig, _save_model
 
     torch.manual_seed(seed)
     model = LM(cfg).eval()
@@ -106,7 +106,7 @@ def _hf_generate(hf: Any, ids: torch.Tensor, n: int, use_cache: bool) -> tuple[f
 
 
 def _yocou_generate(model: Any, ids: torch.Tensor, n: int) -> tuple[float, torch.Tensor]:
-    from yocou.generate import generate
+    from yocou.model.generate import generate
 
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -132,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from tqdm.auto import tqdm
 
-    from yocou.config import config_from_dict
-    from yocou.pipeline import resolve_run
-    from yocou.wfconfig import read_scale_file, resolve_config
+    from yocou.model.config import config_from_dict
+    from yocou.workflow.pipeline import resolve_run
+    from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
     path = ROOT / "workflows" / "config" / f"{a.scale}.yaml"
     cfg = resolve_config(read_scale_file(path), source=str(path), root=ROOT)
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         r.pop("hf_step_s")
     settings = {"scale": a.scale, "variants": a.variants, "new_tokens": a.new_tokens, "prompt_len": a.prompt_len,
                 "rounds": a.rounds, "threads": threads, "seed": a.seed, "dtype": "fp32", "batch": 1}
-    out = {"what": "greedy generate: transformers (exported remote code, use_cache=True) against yocou.generate, "
+    out = {"what": "greedy generate: transformers (exported remote code, use_cache=True) against yocou.model.generate, "
                    "paired rounds, CPU", "settings": settings, "summary": summary, "rounds": rows,
            "load_average": {"start": load0, "end": os.getloadavg()},
            "provenance": provenance({"hf_generate": settings}, a.seed)}

@@ -11,7 +11,7 @@ paired ratios (HF time / our time; > 1: ours faster).
 * training: forward + backward + AdamW step on ``batch × seq_len`` tokens, in the training dtype (fp32, or bf16
   autocast over fp32 weights: what ``yocou train`` does), eager for both (``--compile`` adds both under
   torch.compile); training MFU = analytic training FLOPs per token
-  (:func:`yocou.accounting.train_flops_per_token`) × tokens/s over the matmul peak measured in the same run
+  (:func:`yocou.model.accounting.train_flops_per_token`) × tokens/s over the matmul peak measured in the same run
   (``--peak-n``³ matmuls in the training dtype);
 * prefill over a prompt of ``--prefill-len`` tokens (ours in one chunk and in chunks of 512, HF one forward
   with its default ``DynamicCache``), each from a fresh cache;
@@ -46,19 +46,19 @@ import torch.nn.functional as F
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou import accounting  # noqa: E402
-from yocou import config as C  # noqa: E402
-from yocou.entry import int_at_least, run_main  # noqa: E402
-from yocou.generate import decode_step, prefill  # noqa: E402
-from yocou.io import atomic_write_json, provenance  # noqa: E402
-from yocou.model import LM  # noqa: E402
+from yocou.model import accounting  # noqa: E402
+from yocou.model import config as C  # noqa: E402
+from yocou.model.generate import decode_step, prefill  # noqa: E402
+from yocou.model.lm import LM  # noqa: E402
+from yocou.utils.entry import int_at_least, run_main  # noqa: E402
+from yocou.utils.io import atomic_write_json, provenance  # noqa: E402
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def hf_llama_from(model: LM) -> torch.nn.Module:
     """``LlamaForCausalLM`` with the shape and (copied) weights of our Transformer ``model``."""
-    from yocou.hf import to_llama
+    from yocou.model.hf import to_llama
 
     return to_llama(model)
 
@@ -134,13 +134,13 @@ def aten_ops(fn: Callable[[], Any]) -> int:
 
 def scale_defaults(scale: str) -> dict[str, Any]:
     """Shape and training settings of ``workflows/config/<scale>.yaml``, validated and with the schema's defaults
-    (:func:`yocou.wfconfig.resolve_config`): the Transformer at ``sizes.base``, the tokenizer's vocabulary, the
+    (:func:`yocou.workflow.wfconfig.resolve_config`): the Transformer at ``sizes.base``, the tokenizer's vocabulary, the
     training batch, ``seq_len`` and dtype, and the threads of one training job (``launch.threads``, else all cores).
 
     Raises:
         ConfigError / ValueError: no such scale file, a config the schema rejects, or no ``sizes.base``.
     """
-    from yocou.wfconfig import read_scale_file, resolve_config
+    from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
     path = ROOT / "workflows" / "config" / f"{scale}.yaml"
     cfg = resolve_config(read_scale_file(path), source=str(path), root=ROOT)

@@ -7,7 +7,7 @@ the seeds that failed) and scores them, beside every retrieval and crossover mod
 
 * the Table 4 prompts (``results/tiny/niah/prompts.jsonl``): two-choice accuracy up to the training length with
   its 95% Wilson interval (chance 0.5), by prompt length, and exact match;
-* the same prompts with the *training* needles' key words (``python -m yocou.longctx.niah prompts --train-keys``):
+* the same prompts with the *training* needles' key words (``python -m yocou.evaluation.longctx.niah prompts --train-keys``):
   whether a model that fails Table 4 retrieves at all, or only fails on key words it never saw in a needle.
 
 Arms (``ARMS``): a copy of the core run's ``run_config.json`` (``runs/tiny/models/<base>_seed<k>``) with the
@@ -37,8 +37,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.entry import int_at_least, run_main  # noqa: E402
-from yocou.io import atomic_write_json, provenance  # noqa: E402
+from yocou.utils.entry import int_at_least, run_main  # noqa: E402
+from yocou.utils.io import atomic_write_json, provenance  # noqa: E402
 
 #: name -> (core run, seeds, needle fraction, step factor over the core run's steps: 4 is the committed recipe)
 ARMS: dict[str, dict[str, Any]] = {
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if not tk_prompts.is_file():
         head = json.loads(prompts.open().readline())["provenance"]["config"]
         lens = [n for n in head["lengths"] if n <= 256]
-        subprocess.run([py, "-m", "yocou.longctx.niah", "prompts", "--train-keys", "--tokenizer",
+        subprocess.run([py, "-m", "yocou.evaluation.longctx.niah", "prompts", "--train-keys", "--tokenizer",
                         str(tiny / "tokenizer.json"), "--book", str(tiny / "tokens/heldout_book.bin"), "--tasks",
                         *head["tasks"], "--lengths", *map(str, lens), "--n-depths", str(head["n_depths"]),
                         "--n-samples", str(head["n_samples"]), "--seed", str(head["seed"]), "--out",
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             f = work / "scores" / f"{name.replace('/', '__')}.{digest}.{kind}.json"
             if not f.is_file():
                 f.parent.mkdir(exist_ok=True)
-                subprocess.run([py, "-m", "yocou.longctx.niah", "eval", "--model", str(d / "model.pt"),
+                subprocess.run([py, "-m", "yocou.evaluation.longctx.niah", "eval", "--model", str(d / "model.pt"),
                                 "--tokenizer", str(tiny / "tokenizer.json"), "--prompts", str(pr), "--batch", "10",
                                 "--out", str(f)], check=True, cwd=root, stdout=subprocess.DEVNULL)
             out[kind] = score(f)

@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.committed import planned_jobs  # noqa: E402
-from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
+from yocou.utils.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
+from yocou.workflow.committed import planned_jobs  # noqa: E402
 
 #: target -> (its rule, a rule it depends on)
 TARGETS = {

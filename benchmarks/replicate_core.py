@@ -5,7 +5,7 @@ YOCO-U, 5 seeds each) through three studies: ``heldout_ppl`` (held-out loss and 
 gap at equal FLOPs, tokens saved) and ``fig4`` (long-context perplexity). This script reads those three tidy tables
 from a *replica*, a second checkout whose pipeline retrained the 20 core runs (on another machine, or at a later
 commit whose training code is the same up to floating-point rounding), and evaluates the audit's declared
-comparisons (``eval/comparisons.yaml``, :func:`yocou.audit.verdicts.evaluate`) on the replica's tables and on the
+comparisons (``eval/comparisons.yaml``, :func:`yocou.results.audit.verdicts.evaluate`) on the replica's tables and on the
 committed ones, side by side:
 
 - each row's verdict, effect and 95% interval across seeds in both, and whether the verdicts agree;
@@ -41,11 +41,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.audit.claims import load_sources  # noqa: E402
-from yocou.audit.spread import load_tidy  # noqa: E402
-from yocou.audit.verdicts import evaluate, load_comparisons, set_axis_max  # noqa: E402
-from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
-from yocou.tidy import read_tidy  # noqa: E402
+from yocou.results.audit.claims import load_sources  # noqa: E402
+from yocou.results.audit.spread import load_tidy  # noqa: E402
+from yocou.results.audit.verdicts import evaluate, load_comparisons, set_axis_max  # noqa: E402
+from yocou.results.tidy import read_tidy  # noqa: E402
+from yocou.utils.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
 
 STUDIES = ("heldout_ppl", "fig2", "fig4")
 """The studies every decided training-side verdict of the committed tiny audit reads (all from the core runs)."""

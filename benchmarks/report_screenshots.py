@@ -31,9 +31,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from yocou.entry import run_main  # noqa: E402
-from yocou.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
-from yocou.render.pages import DATA_URL_LIMIT  # noqa: E402
+from yocou.results.render.pages import DATA_URL_LIMIT  # noqa: E402
+from yocou.utils.entry import run_main  # noqa: E402
+from yocou.utils.io import atomic_write_json, atomic_write_text, provenance  # noqa: E402
 
 WIDTH, HEIGHT = 1400, 1000
 MENU_PX = 330  # the report's menu column at this width; the content pane is to its right

@@ -1,6 +1,6 @@
 """Does the tidy layer + declared audit give the verdicts the old file-parsing audit gave?
 
-Runs the new summarize steps (yocou.summarize) on the raw tiny outputs committed under results/tiny/ by the old
+Runs the new summarize steps (yocou.results.summarize) on the raw tiny outputs committed under results/tiny/ by the old
 pipeline (downstream/, niah/, ppl/, longppl/, profile.json, kv_measure.json), then the declared comparisons
 (eval/comparisons.yaml), and compares each verdict and qualifier with results/tiny/audit/verdicts.csv written by the
 old code (commit d96cbe5). The training-curve studies (runs, fig2, fig5, fig6) need the runs' metrics.jsonl and
@@ -20,12 +20,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from yocou.audit.claims import load_sources
-from yocou.audit.verdicts import NOT_RUN, reproduce
-from yocou.io import atomic_write_json, provenance
-from yocou.summarize import downstream as D, efficiency as E, niah as N, training as T
-from yocou.tidy import study_roles, write_tidy
-from yocou.wfconfig import read_scale_file, resolve_config
+from yocou.results.audit.claims import load_sources
+from yocou.results.audit.verdicts import NOT_RUN, reproduce
+from yocou.results.summarize import downstream as D
+from yocou.results.summarize import efficiency as E
+from yocou.results.summarize import niah as N
+from yocou.results.summarize import training as T
+from yocou.results.tidy import study_roles, write_tidy
+from yocou.utils.io import atomic_write_json, provenance
+from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

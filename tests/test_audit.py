@@ -1,4 +1,4 @@
-"""Tests of yocou.audit: the claims registry, the consistency checks, the verdicts and ``yocou audit``.
+"""Tests of yocou.results.audit: the claims registry, the consistency checks, the verdicts and ``yocou audit``.
 
 - Every table of the paper's page is in the registry (counted on the page independently, by its "Table N:"
   captions), every printed cell of each table is a claim, and every printed prose claim is quoted from the page.
@@ -11,7 +11,7 @@
 
 Only the tests that compare the registry with the paper's own text (arXiv 2604.01220 as a plain-text page) read
 the page, from ../shared/paper/000_c190a1253fdf94ee.txt (beside the repository root) or $YOCOU_SHARED/paper/...;
-they skip when it is absent. Everything else reads what the repository holds (yocou/reported, claims.yaml).
+they skip when it is absent. Everything else reads what the repository holds (yocou/results/reported, claims.yaml).
 """
 
 from __future__ import annotations
@@ -28,11 +28,30 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from yocou.audit.arith import declared_checks
-from yocou.audit.checks import FAILS, HOLDS, RESULTS, UNCHECKABLE, build_checks, run_checks
-from yocou.audit.claims import TABLE_LAYOUT, load_claims, load_registry, load_sources
-from yocou.audit.verdicts import INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, decide
-from yocou.reported import available_tables, load_table
+from yocou.results.audit.arith import declared_checks
+from yocou.results.audit.checks import (
+    FAILS,
+    HOLDS,
+    RESULTS,
+    UNCHECKABLE,
+    build_checks,
+    run_checks,
+)
+from yocou.results.audit.claims import (
+    TABLE_LAYOUT,
+    load_claims,
+    load_registry,
+    load_sources,
+)
+from yocou.results.audit.verdicts import (
+    INCONCLUSIVE,
+    NOT_RUN,
+    OPPOSITE,
+    SAME,
+    SAME_SIZE,
+    decide,
+)
+from yocou.results.reported import available_tables, load_table
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_NAME = "000_c190a1253fdf94ee.txt"
@@ -133,8 +152,8 @@ def test_checks_results_and_baseline(src, base_results):
     assert base_results["params.T6.moe_activated"].result == FAILS
     assert base_results["unpublished.fig2.loss_gap_equal_flops"].result == UNCHECKABLE
     # "negligible" read both ways: YOCO-U's extra over YOCO's cache and over the Transformer's (the formula's bytes)
-    from yocou.accounting import kv_cache_bytes
-    from yocou.audit.checks import _paper_cfg
+    from yocou.model.accounting import kv_cache_bytes
+    from yocou.results.audit.checks import _paper_cfg
 
     for n in [8192 * 2 ** k for k in range(6)]:
         kv = {v: kv_cache_bytes(_paper_cfg(v), n) for v in ("transformer", "yoco", "yocou")}
@@ -153,9 +172,9 @@ def _copy_sources(dst: Path) -> tuple[Path, Path]:
     rep.mkdir()
     for n in available_tables():
         name = f"table{n:02d}.csv"
-        (rep / name).write_text(resources.files("yocou.reported").joinpath(name).read_text("utf-8"), "utf-8")
+        (rep / name).write_text(resources.files("yocou.results.reported").joinpath(name).read_text("utf-8"), "utf-8")
     reg = dst / "claims.yaml"
-    shutil.copy(resources.files("yocou.audit").joinpath("claims.yaml"), reg)
+    shutil.copy(resources.files("yocou.results.audit").joinpath("claims.yaml"), reg)
     return rep, reg
 
 
@@ -407,8 +426,8 @@ def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_re
     """A results folder copied away from ``results/`` loses the studies read beside it (the paper-shape efficiency
     rows): the audit says which table it did not find and how many rows it leaves "not run", instead of turning them
     into "not run" silently; with that folder copied beside it, the note goes and those rows are read."""
-    from yocou.audit.report import load_comparisons
     from yocou.cli import main
+    from yocou.results.audit.report import load_comparisons
 
     shared = sorted({r["results"] for r in load_comparisons() if r.get("results")})
     assert shared, "the comparisons read no study beside the scale's folder"

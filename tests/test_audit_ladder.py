@@ -1,4 +1,4 @@
-"""The ladder's decisions as audit rows (yocou.audit.ladder), on ladders fitted to synthetic points of known law."""
+"""The ladder's decisions as audit rows (yocou.results.audit.ladder), on ladders fitted to synthetic points of known law."""
 
 from __future__ import annotations
 
@@ -11,10 +11,16 @@ import pytest
 import yaml
 from test_ladder_fits import ROOT, _points, _rules
 
-from yocou.audit import ladder as AL
-from yocou.audit.decision import CENSORED, INCONCLUSIVE, NOT_COMPARABLE, OPPOSITE, SAME
-from yocou.audit.regime import PAST, PRE
-from yocou.summarize import ladder_fits as LF
+from yocou.results.audit import ladder as AL
+from yocou.results.audit.decision import (
+    CENSORED,
+    INCONCLUSIVE,
+    NOT_COMPARABLE,
+    OPPOSITE,
+    SAME,
+)
+from yocou.results.audit.regime import PAST, PRE
+from yocou.results.summarize import ladder_fits as LF
 
 
 def _write(tmp_path: Path, pts: pd.DataFrame, planned_steps: int | None = None) -> Path:

@@ -13,10 +13,10 @@ import pytest
 import torch
 import yaml
 
-import yocou.config as C
-from yocou.readers import ResultFileError
-from yocou.tidy import read_tidy
-from yocou.train import TrainConfig, check_device, read_checkpoint
+import yocou.model.config as C
+from yocou.results.readers import ResultFileError
+from yocou.results.tidy import read_tidy
+from yocou.training.train import TrainConfig, check_device, read_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "results" / "tiny"
@@ -31,7 +31,7 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
 
 
 def _module(main, argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
-    from yocou.entry import run_main
+    from yocou.utils.entry import run_main
 
     capsys.readouterr()
     try:
@@ -75,7 +75,7 @@ def test_an_unknown_top_level_run_config_key_is_refused(tmp_path: Path, capsys: 
 
 
 def test_the_pipeline_config_refuses_nan_and_infinity() -> None:
-    from yocou.wfconfig import ConfigError, read_scale_file, resolve_config
+    from yocou.workflow.wfconfig import ConfigError, read_scale_file, resolve_config
 
     for bad in (math.nan, math.inf):
         cfg = read_scale_file(ROOT / "workflows/config/smoke.yaml")
@@ -85,7 +85,7 @@ def test_the_pipeline_config_refuses_nan_and_infinity() -> None:
 
 
 def test_a_json_with_nan_names_the_file_and_the_key(tmp_path: Path) -> None:
-    from yocou.io import atomic_write_json
+    from yocou.utils.io import atomic_write_json
 
     with pytest.raises(ValueError, match=r"r\.json: not written: splits\.book\.ppl is nan, not a finite number"):
         atomic_write_json(tmp_path / "r.json", {"splits": {"book": {"ppl": math.nan}}})
@@ -98,8 +98,8 @@ def test_checkpoint_readers_name_folders_devices_and_mismatched_weights(tmp_path
         read_checkpoint(tmp_path / "dir.pt")
     with pytest.raises(ValueError, match=r"device 'tpu' is not a torch device"):
         check_device("tpu")
-    from yocou.model import LM
-    from yocou.train import load_model
+    from yocou.model.lm import LM
+    from yocou.training.train import load_model
 
     cfg = C.preset("yocou-smoke")
     torch.save({"model": LM(cfg).state_dict(), "model_config": cfg.replace(d_model=32, head_dim=16).to_dict()},
@@ -109,14 +109,14 @@ def test_checkpoint_readers_name_folders_devices_and_mismatched_weights(tmp_path
 
 
 def test_a_named_tokenizer_without_its_package_is_a_user_error() -> None:
-    from yocou.entry import USER_ERRORS, MissingPackage
+    from yocou.utils.entry import USER_ERRORS, MissingPackage
 
     assert MissingPackage in USER_ERRORS and issubclass(MissingPackage, ImportError)
 
 
 def test_ppl_refuses_a_tokenizer_other_than_the_streams(token_dir: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture) -> None:
-    from yocou.model import LM
+    from yocou.model.lm import LM
 
     cfg = C.preset("yocou-smoke").replace(vocab_size=300)
     torch.save({"model": LM(cfg).state_dict(), "model_config": cfg.to_dict()}, tmp_path / "model.pt")
@@ -174,7 +174,7 @@ def test_a_tidy_row_with_a_float_seed_or_a_boolean_value_is_refused(tmp_path: Pa
 
 
 def test_lmeval_task_options_are_checked_and_match_the_schema() -> None:
-    from yocou.lmeval.pack import TASK_OPTIONS, check_tasks
+    from yocou.evaluation.lmeval.pack import TASK_OPTIONS, check_tasks
 
     schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
     tasks = schema["properties"]["eval"]["properties"]["downstream"]["properties"]["tasks"]
@@ -191,10 +191,10 @@ def test_lmeval_task_options_are_checked_and_match_the_schema() -> None:
 
 
 def test_module_arguments_that_cannot_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from yocou import timing
-    from yocou.analysis import angular
-    from yocou.lmeval import pack
-    from yocou.longctx import longppl, niah
+    from yocou.evaluation.analysis import angular
+    from yocou.evaluation.lmeval import pack
+    from yocou.evaluation.longctx import longppl, niah
+    from yocou.results import timing
 
     (tmp_path / "folder").mkdir()
     m = str(tmp_path / "nope.pt")
@@ -220,8 +220,8 @@ def test_module_arguments_that_cannot_work(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_a_binary_config_file_is_named(tmp_path: Path) -> None:
-    from yocou.io import load_config_file
-    from yocou.yamlio import load_yaml
+    from yocou.utils.io import load_config_file
+    from yocou.utils.yamlio import load_yaml
 
     (tmp_path / "g.json").write_bytes(bytes(range(128, 256)))
     with pytest.raises(ValueError, match=r"g\.json: not UTF-8 text"):
@@ -246,7 +246,7 @@ def test_the_audit_refuses_an_empty_results_folder_and_bad_figures(tmp_path: Pat
 
 def test_a_negative_reported_perplexity_is_named(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rep = tmp_path / "rep"
-    shutil.copytree(ROOT / "yocou" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    shutil.copytree(ROOT / "yocou" / "results" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     t = rep / "table03.csv"
     text = t.read_text()
     assert "Transformer,Non-Recursive,Wiki. ppl,ppl,22.52" in text
@@ -257,7 +257,7 @@ def test_a_negative_reported_perplexity_is_named(tmp_path: Path, capsys: pytest.
 
 
 def test_the_niah_protocol_is_checked_when_used_not_at_import(monkeypatch: pytest.MonkeyPatch) -> None:
-    from yocou.longctx import niah
+    from yocou.evaluation.longctx import niah
 
     monkeypatch.setattr(niah, "N_CHOICES", 1)
     with pytest.raises(ValueError, match=r"eval/protocols\.yaml: niah\.n_choices must be an integer >= 2"):
@@ -269,8 +269,8 @@ def test_the_niah_protocol_is_checked_when_used_not_at_import(monkeypatch: pytes
 
 
 @pytest.mark.parametrize("argv", [
-    ["python", "-m", "yocou.runlock", "/tmp/" + "x" * 300],
-    ["python", "-m", "yocou.audit", "--scale", "tiny", "--out", "/tmp/" + "x" * 300 + "/audit"],
+    ["python", "-m", "yocou.utils.runlock", "/tmp/" + "x" * 300],
+    ["python", "-m", "yocou.results.audit", "--scale", "tiny", "--out", "/tmp/" + "x" * 300 + "/audit"],
     ["yocou", "export-hf", "results/tiny", "/tmp/" + "y" * 300],
 ])
 def test_a_path_component_over_255_bytes_is_one_line(argv: list[str]) -> None:
@@ -285,7 +285,7 @@ def test_a_path_component_over_255_bytes_is_one_line(argv: list[str]) -> None:
 
 def test_runlock_refuses_a_file_and_passes_a_folder_not_made_yet(tmp_path: Path) -> None:
     """A run folder that does not exist yet is free (the train rule checks before its first run makes it)."""
-    from yocou.runlock import main
+    from yocou.utils.runlock import main
 
     f = tmp_path / "f"
     f.write_text("x")
@@ -295,7 +295,7 @@ def test_runlock_refuses_a_file_and_passes_a_folder_not_made_yet(tmp_path: Path)
 
 
 def test_an_empty_comparisons_file_is_refused_naming_it(tmp_path: Path) -> None:
-    from yocou.audit.verdicts import load_comparisons
+    from yocou.results.audit.verdicts import load_comparisons
 
     p = tmp_path / "comparisons.yaml"
     p.write_text("[]\n")
@@ -326,8 +326,8 @@ def test_a_file_that_is_not_utf8_is_named_with_its_argument(tmp_path: Path) -> N
     error now names the file and the argument it came from."""
     binary = tmp_path / "binary.json"
     binary.write_bytes(bytes(range(200, 256)) * 4)
-    for args in (["-m", "yocou.ladder", "runs", "--scale", "tiny", "--study", str(binary)],
-                 ["-m", "yocou.cluster", "resources", "--config", str(binary), "train"]):
+    for args in (["-m", "yocou.training.ladder", "runs", "--scale", "tiny", "--study", str(binary)],
+                 ["-m", "yocou.workflow.cluster", "resources", "--config", str(binary), "train"]):
         rc, err = _run(args)
         assert rc == 2 and len(err.splitlines()) == 1, err
         opt = next(a for a in args if a.startswith("--") and a != "--scale")
@@ -337,7 +337,7 @@ def test_a_file_that_is_not_utf8_is_named_with_its_argument(tmp_path: Path) -> N
 def test_a_run_config_without_a_tokenizer_names_it_instead_of_a_traceback(tmp_path: Path) -> None:
     """The scale's sizes do not set vocab_size (it is the tokenizer's): a run config made without --tokenizer was a
     TypeError traceback."""
-    rc, err = _run(["-m", "yocou.pipeline", "--config", "workflows/config/tiny.yaml", "--variant", "yocou", "--out",
+    rc, err = _run(["-m", "yocou.workflow.pipeline", "--config", "workflows/config/tiny.yaml", "--variant", "yocou", "--out",
                     str(tmp_path / "rc.json")])
     assert rc == 2 and "--tokenizer" in err and "vocab_size" in err and "Traceback" not in err, err
     assert not (tmp_path / "rc.json").exists()
@@ -348,7 +348,7 @@ def test_a_reported_table_with_a_non_finite_cell_is_refused_naming_it(cell: str,
                                                                       capsys: pytest.CaptureFixture) -> None:
     """A printed table holds no NaN or infinity: such a cell was a Decimal traceback in the consistency checks."""
     rep = tmp_path / "rep"
-    shutil.copytree(ROOT / "yocou" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    shutil.copytree(ROOT / "yocou" / "results" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     lines = (rep / "table02.csv").read_text(encoding="utf-8").splitlines(keepends=True)
     i = next(k for k, ln in enumerate(lines) if not ln.startswith("#") and k > 0 and "," in ln and
              not ln.startswith("model"))
@@ -377,8 +377,8 @@ def test_two_held_out_files_of_one_split_are_refused(tmp_path: Path, token_dir: 
 def test_held_out_perplexity_of_nan_weights_is_an_error_not_a_number(tmp_path: Path, token_dir: Path,
                                                                     capsys: pytest.CaptureFixture) -> None:
     """NaN weights printed "ppl": NaN with exit 0 (only --out refused it)."""
-    from yocou.model import LM
-    from yocou.train import _save_model
+    from yocou.model.lm import LM
+    from yocou.training.train import _save_model
 
     cfg = C.preset("yocou-smoke").replace(vocab_size=300)
     model = LM(cfg)
@@ -392,7 +392,7 @@ def test_held_out_perplexity_of_nan_weights_is_an_error_not_a_number(tmp_path: P
 
 def test_a_probe_result_out_of_range_is_refused_naming_the_field(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Accuracy NaN or 7.5, or a seed 'zero', was summarized (or failed naming no field)."""
-    from yocou.probe.__main__ import main as probe_main
+    from yocou.evaluation.probe.__main__ import main as probe_main
 
     good = {"variant": "yocou_t3", "preset": "yocou", "n_loops": 3, "seed": 0, "chance": {"mqar": 0.01},
             "accuracy": {"mqar": {"1": {"accuracy": 0.5, "correct": 16, "n": 32}}}, "params": 1000, "steps": 10,
@@ -411,8 +411,8 @@ def test_a_probe_result_out_of_range_is_refused_naming_the_field(tmp_path: Path,
 
 def test_generate_refuses_a_prompt_of_the_wrong_shape_type_or_ids() -> None:
     """An id past the vocabulary was an IndexError from the embedding, a 1-D prompt an unpacking error."""
-    from yocou.generate import generate
-    from yocou.model import LM
+    from yocou.model.generate import generate
+    from yocou.model.lm import LM
 
     model = LM(C.preset("yocou-smoke")).eval()
     V = model.cfg.vocab_size
@@ -444,8 +444,8 @@ def test_a_yaml_error_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture)
 
 def test_a_budget_bigram_past_memory_is_refused_before_allocating() -> None:
     """A budget of 10^8 steps x batch 10^5 grew to 23 GB until the kernel killed it."""
-    from yocou.baselines import budget_windows
-    from yocou.memory import MemoryRefusal
+    from yocou.evaluation.baselines import budget_windows
+    from yocou.utils.memory import MemoryRefusal
 
     with pytest.raises(MemoryRefusal, match="the budget bigram's training windows"):
         budget_windows(None, steps=100_000_000, batch_size=100_000, seq_len=32, seed=0)

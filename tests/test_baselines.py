@@ -1,4 +1,4 @@
-"""The trivial held-out baselines (yocou.baselines) and what they share with `yocou ppl` (yocou.heldout)."""
+"""The trivial held-out baselines (yocou.evaluation.baselines) and what they share with `yocou ppl` (yocou.evaluation.heldout)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yocou.baselines import KneserNeyBigram, Unigram, baselines_report, budget_windows, ney_discount, score_split
-from yocou.heldout import capped_documents, split_score, token_byte_lengths, window_stderr
+from yocou.evaluation.baselines import (
+    KneserNeyBigram,
+    Unigram,
+    baselines_report,
+    budget_windows,
+    ney_discount,
+    score_split,
+)
+from yocou.evaluation.heldout import (
+    capped_documents,
+    split_score,
+    token_byte_lengths,
+    window_stderr,
+)
 
 
 class _Stream:
@@ -108,11 +120,11 @@ def test_kn_bigram_on_windows_counts_pairs_within_windows_only() -> None:
 
 
 def test_budget_windows_are_the_training_batches(token_dir: Path) -> None:
-    """The budget bigram's windows are exactly what training draws (yocou.train.draw_batch) for that seed."""
+    """The budget bigram's windows are exactly what training draws (yocou.training.train.draw_batch) for that seed."""
     import torch
 
     from yocou.data.tokens import TokenStream
-    from yocou.train import TrainConfig, draw_batch
+    from yocou.training.train import TrainConfig, draw_batch
 
     st = TokenStream(token_dir / "train.bin")
     tc = TrainConfig(steps=3, batch_size=2, seq_len=8, seed=5)
@@ -161,10 +173,10 @@ def test_split_cap_and_windows() -> None:
 def test_baseline_scores_the_same_tokens_as_ppl(token_dir: Path) -> None:
     import torch
 
-    from yocou import config as C
     from yocou.data.tokens import TokenStream
-    from yocou.model import LM
-    from yocou.ppl import heldout_ppl
+    from yocou.evaluation.ppl import heldout_ppl
+    from yocou.model import config as C
+    from yocou.model.lm import LM
 
     st = TokenStream(token_dir / "heldout_book.bin")
     torch.manual_seed(0)

@@ -11,12 +11,12 @@ import pytest
 import torch
 import yaml
 
-from yocou import config as C
-from yocou.accounting import train_flops_per_token
-from yocou.pipeline import resolve_run
-from yocou.summarize.training import params_at_loss as param_saving
-from yocou.studies import equal_flops_model, figure2_numbers, tokens_to_reach
-from yocou.train import TrainConfig, train
+from yocou.model import config as C
+from yocou.model.accounting import train_flops_per_token
+from yocou.results.summarize.training import params_at_loss as param_saving
+from yocou.training.train import TrainConfig, train
+from yocou.workflow.pipeline import resolve_run
+from yocou.workflow.studies import equal_flops_model, figure2_numbers, tokens_to_reach
 
 ROOT = Path(__file__).resolve().parents[1]
 KW = dict(vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64)

@@ -1,4 +1,4 @@
-"""Committed results as a source (yocou.committed, `mode:` of the config; in render mode the Snakefile does not
+"""Committed results as a source (yocou.workflow.committed, `mode:` of the config; in render mode the Snakefile does not
 include workflows/rules/compute/).
 
 Unit tests of the config comparison against hand-written configs, then dry runs on a copy of the committed tree
@@ -21,8 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from yocou.committed import (CONFIG_NAME, committed_state, config_diff, planned_jobs, read_committed_config,
-                             result_config, write_committed_config)
+from yocou.workflow.committed import (
+    CONFIG_NAME,
+    committed_state,
+    config_diff,
+    planned_jobs,
+    read_committed_config,
+    result_config,
+    write_committed_config,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # Rules that read runs/ or logs/ (or train): none of them may be planned by a render target on a clone.
@@ -203,7 +210,7 @@ def test_a_seeds_count_that_adds_no_run_changes_no_result():
     expanded variants as they are (no recompute); one above it adds replicas, and variants differ."""
     import copy
 
-    from yocou.wfconfig import expand_runs
+    from yocou.workflow.wfconfig import expand_runs
 
     committed = json.loads((ROOT / "results" / "tiny" / CONFIG_NAME).read_text(encoding="utf-8"))
     committed = committed.get("config", committed)

@@ -1,4 +1,4 @@
-"""The audit's declared comparisons (eval/comparisons.yaml) and their one evaluator (yocou.audit.verdicts), on tidy
+"""The audit's declared comparisons (eval/comparisons.yaml) and their one evaluator (yocou.results.audit.verdicts), on tidy
 tables built here with known effects. The every-row run on tables written by the real summarize steps is in
 tests/test_pipeline.py (the smoke run)."""
 
@@ -11,11 +11,20 @@ import pandas as pd
 import pytest
 import yaml
 
-from yocou.audit.claims import cell_ref, load_sources
-from yocou.audit.verdicts import (CENSORED, DIFFERS, INCONCLUSIVE, NOT_RUN, OPPOSITE, SAME, SAME_SIZE, load_comparisons,
-                                  reproduce)
-from yocou.evaldefs import eval_dir
-from yocou.tidy import write_tidy
+from yocou.results.audit.claims import cell_ref, load_sources
+from yocou.results.audit.verdicts import (
+    CENSORED,
+    DIFFERS,
+    INCONCLUSIVE,
+    NOT_RUN,
+    OPPOSITE,
+    SAME,
+    SAME_SIZE,
+    load_comparisons,
+    reproduce,
+)
+from yocou.results.evaldefs import eval_dir
+from yocou.results.tidy import write_tidy
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from yocou.readers import ResultFileError
-from yocou.tidy import read_tidy, write_tidy
+from yocou.results.readers import ResultFileError
+from yocou.results.tidy import read_tidy, write_tidy
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "results" / "tiny"
@@ -128,7 +128,7 @@ def test_a_lost_table_is_an_error_where_the_pipeline_made_the_folder(
 @pytest.mark.parametrize("cut", ["comments", "mid_row", "header"])
 def test_a_reported_table_cut_short_names_its_file(cut: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     rep = tmp_path / "rep"
-    shutil.copytree(ROOT / "yocou" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    shutil.copytree(ROOT / "yocou" / "results" / "reported", rep, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     f = rep / "table08.csv"
     text = f.read_text()
     lines = text.splitlines(keepends=True)

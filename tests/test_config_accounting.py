@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from yocou import config as C
-from yocou.accounting import kv_cache_bytes, train_flops_per_token
-from yocou.model import LM
+from yocou.model import config as C
+from yocou.model.accounting import kv_cache_bytes, train_flops_per_token
+from yocou.model.lm import LM
 
 KW = dict(vocab_size=64, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, d_ff=64)
 
@@ -102,11 +102,11 @@ def test_train_flops_match_hand_count_for_a_transformer() -> None:
 
 
 def test_kv_table_cli_prints_all_24_cells_of_table10(capsys) -> None:
-    """`yocou kv-table --preset paper-1.3b` against the paper's reported Table 10 (yocou/reported)."""
+    """`yocou kv-table --preset paper-1.3b` against the paper's reported Table 10 (yocou/results/reported)."""
     import json
 
     from yocou.cli import main
-    from yocou.reported import load_table
+    from yocou.results.reported import load_table
 
     assert main(["kv-table", "--preset", "paper-1.3b", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -139,7 +139,7 @@ def test_kv_cli_measure_equals_analytic(capsys) -> None:
 def test_check_variant_names_a_preset_that_is_not_a_name(preset: object) -> None:
     """variants.<name>.preset of the wrong type fails naming the field (a list used to raise a bare
     'unhashable type' TypeError at planning)."""
-    from yocou.config import check_variant
+    from yocou.model.config import check_variant
 
     with pytest.raises(ValueError, match=r"variants\.v\.preset|variants\.v: missing key 'preset'"):
         check_variant("v", {"preset": preset})

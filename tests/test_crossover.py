@@ -1,4 +1,4 @@
-"""The crossover study's gap, interval and verdict (yocou.summarize.crossover), against hand computations."""
+"""The crossover study's gap, interval and verdict (yocou.results.summarize.crossover), against hand computations."""
 
 import json
 import math
@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from yocou.summarize.crossover import crossover_verdict, gap_by_tokens, summarize_crossover, t_interval
+from yocou.results.summarize.crossover import (
+    crossover_verdict,
+    gap_by_tokens,
+    summarize_crossover,
+    t_interval,
+)
 
 
 def test_paired_interval_matches_the_formula():
@@ -71,8 +76,8 @@ def test_no_spread_gives_the_exact_effect():
 
 
 def test_render_draws_and_writes_the_gap_table(tmp_path):
-    from yocou.render.crossover import render
-    from yocou.tidy import write_tidy
+    from yocou.results.render.crossover import render
+    from yocou.results.tidy import write_tidy
 
     yoco = [_run(tmp_path, f"y{s}", s, [6.0, 5.5]) for s in range(2)]
     new = [_run(tmp_path, f"u{s}", s, [6.3 + 0.01 * s, 5.4 - 0.01 * s]) for s in range(2)]
@@ -98,9 +103,9 @@ def _ppl(tmp_path, name, book, code, n=131071):
 def test_final_models_on_the_whole_held_out_set_give_the_last_word(tmp_path):
     """The final rows (rule ppl) at the run's final token count; their gap is paired by seed and computed here by
     hand; the figure and table carry it beside the checkpoint verdict."""
-    from yocou.render.crossover import render
-    from yocou.summarize.crossover import final_gap
-    from yocou.tidy import write_tidy
+    from yocou.results.render.crossover import render
+    from yocou.results.summarize.crossover import final_gap
+    from yocou.results.tidy import write_tidy
 
     yoco = [_run(tmp_path, f"y{s}", s, [6.0, 5.5]) for s in range(3)]
     new = [_run(tmp_path, f"u{s}", s, [6.2, 5.6]) for s in range(3)]
@@ -133,7 +138,7 @@ def test_a_gap_decided_at_the_budget_and_gone_at_the_end_is_closed(tmp_path):
     interval lies above 0); end = the final whole-held-out-set gap, which contains 0: closed, from the first
     checkpoint whose interval (and every later one's) reaches 0. Without the reference (the first checkpoint,
     gap ~0) the same data are undecided."""
-    from yocou.summarize.crossover import final_gap
+    from yocou.results.summarize.crossover import final_gap
 
     yoco = [_run(tmp_path, f"y{s}", s, [6.0, 5.5, 5.0]) for s in range(3)]
     e = [0.0, 0.01, -0.01]

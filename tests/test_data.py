@@ -10,8 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from yocou.data import (TokenStream, build_corpus, encode_corpus, load_tokenizer, read_jsonl,
-                        resolve_corpus_config, train_tokenizer)
+from yocou.data import (
+    TokenStream,
+    build_corpus,
+    encode_corpus,
+    load_tokenizer,
+    read_jsonl,
+    resolve_corpus_config,
+    train_tokenizer,
+)
 from yocou.data.tokens import _dtype_for
 
 OFF = {"enabled": False}
@@ -353,8 +360,8 @@ def test_token_stream_with_a_flipped_in_vocab_id_fails_on_its_hash(tmp_path, tok
 def test_token_stream_with_an_out_of_vocab_id_names_the_file(tmp_path, token_dir):
     """An id outside the vocabulary (here with a matching hash, as a mismatched tokenizer would write it) fails on
     open, for training too, naming the file and the position (was a bare IndexError in the embedding)."""
-    from yocou.config import preset
-    from yocou.train import TrainConfig, train
+    from yocou.model.config import preset
+    from yocou.training.train import TrainConfig, train
 
     path, ids, meta = _stream_copy(token_dir, tmp_path / "t")
     ids[7] = meta["vocab_size"]

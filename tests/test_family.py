@@ -1,4 +1,4 @@
-"""Many comparisons at once (yocou.audit.family): Holm's step-down, the verdicts it decides on a known family,
+"""Many comparisons at once (yocou.results.audit.family): Holm's step-down, the verdicts it decides on a known family,
 restatements counted once, and the seeds-needed calculation. Expected values are computed here independently:
 p-values by scipy's one-sample t-test, Holm's adjustment by a loop written out in the test, power by simulation."""
 
@@ -10,11 +10,17 @@ import pytest
 import yaml
 from scipy import stats
 
-from yocou.audit import family
-from yocou.audit.claims import load_sources
-from yocou.audit.report import counts
-from yocou.audit.verdicts import INCONCLUSIVE, OPPOSITE, SAME, SAME_SIZE, reproduce
-from yocou.tidy import write_tidy
+from yocou.results.audit import family
+from yocou.results.audit.claims import load_sources
+from yocou.results.audit.report import counts
+from yocou.results.audit.verdicts import (
+    INCONCLUSIVE,
+    OPPOSITE,
+    SAME,
+    SAME_SIZE,
+    reproduce,
+)
+from yocou.results.tidy import write_tidy
 
 DECIDED = (SAME, SAME_SIZE, OPPOSITE)
 

@@ -1,4 +1,4 @@
-"""FSDP2 training (yocou.parallel through yocou.train) on 2 CPU processes (gloo) against one process:
+"""FSDP2 training (yocou.training.parallel through yocou.training.train) on 2 CPU processes (gloo) against one process:
 the same loss curve and weights as an unsharded run, with activation checkpointing and gradient
 accumulation, and a checkpoint written by 2 sharded processes that resumes in 1 process."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from yocou import config as C
-from yocou.parallel import apply_activation_checkpointing
+from yocou.model import config as C
+from yocou.training.parallel import apply_activation_checkpointing
 
 # A looped self-decoder (one FSDP unit called twice per step) and a cross-decoder: the YOCO-U shape.
 MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
@@ -88,7 +88,7 @@ def test_fsdp_two_processes_equal_one_process(tmp_path: Path, token_dir: Path, o
 _DIE_AFTER_CKPT = """
 import os, sys
 import torch.distributed as dist
-import yocou.train as T
+import yocou.training.train as T
 real = T._save_ckpt
 def save_then_die(*a, **k):
     real(*a, **k)
@@ -126,7 +126,7 @@ def test_fsdp_checkpoint_resumes_in_one_process(tmp_path: Path, token_dir: Path,
 
 def test_activation_checkpointing_keeps_names_and_gradients() -> None:
     """In one process: same state-dict keys, same loss and gradients with and without recomputation."""
-    from yocou.model import LM
+    from yocou.model.lm import LM
 
     torch.manual_seed(0)
     a = LM(MODEL)
@@ -142,8 +142,8 @@ def test_activation_checkpointing_keeps_names_and_gradients() -> None:
 
 
 def test_fsdp_without_process_group_is_a_clear_error() -> None:
-    from yocou.model import LM
-    from yocou.parallel import shard_fsdp
+    from yocou.model.lm import LM
+    from yocou.training.parallel import shard_fsdp
 
     with pytest.raises(RuntimeError, match="torchrun"):
         shard_fsdp(LM(MODEL))
@@ -152,8 +152,8 @@ def test_fsdp_without_process_group_is_a_clear_error() -> None:
 def test_full_state_round_trip_in_one_process() -> None:
     """Unsharded (one process with fsdp=True): the name-keyed optimizer state loads into a fresh optimizer
     and the next step is identical."""
-    from yocou.model import LM
-    from yocou.parallel import full_state, load_full_state
+    from yocou.model.lm import LM
+    from yocou.training.parallel import full_state, load_full_state
 
     def step(m: torch.nn.Module, opt: torch.optim.Optimizer, seed: int) -> None:
         ids = torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(seed))

@@ -1,5 +1,5 @@
 """No command writes over its own inputs, and every command checks that it can write before it works
-(yocou.guard): the table of every command's inputs and outputs is complete, each refusal is one line naming both
+(yocou.utils.guard): the table of every command's inputs and outputs is complete, each refusal is one line naming both
 arguments, the input is left byte for byte as it was, and a refused command creates nothing."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from yocou import guard
-from yocou.entry import error_message, run_main
+from yocou.utils import guard
+from yocou.utils.entry import error_message, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,16 +40,16 @@ def test_every_yocou_subcommand_declares_its_paths() -> None:
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     missing = [f"yocou {name}" for name in sub.choices if f"yocou {name}" not in guard.COMMANDS]
-    assert not missing, f"add these to yocou.guard.COMMANDS: {missing}"
+    assert not missing, f"add these to yocou.utils.guard.COMMANDS: {missing}"
 
 
 def test_every_module_entry_point_checks_its_paths() -> None:
     mods = _module_commands()
     assert len(mods) >= 14, sorted(mods)
     for mod, src in mods.items():
-        if mod == "yocou.audit":  # python -m yocou.audit runs yocou.audit.report.main
-            src = (ROOT / "yocou/audit/report.py").read_text()
-        assert "check_command(" in src, f"{mod}: main() must call yocou.guard.check_command after parse_args"
+        if mod == "yocou.results.audit":  # python -m yocou.results.audit runs yocou.results.audit.report.main
+            src = (ROOT / "yocou/results/audit/report.py").read_text()
+        assert "check_command(" in src, f"{mod}: main() must call yocou.utils.guard.check_command after parse_args"
         assert any(k == f"python -m {mod}" or k.startswith(f"python -m {mod} ") for k in guard.COMMANDS), mod
 
 
@@ -61,7 +61,7 @@ def test_a_command_without_a_declaration_fails() -> None:
 def test_every_pipeline_script_starts_with_the_check() -> None:
     for p in sorted((ROOT / "workflows/scripts").glob("*.py")):
         src = p.read_text()
-        assert "from yocou.guard import start_script" in src and "start_script(sm)" in src, p.name
+        assert "from yocou.utils.guard import start_script" in src and "start_script(sm)" in src, p.name
         assert "open(sm.log[0]" not in src, f"{p.name}: start_script opens the log"
 
 
@@ -73,7 +73,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture) -> tuple[int, str]:
         rc = main(argv[1:])
     else:
         assert argv[:2] == ["python", "-m"], argv
-        mod = importlib.import_module(argv[2] if argv[2] != "yocou.audit" else "yocou.audit.report")
+        mod = importlib.import_module(argv[2] if argv[2] != "yocou.results.audit" else "yocou.results.audit.report")
         rc = run_main(getattr(mod, "main", None) or mod._main, argv[3:], prog=" ".join(argv[:3]))
     cap = capsys.readouterr()
     return rc, cap.err
@@ -95,20 +95,20 @@ CASES = [
     ("yocou audit --results {d} --out {d}/tidy", "--out", "--results"),
     ("yocou audit --results {d} --out {d}", "--out", "--results"),
     ("yocou audit --results {d} --baseline {x} --write-baseline {x}", "--write-baseline", "--baseline"),
-    ("python -m yocou.audit --results {d} --out {d}/tidy/sub/..", "--out", "--results"),
-    ("python -m yocou.pipeline --config {x} --variant yoco --out {x}", "--out", "--config"),
-    ("python -m yocou.committed --config-json {x} --out {x}", "--out", "--config-json"),
-    ("python -m yocou.studies eqflops --run {d} --out {d}", "--out", "--run"),
-    ("python -m yocou.lmeval.pack --tasks t --heldout-book {d}/book.bin --out {d}", "--out", "--heldout-book"),
-    ("python -m yocou.lmeval.run --model {d}/m.pt --tokenizer {x} --downstream {x} --variant y --out {d}",
+    ("python -m yocou.results.audit --results {d} --out {d}/tidy/sub/..", "--out", "--results"),
+    ("python -m yocou.workflow.pipeline --config {x} --variant yoco --out {x}", "--out", "--config"),
+    ("python -m yocou.workflow.committed --config-json {x} --out {x}", "--out", "--config-json"),
+    ("python -m yocou.workflow.studies eqflops --run {d} --out {d}", "--out", "--run"),
+    ("python -m yocou.evaluation.lmeval.pack --tasks t --heldout-book {d}/book.bin --out {d}", "--out", "--heldout-book"),
+    ("python -m yocou.evaluation.lmeval.run --model {d}/m.pt --tokenizer {x} --downstream {x} --variant y --out {d}",
      "--out", "--model"),
-    ("python -m yocou.longctx.niah prompts --tokenizer {m} --book {x} --lengths 8 --out {x}", "--out", "--book"),
-    ("python -m yocou.longctx.niah eval --model {m} --tokenizer {m} --prompts {x} --out {x}", "--out", "--prompts"),
-    ("python -m yocou.longctx.longppl --model {x} --tokens-dir {d} --lengths 8 --out {x}", "--out", "--model"),
-    ("python -m yocou.analysis.angular --model {x} --data {d} --max-tokens 8 --seq-len 8 --out {x}",
+    ("python -m yocou.evaluation.longctx.niah prompts --tokenizer {m} --book {x} --lengths 8 --out {x}", "--out", "--book"),
+    ("python -m yocou.evaluation.longctx.niah eval --model {m} --tokenizer {m} --prompts {x} --out {x}", "--out", "--prompts"),
+    ("python -m yocou.evaluation.longctx.longppl --model {x} --tokens-dir {d} --lengths 8 --out {x}", "--out", "--model"),
+    ("python -m yocou.evaluation.analysis.angular --model {x} --data {d} --max-tokens 8 --seq-len 8 --out {x}",
      "--out", "--model"),
-    ("python -m yocou.bench.profile --run-configs {x} --out {x}", "--out", "--run-configs"),
-    ("python -m yocou.render.pages {m}={d}/p.html {x}={x}", "PAGE 2", "TABLE 2"),
+    ("python -m yocou.evaluation.bench.profile --run-configs {x} --out {x}", "--out", "--run-configs"),
+    ("python -m yocou.results.render.pages {m}={d}/p.html {x}={x}", "PAGE 2", "TABLE 2"),
 ]
 
 
@@ -139,11 +139,11 @@ def test_an_output_folder_snakemake_made_beforehand_is_allowed(tmp_path: Path) -
     run, out = tmp_path / "yocou_moe", tmp_path / "yocou_moe_eqflops"
     run.mkdir()
     out.mkdir()
-    guard.check_command("python -m yocou.studies eqflops", argparse.Namespace(run=str(run), out=str(out)))
+    guard.check_command("python -m yocou.workflow.studies eqflops", argparse.Namespace(run=str(run), out=str(out)))
     guard.check_command("yocou train", argparse.Namespace(run_config=None, data=None, heldout=None, tokenizer=None,
                                                           out=str(out)))
     (tmp_path / "timing").mkdir()
-    guard.check_command("python -m yocou.timing", argparse.Namespace(bench=str(run), out=str(tmp_path / "timing"),
+    guard.check_command("python -m yocou.results.timing", argparse.Namespace(bench=str(run), out=str(tmp_path / "timing"),
                                                                      scale="smoke"))
     assert sorted(p.name for p in out.iterdir()) == []
 
@@ -173,9 +173,9 @@ def test_a_new_file_beside_the_input_is_allowed(tmp_path: Path) -> None:
 def test_outputs_that_cannot_be_written_are_refused_before_work(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     f = tmp_path / "a_file"
     f.write_text("x")
-    rc, err = _run(["python", "-m", "yocou.bench.gpu_check", "--dry", "--out", str(f / "sub")], capsys)
+    rc, err = _run(["python", "-m", "yocou.evaluation.bench.gpu_check", "--dry", "--out", str(f / "sub")], capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "a_file is a file, not a folder" in err, err
-    rc, err = _run(["python", "-m", "yocou.committed", "--config-json", str(f), "--out", str(tmp_path)], capsys)
+    rc, err = _run(["python", "-m", "yocou.workflow.committed", "--config-json", str(f), "--out", str(tmp_path)], capsys)
     assert rc == 2 and "is a folder; expected a file path" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
 
@@ -189,7 +189,7 @@ def test_an_unwritable_folder_is_one_line_naming_it(code: int, tmp_path: Path, m
         raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(guard.tempfile, "mkstemp", refuse)
-    rc, err = _run(["python", "-m", "yocou.bench.gpu_check", "--dry", "--out", str(tmp_path / "out")], capsys)
+    rc, err = _run(["python", "-m", "yocou.evaluation.bench.gpu_check", "--dry", "--out", str(tmp_path / "out")], capsys)
     assert rc == 2, err
     assert len(err.strip().splitlines()) == 1, err
     assert f"--out {tmp_path / 'out'}: cannot write in {tmp_path}: {os.strerror(code)}" in err, err

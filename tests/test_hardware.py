@@ -9,11 +9,16 @@ import itertools
 import pytest
 import torch
 
-import yocou.config as C
-from yocou.accounting import kv_cache_bytes, param_count
-from yocou.bench.hardware import decode_read_bytes, fill_cache, matmul_peak, triad_bandwidth
-from yocou.generate import decode_step, prefill
-from yocou.model import LM
+import yocou.model.config as C
+from yocou.evaluation.bench.hardware import (
+    decode_read_bytes,
+    fill_cache,
+    matmul_peak,
+    triad_bandwidth,
+)
+from yocou.model.accounting import kv_cache_bytes, param_count
+from yocou.model.generate import decode_step, prefill
+from yocou.model.lm import LM
 
 
 def _clock(step: float):

@@ -1,5 +1,5 @@
 """Training-side verdicts decided by the 95% interval of the effect across seeds
-(yocou.audit.verdicts.t_interval / decide_interval), their counts in the audit summary and the seed-spread table.
+(yocou.results.audit.verdicts.t_interval / decide_interval), their counts in the audit summary and the seed-spread table.
 Expected intervals are computed here independently: scipy's paired, Welch and one-sample t-test confidence intervals,
 and the delta method written out by hand."""
 
@@ -15,10 +15,21 @@ import pytest
 import yaml
 from scipy import stats
 
-from yocou.audit.claims import load_sources
-from yocou.audit.verdicts import (CENSORED, DIFFERS, INCONCLUSIVE, NO_DIFFERENCE, OPPOSITE, SAME, SAME_SIZE, VERDICTS,
-                                  decide, decide_interval, reproduce)
-from yocou.tidy import write_tidy
+from yocou.results.audit.claims import load_sources
+from yocou.results.audit.verdicts import (
+    CENSORED,
+    DIFFERS,
+    INCONCLUSIVE,
+    NO_DIFFERENCE,
+    OPPOSITE,
+    SAME,
+    SAME_SIZE,
+    VERDICTS,
+    decide,
+    decide_interval,
+    reproduce,
+)
+from yocou.results.tidy import write_tidy
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +177,7 @@ def test_one_seed_stays_inconclusive_and_smoke_is_capped(src, tmp_path):
 def test_the_audit_summary_counts_training_verdicts_and_writes_the_seed_spread(src, tmp_path):
     """Held-out book perplexity, YOCO-U against YOCO with 3 seeds (decided) and YOCO against the Transformer with one
     (undecided); the summary lists the decided one with its interval; seed_spread.csv has mean, std, n per role."""
-    from yocou.audit.report import audit, write_report
+    from yocou.results.audit.report import audit, write_report
 
     vals = {"yocou": [90.0, 91.0, 89.0], "yoco": [100.0, 101.0, 99.5], "transformer": [120.0]}
     write_tidy([dict(study="heldout_ppl", run=f"{r}_seed{s}" if s else r, role=r, seed=7 + s, metric="book.ppl",
@@ -267,7 +278,7 @@ def test_a_never_reached_reference_is_censored_and_the_summary_stays_json(src, t
     outside the family and the for/against counts, its effect -inf in the verdict, and summary.json is still strict
     JSON (the effect null); this used to fail the tiny audit with "Out of range float values are not JSON
     compliant"."""
-    from yocou.audit.report import audit, write_report
+    from yocou.results.audit.report import audit, write_report
 
     write_tidy([dict(study="fig2", run=f"yocou_seed{s}|yoco_seed{s}" if s else "yocou|yoco", role="yocou|yoco",
                      seed=s, metric="reached_reference_loss", value=0.0, unit="flag") for s in range(3)],
@@ -291,7 +302,7 @@ def test_a_never_reached_reference_is_censored_and_the_summary_stays_json(src, t
 def test_above_chance_is_the_wilson_interval_and_the_exact_binomial_tail(k, n, chance):
     from math import comb, sqrt
 
-    from yocou.audit.decision import above_chance
+    from yocou.results.audit.decision import above_chance
 
     a = above_chance(k, n, chance)
     z, p = 1.959963984540054, k / n
@@ -304,7 +315,7 @@ def test_above_chance_is_the_wilson_interval_and_the_exact_binomial_tail(k, n, c
 
 
 def test_above_chance_decides_a_known_retriever_and_not_a_coin():
-    from yocou.audit.decision import above_chance
+    from yocou.results.audit.decision import above_chance
 
     rng = np.random.default_rng(0)
     assert above_chance(int((rng.random(200) < 0.75).sum()), 200, 0.5)["above"]

@@ -6,9 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from yocou.io import (atomic_path, atomic_write_bytes, atomic_write_json, atomic_write_text, provenance,
-                      remove_stale_temps,
-                      sha256_file)
+from yocou.utils.io import (
+    atomic_path,
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_text,
+    provenance,
+    remove_stale_temps,
+    sha256_file,
+)
 
 
 def test_atomic_writes_roundtrip_and_no_temp_files(tmp_path):
@@ -84,7 +90,7 @@ def test_git_state_dirty_counts_code_not_outputs(tmp_path):
     import shutil
     import subprocess
 
-    from yocou.io import git_state
+    from yocou.utils.io import git_state
 
     if shutil.which("git") is None:
         pytest.skip("git not installed")
@@ -112,7 +118,7 @@ def test_a_rewrite_that_differs_only_in_provenance_keeps_the_committed_file(tmp_
     import json
     import subprocess
 
-    from yocou.io import atomic_write_json, atomic_write_text
+    from yocou.utils.io import atomic_write_json, atomic_write_text
 
     def git(*a):
         subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)
@@ -145,7 +151,7 @@ def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, time; from yocou.io import atomic_path\n"
+    code = ("import sys, time; from yocou.utils.io import atomic_path\n"
             "with atomic_path(sys.argv[1]) as t:\n"
             "    t.write_bytes(b'half'); print(t, flush=True); time.sleep(60)\n")
     target = tmp_path / "x.json"

@@ -1,4 +1,4 @@
-"""The token ladder's plan (yocou.ladder) and bracket summary (yocou.summarize.ladder)."""
+"""The token ladder's plan (yocou.training.ladder) and bracket summary (yocou.results.summarize.ladder)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from yocou.ladder import LadderStudy, load_study, plan, run_config
-from yocou.summarize.ladder import bracket_best
-from yocou.train import branch_mismatch, train_config_from_dict
-from yocou.wfconfig import read_scale_file, resolve_config
+from yocou.results.summarize.ladder import bracket_best
+from yocou.training.ladder import LadderStudy, load_study, plan, run_config
+from yocou.training.train import branch_mismatch, train_config_from_dict
+from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = {"variants": {"yoco": 2, "yocou": 1}, "budgets": [10, 20, 40], "cooldown_fraction": 0.2, "warmup_steps": 2,

@@ -1,4 +1,4 @@
-"""The ladder's fits and decisions (yocou.summarize.ladder_fits) on synthetic points of known law."""
+"""The ladder's fits and decisions (yocou.results.summarize.ladder_fits) on synthetic points of known law."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from yocou.summarize import ladder_fits as LF
+from yocou.results.summarize import ladder_fits as LF
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGETS = [1.024e6, 2.048e6, 4.096e6, 8.192e6, 16.384e6]

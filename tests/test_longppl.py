@@ -10,9 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from yocou import config as C
-from yocou.longctx.longppl import derive_curves, long_token_nll, select_documents
-from yocou.model import LM
+from yocou.evaluation.longctx.longppl import (
+    derive_curves,
+    long_token_nll,
+    select_documents,
+)
+from yocou.model import config as C
+from yocou.model.lm import LM
 
 KW = dict(vocab_size=97, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64)
 

@@ -13,13 +13,30 @@ import pytest
 import torch
 import yaml
 
-from yocou import config as C
 from yocou.data import load_tokenizer
-from yocou.data.needles import (ANSWER, NEEDLE, NEEDLE_BOOK, PREFIX, QUESTION, TRAIN_KEY_ADJECTIVES,
-                                TRAIN_KEY_NOUNS, NeedleMix, NeedleMixer, NeedleMixStream, needle_mix_from_dict)
+from yocou.data.needles import (
+    ANSWER,
+    NEEDLE,
+    NEEDLE_BOOK,
+    PREFIX,
+    QUESTION,
+    TRAIN_KEY_ADJECTIVES,
+    TRAIN_KEY_NOUNS,
+    NeedleMix,
+    NeedleMixer,
+    NeedleMixStream,
+    needle_mix_from_dict,
+)
 from yocou.data.tokens import TokenStream
-from yocou.evaldefs import protocol
-from yocou.train import TrainConfig, _open_stream, draw_batch, train, train_config_from_dict
+from yocou.model import config as C
+from yocou.results.evaldefs import protocol
+from yocou.training.train import (
+    TrainConfig,
+    _open_stream,
+    draw_batch,
+    train,
+    train_config_from_dict,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU = torch.device("cpu")
@@ -193,8 +210,8 @@ def test_bad_values_fail_in_one_line_naming_the_field(bad: dict, match: str) -> 
 def test_schema_checks_the_field_and_scales_set_it() -> None:
     """The schema refuses a fraction of 1 naming train.needle_mix.fraction; tiny mixes needles in, paper does not
     (smoke: the template does not fit its 64-token rows)."""
-    from yocou.pipeline import resolve_run
-    from yocou.wfconfig import ConfigError, resolve_config
+    from yocou.workflow.pipeline import resolve_run
+    from yocou.workflow.wfconfig import ConfigError, resolve_config
 
     cfgs = {s: yaml.safe_load((ROOT / f"workflows/config/{s}.yaml").read_text()) for s in ("tiny", "smoke", "paper")}
     for c in cfgs.values():
@@ -237,10 +254,10 @@ def test_table4_says_when_the_models_were_trained_with_needles(tmp_path: Path, m
     the protocol differs from the paper's; off, nothing claims a substitute."""
     import json
 
-    from yocou.longctx.niah import summarise
-    from yocou.render import table4
-    from yocou.summarize.niah import summarize_table4
-    from yocou.tidy import one, write_tidy
+    from yocou.evaluation.longctx.niah import summarise
+    from yocou.results.render import table4
+    from yocou.results.summarize.niah import summarize_table4
+    from yocou.results.tidy import one, write_tidy
 
     core = {v: v for v in ("transformer", "yoco", "rins", "yocou")}
     recs = [{"task": t, "length": 64, "depth": d, "sample": i, "correct": i % 2, "logp_value": -1.0,
@@ -275,7 +292,7 @@ def _niah_run(tmp_path: Path, run: str, variant: str, recs: list, train: dict) -
     """(niah result JSON, run_config.json) of a fixture run with these per-prompt records and train section."""
     import json
 
-    from yocou.longctx.niah import summarise
+    from yocou.evaluation.longctx.niah import summarise
 
     res = tmp_path / f"{run}.json"
     res.write_text(json.dumps({"train_seq_len": 64, "book": "b", "records": recs, "cells": summarise(recs)}))
@@ -290,9 +307,9 @@ def test_table4_decides_choice_accuracy_against_chance_per_model_and_length(tmp_
     not; the by-length table pools both tasks and is computed here from the records independently."""
     import pandas as pd
 
-    from yocou.render import table4
-    from yocou.summarize.niah import summarize_table4
-    from yocou.tidy import write_tidy
+    from yocou.results.render import table4
+    from yocou.results.summarize.niah import summarize_table4
+    from yocou.results.tidy import write_tidy
 
     rng = np.random.default_rng(3)
     core = {v: f"{v}_niah" for v in ("transformer", "yoco", "rins", "yocou")}
@@ -342,9 +359,9 @@ def test_table4_takes_seed_replicas_as_one_models_seeds_with_a_t_interval(tmp_pa
     import pandas as pd
     from scipy import stats
 
-    from yocou.render import table4
-    from yocou.summarize.niah import summarize_table4
-    from yocou.tidy import write_tidy
+    from yocou.results.render import table4
+    from yocou.results.summarize.niah import summarize_table4
+    from yocou.results.tidy import write_tidy
 
     k_in = {"yoco": [36, 34, 38], "yocou": [20, 18, 22], "transformer": [20], "rins": [21]}
     roles, niah, rcs = {}, {}, {}

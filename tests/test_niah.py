@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from yocou import config as C
 from yocou.data import TokenizerAdapter, load_tokenizer
-from yocou.generate import generate
-from yocou.longctx import niah
-from yocou.model import LM
+from yocou.evaluation.longctx import niah
+from yocou.model import config as C
+from yocou.model.generate import generate
+from yocou.model.lm import LM
 
 
 def byte_tok() -> TokenizerAdapter:
@@ -128,7 +128,7 @@ class _StubCache:
 
 class ScriptedLM(torch.nn.Module):
     """Test-only cheat: handed each prompt's continuation, it predicts it with certainty, through the
-    same ``forward(ids, cache=...)`` / ``new_cache`` contract as :class:`yocou.model.LM`."""
+    same ``forward(ids, cache=...)`` / ``new_cache`` contract as :class:`yocou.model.lm.LM`."""
 
     def __init__(self, script: dict[tuple[int, ...], list[int]], vocab: int) -> None:
         super().__init__()
@@ -263,16 +263,16 @@ def test_a_bad_n_choices_fails_in_one_line_naming_the_field(tmp_path, bad) -> No
 
     import yaml
 
-    src = Path(niah.__file__).resolve().parents[2] / "eval"
+    src = Path(niah.__file__).resolve().parents[3] / "eval"   # yocou/evaluation/longctx/niah.py -> the repository
     shutil.copytree(src, tmp_path / "eval")
     p = tmp_path / "eval" / "protocols.yaml"
     d = yaml.safe_load(p.read_text())
     d["niah"]["n_choices"] = yaml.safe_load(bad)
     p.write_text(yaml.safe_dump(d))
     env = {**os.environ, "YOCOU_EVAL_DIR": str(tmp_path / "eval")}
-    r = subprocess.run([sys.executable, "-c", "import yocou.longctx.niah"], capture_output=True, text=True, env=env)
+    r = subprocess.run([sys.executable, "-c", "import yocou.evaluation.longctx.niah"], capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr  # importing never fails: the check runs where the protocol is used
-    r = subprocess.run([sys.executable, "-m", "yocou.longctx.niah", "prompts", "--tokenizer", "t", "--book", "b",
+    r = subprocess.run([sys.executable, "-m", "yocou.evaluation.longctx.niah", "prompts", "--tokenizer", "t", "--book", "b",
                         "--lengths", "256", "--out", str(tmp_path / "p.jsonl")], capture_output=True, text=True,
                        env=env)
     assert r.returncode == 2, r.stderr

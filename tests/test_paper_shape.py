@@ -18,11 +18,11 @@ import pytest
 import torch
 from conftest import workflow_copy
 
-from yocou.accounting import kv_cache_bytes
-from yocou.bench import paper_shape as PS
-from yocou.bench.hardware import decode_read_bytes, prefill_flops
-from yocou.model import LM
-from yocou.summarize.paper_shape import read_raw, summarize_paper_shape
+from yocou.evaluation.bench import paper_shape as PS
+from yocou.evaluation.bench.hardware import decode_read_bytes, prefill_flops
+from yocou.model.accounting import kv_cache_bytes
+from yocou.model.lm import LM
+from yocou.results.summarize.paper_shape import read_raw, summarize_paper_shape
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "workflows/config/smoke.yaml"
@@ -199,8 +199,8 @@ def test_a_cache_of_other_bytes_than_the_formula_is_refused(result: Path, tmp_pa
 
 
 def test_the_renderer_draws_and_writes_the_tables(result: Path, tmp_path: Path) -> None:
-    from yocou.render.paper_shape import render
-    from yocou.tidy import write_tidy
+    from yocou.results.render.paper_shape import render
+    from yocou.results.tidy import write_tidy
 
     tidy = write_tidy(summarize_paper_shape(result), tmp_path / "tidy" / "efficiency_paper_shape")["csv"]
     render(tidy, None, tmp_path / "fig.png", tmp_path / "ratios.csv", tmp_path / "rows.csv")
@@ -255,9 +255,9 @@ def test_a_bf16_study_has_bf16_caches_and_bytes(cfgs, tmp_path: Path) -> None:
 def test_the_audit_judges_the_committed_measurement_as_measured_at_the_paper_shape(tmp_path: Path) -> None:
     """The v.PS rows read results/paper_shape/tidy beside any scale's results folder; beside one without it they
     are "not run"."""
-    from yocou.audit.claims import load_sources
-    from yocou.audit.verdicts import INCONCLUSIVE, NOT_RUN, reproduce
-    from yocou.tidy import write_tidy
+    from yocou.results.audit.claims import load_sources
+    from yocou.results.audit.verdicts import INCONCLUSIVE, NOT_RUN, reproduce
+    from yocou.results.tidy import write_tidy
 
     src = load_sources()
     res = tmp_path / "results"
@@ -290,10 +290,10 @@ def test_the_audit_reads_the_batched_decode_at_its_stated_batch(tmp_path: Path) 
     """The v.PS.T9.B* rows read results/paper_shape/batched/tidy: within a block the log of the tokens/s ratio at
     that batch, across blocks the log of the ratio of tokens/s per GB/s of the triad measured beside each row,
     both recomputed here from the committed raw rows by hand."""
-    from yocou.audit.claims import load_sources
-    from yocou.audit.verdicts import NOT_RUN, reproduce
-    from yocou.summarize.paper_shape import summarize_batched
-    from yocou.tidy import write_tidy
+    from yocou.results.audit.claims import load_sources
+    from yocou.results.audit.verdicts import NOT_RUN, reproduce
+    from yocou.results.summarize.paper_shape import summarize_batched
+    from yocou.results.tidy import write_tidy
 
     raw_path = ROOT / "results/paper_shape/batched/raw.json"
     res = tmp_path / "results"
@@ -334,7 +334,7 @@ def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_p
         assert len(r["triad_beside_bytes_per_s"]) == 2 and min(r["triad_beside_bytes_per_s"]) > 0
     assert PS._decode_phase_name("yoco", "yocou", 24, 1) == "yoco+yocou:decode:24"
     # the serving table reads them: one row per (variant, N, B), ratios measured within a block
-    from yocou.analysis.serving import measured_batched, measured_cpu
+    from yocou.evaluation.analysis.serving import measured_batched, measured_cpu
 
     raw = json.loads(out.read_text())
     mrows, ratios = measured_batched(raw, measured_cpu(raw, 2**30)[1])
@@ -346,7 +346,7 @@ def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_p
         assert r["same_block"] == (r["ratio"] != "yoco / transformer")
     assert all(0 < r["of_bandwidth_beside"] for r in mrows)
     # the tidy study the audit reads: each row's rate by hand, and its fraction of the bandwidth beside it
-    from yocou.summarize.paper_shape import summarize_batched
+    from yocou.results.summarize.paper_shape import summarize_batched
 
     df = summarize_batched(out).set_index(["role", "metric", "axis_value"])["value"]
     for r in rows:

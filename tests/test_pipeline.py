@@ -12,13 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
-from yocou.config import variant_keys
-from yocou.pipeline import resolve_run
-from yocou.scales import SCALE_PATTERN, check_scale_name
-from yocou.wfconfig import crossover_runs, pipeline_runs, resolve_config
-
 from conftest import workflow_copy
+
+from yocou.model.config import variant_keys
+from yocou.workflow.pipeline import resolve_run
+from yocou.workflow.scales import SCALE_PATTERN, check_scale_name
+from yocou.workflow.wfconfig import crossover_runs, pipeline_runs, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -161,7 +160,7 @@ def test_schema_lists_every_train_field() -> None:
     """The schema's train fields (shared by train: and variants.<name>.train:) are exactly TrainConfig's."""
     from dataclasses import fields
 
-    from yocou.train import TrainConfig
+    from yocou.training.train import TrainConfig
 
     schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
     assert sorted(schema["$defs"]["train_fields"]["properties"]) == sorted(f.name for f in fields(TrainConfig))
@@ -170,7 +169,7 @@ def test_schema_lists_every_train_field() -> None:
 def test_train_tensorboard_is_off_by_default_and_reaches_every_run() -> None:
     """train.tensorboard is off unless set; set, it reaches every run, also those with a train: section of their
     own (paper.yaml's size ladder sets lr there), which a schema default would fill with false."""
-    from yocou.wfconfig import resolve_config
+    from yocou.workflow.wfconfig import resolve_config
 
     smoke = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())
     resolve_config(smoke)
@@ -186,9 +185,9 @@ def test_train_tensorboard_is_off_by_default_and_reaches_every_run() -> None:
 
 @pytest.mark.parametrize("where", ["train", "variant"])
 def test_train_key_typo_fails_at_planning_naming_it(tmp_path: Path, where: str) -> None:
-    """`stepz:` under train: or under variants.yocou.train: stops `snakemake -n`, naming the key; resolving
+    """`stepz:` under train: or under variants.yocou.training.train: stops `snakemake -n`, naming the key; resolving
     the run names the section too."""
-    from yocou.pipeline import resolve_run
+    from yocou.workflow.pipeline import resolve_run
 
     wd = _workdir(tmp_path)
     p = wd / "workflows/config/smoke.yaml"
@@ -208,7 +207,7 @@ def test_train_key_typo_fails_at_planning_naming_it(tmp_path: Path, where: str) 
 def test_model_overrides_keys_are_checked_for_every_variant() -> None:
     """model.overrides applies to every variant: a typo, or a key one preset does not take (window for the
     Transformer), is refused naming model.overrides.<key>; a key every preset takes passes."""
-    from yocou.config import check_variants
+    from yocou.model.config import check_variants
 
     variants = {"transformer": {"preset": "transformer"}, "yocou": {"preset": "yocou", "n_loops": 3}}
     check_variants({"variants": variants, "model": {"overrides": {"rope_theta": 5e5, "d_model": 64}}})
@@ -255,7 +254,7 @@ def test_an_unsafe_scale_name_is_rejected_naming_it(tmp_path: Path) -> None:
 
 
 def test_schema_scale_is_the_safe_name_pattern() -> None:
-    """The schema accepts any safe scale name (not a fixed list) and rejects unsafe ones, as yocou.scales does."""
+    """The schema accepts any safe scale name (not a fixed list) and rejects unsafe ones, as yocou.workflow.scales does."""
     import jsonschema
 
     schema = yaml.safe_load((ROOT / "workflows/schemas/config.schema.yaml").read_text())
@@ -344,9 +343,14 @@ def test_every_declared_comparison_evaluates_on_the_smoke_runs_tidy_tables(smoke
     on the tidy tables the real summarize steps wrote in the smoke run; each finds its data (only the columns in
     EXPECTED_NOT_RUN have none), every verdict at smoke is capped as decide() says, and the audit's verdicts.csv
     is the same evaluation."""
-    from yocou.audit.claims import load_sources
-    from yocou.audit.decision import DECIDED
-    from yocou.audit.verdicts import NOT_RUN, SAME_SIZE, load_comparisons, reproduce
+    from yocou.results.audit.claims import load_sources
+    from yocou.results.audit.decision import DECIDED
+    from yocou.results.audit.verdicts import (
+        NOT_RUN,
+        SAME_SIZE,
+        load_comparisons,
+        reproduce,
+    )
 
     res = smoke_run / "results/smoke"
     got = reproduce(load_sources(), res, "smoke")
@@ -442,7 +446,7 @@ def test_smoke_report_shows_every_table_and_figure_with_its_caption(smoke_run: P
     _snakemake(wd, "--cores", "1", "--report", "report.html", "reproduce_all", "--config", "scale=smoke")
     embedded = _report_var((wd / "report.html").read_text(encoding="utf-8"), "results")
     assert sorted(embedded) == sorted(results)
-    from yocou.render.pages import DATA_URL_LIMIT
+    from yocou.results.render.pages import DATA_URL_LIMIT
 
     for path, r in embedded.items():  # self-contained: each file inline as a data URI, within a browser's limit
         assert r["caption"] == results[path]["caption"]

@@ -1,4 +1,4 @@
-"""The mechanism probe (yocou.probe): generators checked against slow pure-Python walks of their own context,
+"""The mechanism probe (yocou.evaluation.probe): generators checked against slow pure-Python walks of their own context,
 argument errors, a tiny end-to-end run, and the summary's interval against one computed by hand."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import torch
 from scipy import stats
 
-from yocou.probe import tasks as T
-from yocou.probe.run import (
+from yocou.evaluation.probe import tasks as T
+from yocou.evaluation.probe.run import (
     EVAL_SEED_BASE,
     SCALES,
     ProbeSettings,
@@ -26,8 +26,8 @@ from yocou.probe.run import (
     self_decoder_reach,
     settings_from_dict,
 )
-from yocou.probe.summarize import TIDY_COLUMNS, collect, render, t_interval
-from yocou.train import batch_generator
+from yocou.evaluation.probe.summarize import TIDY_COLUMNS, collect, render, t_interval
+from yocou.training.train import batch_generator
 
 SMOKE = SCALES["smoke"]
 
@@ -291,21 +291,21 @@ def test_collect_refuses_a_file_that_is_not_a_result_and_a_repeated_seed(tmp_pat
 
 
 def test_cli_reports_bad_input_in_one_line(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "yocou.probe", "train", "--variant", "yocou", "--scale", "smoke",
+    r = subprocess.run([sys.executable, "-m", "yocou.evaluation.probe", "train", "--variant", "yocou", "--scale", "smoke",
                         "--settings", '{"task": {"n_queries": 3}}', "--out", str(tmp_path / "r.json")],
                        check=False, capture_output=True, text=True)
     assert r.returncode == 2
-    assert r.stderr.startswith("python -m yocou.probe: error:") and "n_queries" in r.stderr
+    assert r.stderr.startswith("python -m yocou.evaluation.probe: error:") and "n_queries" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
 
 
 def test_cli_trains_and_summarizes(tmp_path: Path) -> None:
     for variant in ("transformer", "yoco"):
-        subprocess.run([sys.executable, "-m", "yocou.probe", "train", "--variant", variant, "--scale", "smoke",
+        subprocess.run([sys.executable, "-m", "yocou.evaluation.probe", "train", "--variant", variant, "--scale", "smoke",
                         "--seed", "0", "--no-progress", "--out", str(tmp_path / f"{variant}.json")],
                        check=True, capture_output=True, text=True)
-    r = subprocess.run([sys.executable, "-m", "yocou.probe", "summarize", "--out", str(tmp_path / "out"),
+    r = subprocess.run([sys.executable, "-m", "yocou.evaluation.probe", "summarize", "--out", str(tmp_path / "out"),
                         str(tmp_path / "transformer.json"), str(tmp_path / "yoco.json")],
                        check=True, capture_output=True, text=True)
     assert "probe: 2 results" in r.stdout

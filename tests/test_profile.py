@@ -14,11 +14,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from yocou import config as C
-from yocou.accounting import kv_cache_bytes
-from yocou.bench.profile import (ProfileConfig, fit_exponent, fit_linear, profile_config_from_dict,
-                                 profile_variant)
-from yocou.model import position_mask, window_attend
+from yocou.evaluation.bench.profile import (
+    ProfileConfig,
+    fit_exponent,
+    fit_linear,
+    profile_config_from_dict,
+    profile_variant,
+)
+from yocou.model import config as C
+from yocou.model.accounting import kv_cache_bytes
+from yocou.model.lm import position_mask, window_attend
 
 KW = dict(vocab_size=64, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, d_ff=64)
 
@@ -67,7 +72,7 @@ def test_profile_rows_schema_and_kv_bytes_equal_formula(cfg: C.ModelConfig) -> N
 
 
 def test_profile_models_interleaves_and_orders_rows() -> None:
-    from yocou.bench.profile import profile_models
+    from yocou.evaluation.bench.profile import profile_models
 
     cfgs = {"a": C.transformer(n_layers=1, **KW), "b": C.yoco(n_layers=2, window=4, **KW)}
     rows = profile_models(cfgs, ProfileConfig(seq_lens=(12, 20), n_decode=2, repeats=1, warmup=0, chunk_size=8))
@@ -108,11 +113,11 @@ def test_profile_cli_bad_input(tmp_path: Path) -> None:
     if not torch.cuda.is_available():
         cases.append((["--run-configs", "rc.json", "--device", "cuda"], "--device"))
     for args, needle in cases:
-        res = subprocess.run([sys.executable, "-m", "yocou.bench.profile", *args, "--seq-lens", "64", "--out",
+        res = subprocess.run([sys.executable, "-m", "yocou.evaluation.bench.profile", *args, "--seq-lens", "64", "--out",
                               "o.json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and "Traceback" not in res.stderr, (args, res.stderr[-2000:])
         last = res.stderr.strip().splitlines()[-1]
-        assert last.startswith("python -m yocou.bench.profile: error: ") and needle in last, (args, last)
+        assert last.startswith("python -m yocou.evaluation.bench.profile: error: ") and needle in last, (args, last)
     assert not (tmp_path / "o.json").exists()
 
 
@@ -149,9 +154,12 @@ def _synthetic_profile(path: Path) -> None:
 
 def test_renderers_on_synthetic_profile(tmp_path: Path) -> None:
     """profile.json -> summarize (tidy efficiency, efficiency_derived) -> Tables 8, 9, 1 and Figure 7."""
-    from yocou.render import fig7, table1, tables8_9
-    from yocou.summarize.efficiency import summarize_efficiency, summarize_efficiency_derived
-    from yocou.tidy import write_tidy
+    from yocou.results.render import fig7, table1, tables8_9
+    from yocou.results.summarize.efficiency import (
+        summarize_efficiency,
+        summarize_efficiency_derived,
+    )
+    from yocou.results.tidy import write_tidy
 
     prof = tmp_path / "profile.json"
     _synthetic_profile(prof)
@@ -240,7 +248,7 @@ def test_peak_memory_sees_a_freed_buffer(sample: bool) -> None:
     the sampling thread where that is unavailable or asked for); memory freed before the block does not."""
     import time
 
-    from yocou.bench.profile import PeakMemory
+    from yocou.evaluation.bench.profile import PeakMemory
 
     size = 256 << 20
     before = torch.ones(size // 2)  # twice the size: an earlier, higher peak must not count
@@ -258,7 +266,7 @@ def test_peak_memory_reused_after_the_high_water_mark_becomes_unavailable(monkey
     """A PeakMemory entered again picks its method afresh: one that measured with the kernel's high-water mark
     and then falls back to sampling must stop its sampling thread on exit (it used to keep the 'cpu_rss_hwm'
     kind and leave the thread running)."""
-    from yocou.bench import profile as P
+    from yocou.evaluation.bench import profile as P
 
     mem = P.PeakMemory(torch.device("cpu"))
     monkeypatch.setattr(P, "_reset_hwm", lambda: True)

@@ -29,9 +29,9 @@ def _profile(path: Path, **bad: float) -> Path:
 
 def _fig7(tmp_path: Path, prof: Path) -> int:
     """Figure 7 the pipeline's way: the profile summarized into tidy/efficiency (which validates it), then drawn."""
-    from yocou.render import fig7
-    from yocou.summarize.efficiency import summarize_efficiency
-    from yocou.tidy import write_tidy
+    from yocou.results.render import fig7
+    from yocou.results.summarize.efficiency import summarize_efficiency
+    from yocou.results.tidy import write_tidy
 
     tidy = write_tidy(summarize_efficiency(prof, {"yoco": "yoco", "yocou": "yocou"}),
                       tmp_path / "tidy" / "efficiency")["csv"]
@@ -58,10 +58,10 @@ def _runs(tmp_path: Path, yocou_lines: list[str] | None = None) -> list[str]:
 
 
 def _fig2(tmp_path: Path, runs: list[str], summary: bool = True) -> int:
-    """Summarize (yocou.summarize.training, which reads the logs) → tidy → render, as the workflow does."""
-    from yocou.render import fig2
-    from yocou.summarize.training import summarize_fig2
-    from yocou.tidy import write_tidy
+    """Summarize (yocou.results.summarize.training, which reads the logs) → tidy → render, as the workflow does."""
+    from yocou.results.render import fig2
+    from yocou.results.summarize.training import summarize_fig2
+    from yocou.results.tidy import write_tidy
 
     tidy = write_tidy(summarize_fig2({Path(r).name: r for r in runs}), tmp_path / "tidy" / "fig2")["json"]
     fig2.render(tidy, out=tmp_path / "fig2", data=tmp_path / "fig2_data",
@@ -80,9 +80,9 @@ def _ppl(path: Path, ppl: float = 40.0) -> Path:
 
 def _heldout_ppl(tmp_path: Path, ppl: Path, run: Path | None = None) -> int:
     """Summarize (reads the ppl JSON ``ppl``, named after its run) → tidy → render, as the workflow does."""
-    from yocou.render import heldout_ppl
-    from yocou.summarize.training import summarize_heldout_ppl, summarize_runs
-    from yocou.tidy import write_tidy
+    from yocou.results.render import heldout_ppl
+    from yocou.results.summarize.training import summarize_heldout_ppl, summarize_runs
+    from yocou.results.tidy import write_tidy
 
     if run is None:
         run = tmp_path / "runs" / ppl.stem
@@ -186,7 +186,12 @@ def test_a_truncated_result_file_names_the_file(tmp_path: Path, kind: str) -> No
 
 
 def test_readers_accept_what_the_writers_write(tmp_path: Path) -> None:
-    from yocou.readers import ResultFileError, read_metrics, read_ppl, read_profile
+    from yocou.results.readers import (
+        ResultFileError,
+        read_metrics,
+        read_ppl,
+        read_profile,
+    )
 
     assert issubclass(ResultFileError, ValueError)
     assert len(read_metrics(Path(_runs(tmp_path)[0]) / "metrics.jsonl")) == 12
@@ -198,9 +203,9 @@ def test_readers_accept_what_the_writers_write(tmp_path: Path) -> None:
 def test_readers_accept_real_training_and_ppl_outputs(tmp_path: Path, token_dir: Path) -> None:
     """What train() and `yocou ppl` write passes the readers, and Figure 2 and the ppl table render from it."""
     from yocou.cli import main as cli
-    from yocou.config import preset
-    from yocou.readers import read_metrics, read_ppl, read_summary
-    from yocou.train import TrainConfig, train
+    from yocou.model.config import preset
+    from yocou.results.readers import read_metrics, read_ppl, read_summary
+    from yocou.training.train import TrainConfig, train
 
     run = tmp_path / "runs" / "yocou"
     train(preset("yocou-smoke", vocab_size=304), TrainConfig(steps=3, batch_size=2, seq_len=8, log_every=1),
@@ -234,7 +239,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "tiny"
 ])
 def test_long_context_angular_niah_and_kv_readers_name_file_and_row(tmp_path: Path, src: str, reader: str,
                                                                     corrupt, expected: str) -> None:
-    import yocou.readers as R
+    import yocou.results.readers as R
 
     d = json.loads((RESULTS / src).read_text())
     getattr(R, reader)(RESULTS / src)  # the committed result is valid
@@ -253,7 +258,7 @@ def test_long_context_angular_niah_and_kv_readers_name_file_and_row(tmp_path: Pa
     (lambda r: r.pop("n_choices"), "records[0]: expected a field 'n_choices'"),
 ])
 def test_niah_reader_checks_the_multiple_choice(tmp_path: Path, corrupt, expected: str) -> None:
-    from yocou.readers import ResultFileError, read_niah
+    from yocou.results.readers import ResultFileError, read_niah
 
     rec = {"task": "s_niah_1", "correct": 0, "logp_value": -2.0, "logp_distractor": -5.0, "logp_choices": [-5.0],
            "n_choices": 2, "choice_correct": 1}

@@ -1,4 +1,4 @@
-"""The regime of the learning-side verdicts and its gate (yocou.audit.regime, eval/regime.yaml): tokens per parameter,
+"""The regime of the learning-side verdicts and its gate (yocou.results.audit.regime, eval/regime.yaml): tokens per parameter,
 annealed, held-out loss minus the Kneser-Ney bigram of the models' own budget; a pre-bigram row is "not comparable",
 kept out of the family and of the for/against counts; the counts keep the paper's internal consistency apart from
 its empirical reproduction. Expected numbers are computed here from the tables the tests write (or, for the committed
@@ -16,9 +16,9 @@ import pytest
 import yaml
 from scipy import stats
 
-from yocou.audit import family, regime
-from yocou.audit.claims import load_sources
-from yocou.audit.decision import (
+from yocou.results.audit import family, regime
+from yocou.results.audit.claims import load_sources
+from yocou.results.audit.decision import (
     DECIDED,
     NOT_COMPARABLE,
     NOT_COMPARABLE_UNKNOWN,
@@ -26,9 +26,9 @@ from yocou.audit.decision import (
     SAME,
     SAME_SIZE,
 )
-from yocou.audit.report import OUTCOMES, audit, counts, outcome, write_report
-from yocou.audit.verdicts import reproduce
-from yocou.tidy import read_tidy, write_tidy
+from yocou.results.audit.report import OUTCOMES, audit, counts, outcome, write_report
+from yocou.results.audit.verdicts import reproduce
+from yocou.results.tidy import read_tidy, write_tidy
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ROOT / "results" / "tiny"

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yocou import reported
-from yocou.evaldefs import columns
-from yocou.render import downstream, fig2, fig7, fig8, scaling
-from yocou.summarize.downstream import summarize_fig3, summarize_table
-from yocou.tidy import write_tidy
+from yocou.results import reported
+from yocou.results.evaldefs import columns
+from yocou.results.render import downstream, fig2, fig7, fig8, scaling
+from yocou.results.summarize.downstream import summarize_fig3, summarize_table
+from yocou.results.tidy import write_tidy
 
 
 def _ema(x: np.ndarray, alpha: float) -> np.ndarray:
@@ -95,13 +95,13 @@ def _fig2_curves(n: int = 30) -> pd.DataFrame:
 
 def _tidy_json(tmp: Path, study: str, df: pd.DataFrame) -> Path:
     """A training-side summarize step's output (what the fig2/fig5/fig6/fig8 rules read)."""
-    from yocou.tidy import write_tidy
+    from yocou.results.tidy import write_tidy
 
     return write_tidy(df, tmp / "tidy" / study)["json"]
 
 
 def test_fig2_token_axis_is_labelled_and_y_holds_every_curve(tmp_path: Path, monkeypatch) -> None:
-    from yocou.summarize.training import summarize_fig2
+    from yocou.results.summarize.training import summarize_fig2
 
     df, alpha = _fig2_curves(), 0.3
     for v, g in df.groupby("variant"):
@@ -189,7 +189,7 @@ def _write_run(tmp: Path, run: str, params: int, book: float, code: float, code_
                                                              "train_flops": 6.0 * params * (i + 1) * 512, "loss": l})
                                                  + "\n" for i, l in enumerate(curve)))
     (tmp / "ppl").mkdir(exist_ok=True)
-    def split(nll: float, docs: list[dict]) -> dict:  # what yocou ppl writes (yocou.readers.read_ppl checks it)
+    def split(nll: float, docs: list[dict]) -> dict:  # what yocou ppl writes (yocou.results.readers.read_ppl checks it)
         return {"nll": nll, "ppl": float(np.exp(nll)), "n_tokens": sum(d["n_tokens"] for d in docs), "seq_len": 64,
                 "docs": docs}
 
@@ -199,13 +199,13 @@ def _write_run(tmp: Path, run: str, params: int, book: float, code: float, code_
 
 
 def _runs_tidy(tmp: Path, runs: list[str]) -> Path:
-    from yocou.summarize.training import summarize_runs
+    from yocou.results.summarize.training import summarize_runs
 
     return _tidy_json(tmp, "runs", summarize_runs([tmp / "models" / r for r in runs]))
 
 
 def test_fig5_data_counts_the_held_out_documents_it_was_given(tmp_path: Path) -> None:
-    from yocou.summarize.training import summarize_fig5
+    from yocou.results.summarize.training import summarize_fig5
 
     code_docs = [f"stdlib/m{i}.py" for i in range(3)]
     runs = {"yoco": ["yoco_s", "yoco"], "yocou": ["yocou_s", "yocou"]}
@@ -229,7 +229,7 @@ def test_fig5_data_counts_the_held_out_documents_it_was_given(tmp_path: Path) ->
 
 
 def test_fig6_limits_hold_every_curve_and_legends_leave_the_data_clear(tmp_path: Path, monkeypatch) -> None:
-    from yocou.summarize.training import summarize_fig6
+    from yocou.results.summarize.training import summarize_fig6
 
     ts = (1, 2, 3)
     roles, curves, rows = {}, {}, {}
@@ -276,8 +276,8 @@ def test_fig7_draws_the_papers_values_apart_and_rings_points_under_load(tmp_path
     loads = {1024: (0.5, 0.9), 2048: (0.9, n_cpus + 1.5), 4096: (n_cpus + 1.5, n_cpus + 0.1)}
     rows = _profile(tmp_path / "profile.json", loads, n_cpus)
     figs = _capture(monkeypatch, fig7)
-    from yocou.summarize.efficiency import summarize_efficiency
-    from yocou.tidy import write_tidy
+    from yocou.results.summarize.efficiency import summarize_efficiency
+    from yocou.results.tidy import write_tidy
 
     core = {v: v for v in rows["variant"].unique()}
     write_tidy(summarize_efficiency(tmp_path / "profile.json", core), tmp_path / "tidy/efficiency")
@@ -316,7 +316,7 @@ def test_fig7_draws_the_papers_values_apart_and_rings_points_under_load(tmp_path
 
 # --------------------------------------------------------------------------------------------------- Figure 8
 def test_fig8_labels_rins_block_b_unlike_its_looped_block_a(tmp_path: Path) -> None:
-    from yocou.summarize.training import summarize_fig8
+    from yocou.results.summarize.training import summarize_fig8
 
     n_layers, n_loops = 2, 3
     apps = [{"index": 0, "kind": "self", "stage": 0, "loop": t, "layer": k, "window": None}
@@ -331,7 +331,7 @@ def test_fig8_labels_rins_block_b_unlike_its_looped_block_a(tmp_path: Path) -> N
         {"applications": apps, "splits": {"book": split}, "all": split, "seq_len": 16}))
     tidy = _tidy_json(tmp_path, "fig8", summarize_fig8({"rins": tmp_path / "models" / "rins"},
                                                        angular_root=tmp_path / "angular"))
-    from yocou.tidy import read_tidy
+    from yocou.results.tidy import read_tidy
 
     fig = fig8.plot(fig8.table(read_tidy(tidy)), "t")
     ax = fig.axes[0]

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from yocou.tidy import read_tidy, write_tidy
+from yocou.results.tidy import read_tidy, write_tidy
 
 ROOT = Path(__file__).resolve().parents[1]
 TIDY = ROOT / "results/tiny/tidy"

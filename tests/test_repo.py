@@ -1,11 +1,10 @@
 """What the repository holds: no large or binary files outside results/ and figures/, no citations of a tracker or
 of files outside the repository, a README that stays a guide, and RESULTS.md and the README's results-at-a-glance
-block equal to what yocou.resultsdoc makes from the committed results."""
+block equal to what yocou.results.resultsdoc makes from the committed results."""
 
 from __future__ import annotations
 
 import json
-
 import re
 import subprocess
 import sys
@@ -14,7 +13,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from yocou.resultsdoc import GLANCE_END, GLANCE_START, glance_table, readme_with_glance
+from yocou.results.resultsdoc import (
+    GLANCE_END,
+    GLANCE_START,
+    glance_table,
+    readme_with_glance,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 1 << 20
@@ -55,7 +59,7 @@ def test_readme_is_a_guide_and_results_are_generated():
     assert len(readme.splitlines()) <= 200
     assert readme.startswith("# yocou") and "snakemake --cores all reproduce_all" in readme.split("```")[1]
     assert "python3 -m pytest -q" in readme.split("```")[1]
-    res = subprocess.run([sys.executable, "-m", "yocou.resultsdoc", "--check", "--root", str(ROOT)],
+    res = subprocess.run([sys.executable, "-m", "yocou.results.resultsdoc", "--check", "--root", str(ROOT)],
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
@@ -117,8 +121,7 @@ def test_resultsdoc_refuses_a_cut_or_edited_verdicts_table_and_rewrites_nothing(
 
     import pandas as pd
 
-    from yocou import resultsdoc
-
+    from yocou.results import resultsdoc
     shutil.copytree(ROOT / "results", tmp_path / "results")
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     shutil.copytree(ROOT / "benchmarks", tmp_path / "benchmarks")

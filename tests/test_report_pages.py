@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from yocou.render import pages
-from yocou.render.labels import drawn, heldout_logged
+from yocou.results.render import pages
+from yocou.results.render.labels import drawn, heldout_logged
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,7 +97,7 @@ def _caption(item: str, config: dict, **params: object) -> str:
 
 
 def _tiny_config(eval_every: int | None = None) -> dict:
-    from yocou.wfconfig import read_scale_file, resolve_config
+    from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
     cfg = resolve_config(read_scale_file(ROOT / "workflows/config/tiny.yaml"), root=ROOT)
     if eval_every is not None:
@@ -122,7 +122,7 @@ def test_figure_2s_caption_names_the_loss_its_axes_draw(eval_every: int) -> None
     axis label from the renderer: they must agree."""
     import matplotlib.pyplot as plt
 
-    from yocou.render.fig2 import plot
+    from yocou.results.render.fig2 import plot
 
     cfg = _tiny_config(eval_every)
     held = heldout_logged(cfg)
@@ -143,8 +143,8 @@ def test_figure_6s_caption_names_both_axes_of_the_committed_figure(monkeypatch: 
                                                                    tmp_path: Path) -> None:
     """Figure 6 re-rendered from the committed tiny tables: its two y labels appear in the caption rendered with
     the rule's params."""
-    from yocou.render import scaling
-    from yocou.render.fig6 import render
+    from yocou.results.render import scaling
+    from yocou.results.render.fig6 import render
 
     got = {}
     monkeypatch.setattr(scaling, "save_figure", lambda fig, stem, config=None: got.setdefault("fig", fig))
@@ -159,7 +159,7 @@ def test_figure_6s_caption_names_both_axes_of_the_committed_figure(monkeypatch: 
 
 
 def test_table_4s_caption_describes_the_multiple_choice_its_heatmap_shows() -> None:
-    from yocou.evaldefs import protocol
+    from yocou.results.evaldefs import protocol
 
     n = protocol("niah")["n_choices"]
     cap = _caption("table4", _tiny_config(), n_choices=n)

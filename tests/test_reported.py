@@ -1,4 +1,4 @@
-"""Tests of yocou.reported: the paper's tables transcribed exactly, and the arithmetic they must satisfy.
+"""Tests of yocou.results.reported: the paper's tables transcribed exactly, and the arithmetic they must satisfy.
 
 Most tests need only the package's CSVs. The ones that compare the CSVs with the paper's own text (arXiv
 2604.01220 as a plain-text page, tables tab-separated) read that page from
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from yocou.reported import available_tables, load_table, table_meta, wide
+from yocou.results.reported import available_tables, load_table, table_meta, wide
 
 PAGE_NAME = "000_c190a1253fdf94ee.txt"
 
@@ -177,7 +177,7 @@ def test_csv_data_lines_have_no_comment_char():
     from importlib import resources
 
     for n in available_tables():
-        text = resources.files("yocou.reported").joinpath(f"table{n:02d}.csv").read_text("utf-8")
+        text = resources.files("yocou.results.reported").joinpath(f"table{n:02d}.csv").read_text("utf-8")
         data = [ln for ln in text.splitlines() if not ln.startswith("#")]
         assert all("#" not in ln for ln in data), n
 

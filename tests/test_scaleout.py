@@ -16,11 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 import yaml
-
-from yocou import cluster
-from yocou.pipeline import resolve_run
-
 from conftest import workflow_copy
+
+from yocou.workflow import cluster
+from yocou.workflow.pipeline import resolve_run
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
@@ -137,8 +136,8 @@ def test_slurm_submissions_carry_the_configured_resources(slurm_dry_run: str) ->
 
 def test_train_shell_command_launches_torchrun_on_every_node(slurm_dry_run: str) -> None:
     shells = [l.split("Shell command: ", 1)[-1] for l in slurm_dry_run.splitlines() if "run_config.json --data" in l]
-    # the run folder's lock is checked first (yocou.runlock: a second trainer refuses before srun starts)
-    assert all(re.match(r"python -m yocou\.runlock (\S+) && OMP_NUM_THREADS=.* --out \1 ", l) for l in shells), shells[0]
+    # the run folder's lock is checked first (yocou.utils.runlock: a second trainer refuses before srun starts)
+    assert all(re.match(r"python -m yocou\.utils\.runlock (\S+) && OMP_NUM_THREADS=.* --out \1 ", l) for l in shells), shells[0]
     assert len(shells) == len(PAPER["variants"])
     assert all("srun --nodes=4 --ntasks-per-node=1" in l and "torchrun --nnodes 4 --nproc-per-node 8" in l
                for l in shells), shells[0]
@@ -147,7 +146,11 @@ def test_train_shell_command_launches_torchrun_on_every_node(slurm_dry_run: str)
 def _local_rules(wd: Path, config: dict) -> tuple[set[str], set[str]]:
     """(every rule, the local ones) as Snakemake itself decides (a dry run does not print it)."""
     from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+    )
 
     with SnakemakeApi(OutputSettings()) as api:
         wf = api.workflow(snakefile=wd / "Snakefile", workdir=wd, resource_settings=ResourceSettings(cores=2, nodes=4),
@@ -215,17 +218,17 @@ def test_rule_resources_merge_and_errors() -> None:
     (lambda r: r.update(rulez={}), "resources.rulez"),
 ])
 def test_cli_resources_validates_as_planning_does(tmp_path: Path, edit, needle: str) -> None:
-    """`python -m yocou.cluster resources` reads the config as the pipeline does: a bad value or a misplaced
+    """`python -m yocou.workflow.cluster resources` reads the config as the pipeline does: a bad value or a misplaced
     section fails in one line naming it (it used to print them back)."""
     cfg = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
     edit(cfg.setdefault("resources", {}))
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump(cfg))
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config", str(p), "train"],
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "resources", "--config", str(p), "train"],
                          capture_output=True, text=True)
     assert res.returncode == 2 and not res.stdout, res.stdout + res.stderr
     lines = res.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("python -m yocou.cluster: error: ") and needle in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("python -m yocou.workflow.cluster: error: ") and needle in lines[0], lines
 
 
 # --------------------------------------------------------------------------------------------------
@@ -236,7 +239,7 @@ def test_launcher_single_node_and_slots() -> None:
     assert cluster.train_launcher({"launch": {"nproc": 1}}) == "python -m yocou.cli"
     assert cluster.train_launcher({"launch": {"nproc": 2}}) == "torchrun --standalone --nproc-per-node 2 -m yocou.cli"
     assert cluster.train_launcher({"launch": {"nproc": 8, "gpu_slots": 8}}) == \
-        "python -m yocou.cluster gpu-run --gpus 8 --slots 8 -- torchrun --standalone --nproc-per-node 8 -m yocou.cli"
+        "python -m yocou.workflow.cluster gpu-run --gpus 8 --slots 8 -- torchrun --standalone --nproc-per-node 8 -m yocou.cli"
 
 
 def _executable(path: Path, text: str) -> None:
@@ -303,7 +306,7 @@ _PRINT_AND_WAIT = "import os, sys, time; print(os.environ.get('CUDA_VISIBLE_DEVI
 def _gpu_run(lock_dir: Path, *extra_env: tuple[str, str], gpus: int = 1, slots: int = 2) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID")}
     env.update(dict(extra_env))
-    return subprocess.Popen([sys.executable, "-m", "yocou.cluster", "gpu-run", "--gpus", str(gpus), "--slots",
+    return subprocess.Popen([sys.executable, "-m", "yocou.workflow.cluster", "gpu-run", "--gpus", str(gpus), "--slots",
                              str(slots), "--lock-dir", str(lock_dir), "--", sys.executable, "-c", _PRINT_AND_WAIT],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -347,14 +350,14 @@ def test_gpu_run_inside_a_slurm_job_takes_no_slot(tmp_path: Path) -> None:
 ])
 def test_gpu_run_rejects_bad_counts_before_running(tmp_path: Path, args: list[str], message: str) -> None:
     """A GPU count below 1 (or negative slots) is an argument error: status 2, the command never runs."""
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "gpu-run", *args, "--lock-dir", str(tmp_path),
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "gpu-run", *args, "--lock-dir", str(tmp_path),
                           "--", sys.executable, "-c", "print('ran')"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 2, res.stdout + res.stderr
     assert message in res.stderr and "ran" not in res.stdout, res.stderr
 
 
 def test_cli_prints_a_rules_resources(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config",
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "resources", "--config",
                           str(ROOT / "workflows/config/paper.yaml"), "train"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == cluster.rule_resources(PAPER, "train")
@@ -362,7 +365,7 @@ def test_cli_prints_a_rules_resources(tmp_path: Path) -> None:
 
 
 def test_cli_resources_rejects_an_unknown_rule_listing_the_rules() -> None:
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "resources", "--config",
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "resources", "--config",
                           str(ROOT / "workflows/config/paper.yaml"), "trian"], capture_output=True, text=True)
     assert res.returncode == 2 and not res.stdout, res.stdout + res.stderr
     assert "argument RULE: invalid choice: 'trian'" in res.stderr and "'train'" in res.stderr, res.stderr
@@ -377,14 +380,14 @@ def test_known_rules_are_the_workflows_rules(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
-# the prepared GPU check (python -m yocou.bench.gpu_check)
+# the prepared GPU check (python -m yocou.evaluation.bench.gpu_check)
 
 
 def test_gpu_check_skips_cleanly_without_cuda(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture) -> None:
     import torch
 
-    from yocou.bench import gpu_check
+    from yocou.evaluation.bench import gpu_check
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert gpu_check.main(["--out", str(tmp_path)]) == 0
@@ -395,8 +398,8 @@ def test_gpu_check_skips_cleanly_without_cuda(tmp_path: Path, monkeypatch: pytes
 @pytest.mark.slow
 def test_gpu_check_dry_on_cpu_runs_every_check_and_renders_fig7(tmp_path: Path) -> None:
     """`--device cpu --dry`: the GPU check's code paths at tiny sizes; every named check passes."""
-    from yocou import config as C
-    from yocou.bench import gpu_check
+    from yocou.evaluation.bench import gpu_check
+    from yocou.model import config as C
 
     assert gpu_check.main(["--out", str(tmp_path), "--device", "cpu", "--dry"]) == 0
     summary = json.loads((tmp_path / "gpu_check.json").read_text())
@@ -417,7 +420,7 @@ def test_gpu_check_tolerances_catch_a_wrong_cache(monkeypatch: pytest.MonkeyPatc
     """A decode step fed the wrong token fails decode_vs_full in both dtypes (the checks can fail)."""
     import torch
 
-    from yocou.bench import gpu_check
+    from yocou.evaluation.bench import gpu_check
 
     real = gpu_check.decode_step
 
@@ -502,7 +505,7 @@ def _fake_slurm(bin_dir: Path, sacct: str) -> dict:
 def test_cluster_check_fails_in_one_line_when_job_states_cannot_be_read(tmp_path: Path, sacct: str, ok: bool,
                                                                         needle: str) -> None:
     """The SLURM preflight runs sacct as the plugin does: without accounting the workflow would wait silently."""
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "check", "--timeout-s", "0.5"], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "check", "--timeout-s", "0.5"], cwd=ROOT,
                          env=_fake_slurm(tmp_path / "bin", sacct), capture_output=True, text=True)
     out = res.stdout + res.stderr
     assert res.returncode == (0 if ok else 2) and needle in out and "Traceback" not in out, out
@@ -512,6 +515,6 @@ def test_cluster_check_fails_in_one_line_when_job_states_cannot_be_read(tmp_path
 
 def test_cluster_check_names_the_missing_commands(tmp_path: Path) -> None:
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}   # python, but no SLURM commands
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "check"], cwd=ROOT, env=env, capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "check"], cwd=ROOT, env=env, capture_output=True,
                          text=True)
     assert res.returncode == 2 and "sbatch, sacct, squeue, scancel not on PATH" in res.stderr, res.stderr

@@ -1,4 +1,4 @@
-"""The serving model (yocou.analysis.serving): decode at batch B and at a fixed memory budget, against hand counts."""
+"""The serving model (yocou.evaluation.analysis.serving): decode at batch B and at a fixed memory budget, against hand counts."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from yocou import config as C
-from yocou.analysis import serving as S
+from yocou.evaluation.analysis import serving as S
+from yocou.model import config as C
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -84,7 +84,7 @@ def test_the_paper_ratios_are_table_9s() -> None:
 
 def test_the_cli_writes_tables_and_figure_and_refuses_a_bad_raw(tmp_path: Path) -> None:
     out, fig = tmp_path / "serving", tmp_path / "fig.png"
-    res = subprocess.run([sys.executable, "-m", "yocou.analysis.serving", "--out", str(out), "--figure", str(fig)],
+    res = subprocess.run([sys.executable, "-m", "yocou.evaluation.analysis.serving", "--out", str(out), "--figure", str(fig)],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     rows = json.loads((tmp_path / "serving.json").read_text())["rows"]
@@ -93,7 +93,7 @@ def test_the_cli_writes_tables_and_figure_and_refuses_a_bad_raw(tmp_path: Path) 
     assert (tmp_path / "serving_fit.md").is_file() and fig.stat().st_size > 10_000
     bad = tmp_path / "raw.json"
     bad.write_text("{")
-    res = subprocess.run([sys.executable, "-m", "yocou.analysis.serving", "--raw", str(bad), "--out", str(out),
+    res = subprocess.run([sys.executable, "-m", "yocou.evaluation.analysis.serving", "--raw", str(bad), "--out", str(out),
                           "--figure", str(fig)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "--raw" in res.stderr and "Traceback" not in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
@@ -101,14 +101,14 @@ def test_the_cli_writes_tables_and_figure_and_refuses_a_bad_raw(tmp_path: Path) 
     import matplotlib.image
 
     wide = tmp_path / "wide.png"
-    res = subprocess.run([sys.executable, "-m", "yocou.analysis.serving", "--out", str(out), "--figure", str(wide),
+    res = subprocess.run([sys.executable, "-m", "yocou.evaluation.analysis.serving", "--out", str(out), "--figure", str(wide),
                           "--panel-batched", "results/paper_shape/batched/raw.json"], cwd=ROOT, capture_output=True,
                          text=True)
     assert res.returncode == 0, res.stderr
     h3, w3 = matplotlib.image.imread(fig).shape[:2]
     h4, w4 = matplotlib.image.imread(wide).shape[:2]
     assert h4 == h3 and w4 > 1.2 * w3
-    res = subprocess.run([sys.executable, "-m", "yocou.analysis.serving", "--out", str(out), "--figure", str(wide),
+    res = subprocess.run([sys.executable, "-m", "yocou.evaluation.analysis.serving", "--out", str(out), "--figure", str(wide),
                           "--panel-batched", str(bad)], cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 2 and "--panel-batched" in res.stderr and "Traceback" not in res.stderr, res.stderr
 

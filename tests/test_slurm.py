@@ -1,7 +1,7 @@
 """The cluster path on a real SLURM: the project's profile drives a small DAG through sbatch, and a cancelled
 training is seen, resubmitted and resumed exactly.
 
-Needs a running cluster whose job states can be read (`python -m yocou.cluster check`), such as the one-node cluster
+Needs a running cluster whose job states can be read (`python -m yocou.workflow.cluster check`), such as the one-node cluster
 of `.ci/slurm/up.sh` (`.ci/run` starts it where it can: root and Debian's packages). Elsewhere every test here is
 skipped, saying why, unless YOCOU_REQUIRE_SLURM=1 (set by `.ci/run` once its cluster is up): then a cluster that
 cannot be reached fails the tests instead. Marked slow: each runs Snakemake through the SLURM executor plugin (minutes).
@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import workflow_copy
 
 pytestmark = pytest.mark.slow
@@ -30,9 +29,9 @@ FAST_POLL = ["--slurm-init-seconds-before-status-checks", "2"]
 
 def _cluster_up() -> str | None:
     """None when a cluster's job states can be read here, else why not."""
-    res = subprocess.run([sys.executable, "-m", "yocou.cluster", "check", "--timeout-s", "10"], capture_output=True,
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "check", "--timeout-s", "10"], capture_output=True,
                          text=True)
-    return None if res.returncode == 0 else (res.stderr.strip() or "python -m yocou.cluster check failed")
+    return None if res.returncode == 0 else (res.stderr.strip() or "python -m yocou.workflow.cluster check failed")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -118,12 +117,11 @@ def test_a_cancelled_training_is_seen_resubmitted_and_resumes_exactly(tmp_path: 
 
 
 def test_two_rendezvous_agents_train_as_one_process_does(tmp_path: Path) -> None:
-    """The multi-node launch (yocou.cluster.train_launcher, launch.nnodes 2): srun starts one torchrun agent per
+    """The multi-node launch (yocou.workflow.cluster.train_launcher, launch.nnodes 2): srun starts one torchrun agent per
     task and they meet at a c10d rendezvous on the allocation's first node. On a one-node cluster the two agents are
     two tasks of one sbatch job (`--ntasks=2` in place of the launcher's `--nodes=2 --ntasks-per-node=1`); gloo on
     CPU. The run has world size 2 and its losses equal one process's within fp32 reduction-order tolerance."""
-    from yocou import cluster
-
+    from yocou.workflow import cluster
     wd = workflow_copy(tmp_path / "wf")
     run = "runs/smoke/models/yocou"
     _run(wd, "--cores", "2", f"{run}/run_config.json", "runs/smoke/tokens/train.bin", *SMOKE)

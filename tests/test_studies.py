@@ -14,13 +14,17 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
+from torch.utils.flop_counter import (
+    FlopCounterMode,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
 
-from yocou import accounting as A
-from yocou import config as C
-from yocou.analysis import angular
-from yocou.model import LM
-from yocou.train import _loss
+from yocou.evaluation.analysis import angular
+from yocou.model import accounting as A
+from yocou.model import config as C
+from yocou.model.lm import LM
+from yocou.training.train import _loss
 
 aten = torch.ops.aten
 
@@ -150,7 +154,7 @@ def test_forward_flops_dense_convention_match_torch_counter(name: str, monkeypat
     SDPA a causal flag or a window mask for all N keys; window layers kept in one masked call here) equals
     ``forward_flops_per_token(attention="dense")``; the backward under the stock formula is 2 × the matmuls
     + 2.5 × the attention (the fused backward's recomputation of the scores counted), the documented factor."""
-    monkeypatch.setattr("yocou.model.WINDOW_BLOCKED_MIN", N)  # N < N·W: window layers in one masked call
+    monkeypatch.setattr("yocou.model.lm.WINDOW_BLOCKED_MIN", N)  # N < N·W: window layers in one masked call
     cfg = flop_variants()[name]
     (mm_f, attn_f), (mm_b, attn_b) = _counted_training_step(cfg, STOCK)
     n_tok = B * N
@@ -320,7 +324,7 @@ def test_held_out_windows_round_robin_and_budget() -> None:
 
 
 def test_angular_cli_writes_labelled_json(tmp_path, token_dir) -> None:
-    from yocou.train import TrainConfig, train
+    from yocou.training.train import TrainConfig, train
 
     cfg = C.yocou(n_layers=2, window=4, n_loops=2, **{**KW, "vocab_size": 300})
     out = tmp_path / "models" / "yocou"
@@ -343,9 +347,9 @@ def test_angular_cli_writes_labelled_json(tmp_path, token_dir) -> None:
     assert "git_commit" in res["provenance"]
     # The summary reads it (one tidy row per split and application), the renderer the tidy table: the figure
     # and the data written.
-    from yocou.render import fig8
-    from yocou.summarize.training import summarize_fig8
-    from yocou.tidy import write_tidy
+    from yocou.results.render import fig8
+    from yocou.results.summarize.training import summarize_fig8
+    from yocou.results.tidy import write_tidy
 
     tidy = summarize_fig8({"yocou": out}, angular_root=tmp_path / "angular")
     assert len(tidy[tidy["axis"] == "application"]) == 3 * 3 and set(tidy["seed"]) == {0}
@@ -363,7 +367,7 @@ def test_fig8_marks_loop_and_stage_boundaries() -> None:
     loop boundary after application 4); the kv applications add no point."""
     import pandas as pd
 
-    from yocou.render.fig8 import boundaries
+    from yocou.results.render.fig8 import boundaries
 
     cfg = C.upper_loop(n_layers=4, window=W, n_loops=2, shared_kv=False, **KW)
     apps = pd.DataFrame(angular.application_labels(C.expand_plan(cfg))).rename(columns={"index": "application"})

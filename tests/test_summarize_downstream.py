@@ -1,4 +1,4 @@
-"""yocou.summarize.downstream: lm-eval's per-run scores → the tidy studies table2/3/5 and fig3.
+"""yocou.results.summarize.downstream: lm-eval's per-run scores → the tidy studies table2/3/5 and fig3.
 
 Every expected number is computed here from the synthetic inputs (the averages and their standard errors written
 out), never read back from the code under test.
@@ -13,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from yocou.evaldefs import columns, metric_id
-from yocou.summarize import downstream as sd
-from yocou.tidy import read_tidy, write_tidy
+from yocou.results.evaldefs import columns, metric_id
+from yocou.results.summarize import downstream as sd
+from yocou.results.tidy import read_tidy, write_tidy
 
 
 def _write_lmeval(tmp: Path, run: str, cells: dict[tuple[str, str, str], tuple[float, float, int]]) -> Path:
-    """``downstream/<run>/tidy.csv`` as yocou.lmeval.run writes it; ``cells``: (task, metric, filter) ->
+    """``downstream/<run>/tidy.csv`` as yocou.evaluation.lmeval.run writes it; ``cells``: (task, metric, filter) ->
     (value, stderr, n_items)."""
     rows = [{"variant": run, "task": t, "metric": m, "filter": f, "value": v, "stderr": se, "n_items": n,
              "n_shots": 0, "source": "offline"} for (t, m, f), (v, se, n) in cells.items()]

@@ -15,11 +15,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from yocou import config as C
-from yocou.summarize.efficiency import (summarize_efficiency, summarize_efficiency_derived, summarize_kv,
-                                        summarize_table10)
-from yocou.summarize.niah import summarize_table4
-from yocou.tidy import one, write_tidy
+from yocou.model import config as C
+from yocou.results.summarize.efficiency import (
+    summarize_efficiency,
+    summarize_efficiency_derived,
+    summarize_kv,
+    summarize_table10,
+)
+from yocou.results.summarize.niah import summarize_table4
+from yocou.results.tidy import one, write_tidy
 
 CORE = {"transformer": "transformer", "yoco": "yoco", "rins": "rins", "yocou": "yocou"}
 LENS = (1024, 2048, 4096, 8192)
@@ -167,7 +171,7 @@ def test_table10_is_the_formula_at_the_papers_config() -> None:
 
 
 def _niah(path: Path, records: list[dict], train_len: int = 128, book: str = "paradise_lost") -> Path:
-    from yocou.longctx.niah import summarise
+    from yocou.evaluation.longctx.niah import summarise
 
     path.write_text(json.dumps({"train_seq_len": train_len, "book": book, "records": records,
                                 "cells": summarise(records)}))
@@ -216,7 +220,7 @@ def test_table4_accuracy_stderr_and_aggregates(tmp_path: Path) -> None:
 
 def test_renderers_read_only_tidy_files(tmp_path: Path, monkeypatch) -> None:
     """summarize -> tidy files -> render: the tables come out with the numbers of the tidy rows."""
-    from yocou.render import table4, table10, tables8_9
+    from yocou.results.render import table4, table10, tables8_9
 
     _profile(tmp_path / "p.json")
     write_tidy(summarize_efficiency(tmp_path / "p.json", CORE), tmp_path / "tidy/efficiency")
@@ -236,7 +240,7 @@ def test_renderers_read_only_tidy_files(tmp_path: Path, monkeypatch) -> None:
 
     rcs = {v: _run_config(tmp_path / v / "run_config.json", f"{v}-smoke") for v in CORE}
     cfgs = {v: C.preset(f"{v}-smoke") for v in CORE}
-    from yocou.accounting import kv_cache_bytes
+    from yocou.model.accounting import kv_cache_bytes
     (tmp_path / "kv.json").write_text(json.dumps({"rows": [
         {"variant": v, "seq_len": 64, "dtype": "bf16", "measured_bytes": kv_cache_bytes(cfgs[v], 64),
          "analytic_bytes": kv_cache_bytes(cfgs[v], 64), "equal": True} for v in CORE]}))
@@ -268,7 +272,7 @@ def test_renderers_read_only_tidy_files(tmp_path: Path, monkeypatch) -> None:
 
 
 def test_a_renderer_without_its_tidy_file_names_it(tmp_path: Path) -> None:
-    from yocou.render import table10
+    from yocou.results.render import table10
 
     with pytest.raises(FileNotFoundError, match="table10.csv.*summarize"):
         table10.render(tmp_path / "table10.csv", tmp_path / "kv.csv", tmp_path / "out.csv")

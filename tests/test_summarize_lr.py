@@ -1,10 +1,10 @@
-"""The learning-rate study's tidy rows and table (yocou.summarize.lr) against hand-computed values."""
+"""The learning-rate study's tidy rows and table (yocou.results.summarize.lr) against hand-computed values."""
 
 import json
 
 import pytest
 
-from yocou.summarize.lr import lr_table, summarize_lr
+from yocou.results.summarize.lr import lr_table, summarize_lr
 
 
 def _run(tmp, name, lr, seed, book, code):
@@ -42,9 +42,9 @@ def test_seeds_at_the_best_rate_give_the_best_rate_comparison_an_interval(tmp_pa
     import yaml
     from scipy import stats
 
-    from yocou.audit.claims import load_sources
-    from yocou.audit.verdicts import reproduce
-    from yocou.tidy import write_tidy
+    from yocou.results.audit.claims import load_sources
+    from yocou.results.audit.verdicts import reproduce
+    from yocou.results.tidy import write_tidy
 
     a_best = np.array([5.10, 5.16, 5.12])             # role a is best at 4e-3, role b at 2e-3
     b_best = np.array([5.00, 5.03, 5.05])

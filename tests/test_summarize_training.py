@@ -1,4 +1,4 @@
-"""The training-side summaries (yocou.summarize.training): raw run files → tidy rows, every number checked against
+"""The training-side summaries (yocou.results.summarize.training): raw run files → tidy rows, every number checked against
 a value computed by hand here (not by the code under test)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from yocou.readers import ResultFileError
-from yocou.summarize import training as T
-from yocou.tidy import NO_SEED, one, read_tidy, select, write_tidy
+from yocou.results.readers import ResultFileError
+from yocou.results.summarize import training as T
+from yocou.results.tidy import NO_SEED, one, read_tidy, select, write_tidy
 
 
 # ------------------------------------------------------------------------------------------------ fixtures
@@ -265,7 +265,7 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
     assert "40 windows of 64 + 1 tokens" in one(df, role="bigram_kn_budget", metric="loss.book")["detail"]
 
     # the rendered table: per role the mean loss and bits/byte over seeds with their std, then the baselines
-    from yocou.render.heldout_ppl import table
+    from yocou.results.render.heldout_ppl import table
 
     runs = T.summarize_runs({r: tmp_path / "models" / r for r in ("transformer", "yocou")})
     t = table(df, runs).set_index("variant")
@@ -277,7 +277,7 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
     assert t.loc["unigram", "heldout_book loss (nats)"] == 6.0 and t.loc["bigram_kn", "heldout_code loss (nats)"] == 5.0
     assert list(t.index) == ["transformer", "yocou", "unigram", "bigram_kn", "bigram_kn_budget"]
     # the rendered notes name each split's documents once, not once per seed replica
-    from yocou.render.heldout_ppl import render
+    from yocou.results.render.heldout_ppl import render
 
     write_tidy(df, tmp_path / "tidy" / "heldout_ppl")
     write_tidy(runs, tmp_path / "tidy" / "runs")
@@ -300,7 +300,7 @@ def test_heldout_ppl_replicas_bytes_and_baselines(tmp_path: Path) -> None:
 
 
 def test_paper_wiki_ppl_ratio_is_the_printed_values_over_the_transformers() -> None:
-    from yocou.reported import load_table
+    from yocou.results.reported import load_table
 
     t3 = load_table(3)
     wiki = t3[t3["column"] == "Wiki. ppl"].set_index("model")["value"]
@@ -340,7 +340,7 @@ def test_fig4_rows_per_split_and_length(tmp_path: Path) -> None:
     df2 = T.summarize_fig4({"yocou": [d, d1]}, longppl_root=tmp_path / "longppl")
     assert set(df2["seed"]) == {3, 4} and set(df2["role"]) == {"yocou"}
     assert _values(df2, run="yocou_seed1", metric="book.cum_ppl") == [60.0, 50.0, 55.0]
-    from yocou.render import fig4
+    from yocou.results.render import fig4
 
     write_tidy(df2, tmp_path / "tidy" / "fig4")
     t = fig4.render(tmp_path / "tidy" / "fig4.json", fig=tmp_path / "f4", data=tmp_path / "f4_data", scale="t")

@@ -1,4 +1,4 @@
-"""Wall time as a measured budget: yocou.timing reads the jobs' Snakemake benchmark files into
+"""Wall time as a measured budget: yocou.results.timing reads the jobs' Snakemake benchmark files into
 results/<scale>/timing.*; every job rule of the workflow writes one, and the rule `timing` runs last."""
 
 from __future__ import annotations
@@ -11,11 +11,17 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from yocou import timing
-from yocou.timing import JOB_COLUMNS, collect, main, read_benchmark, summarize, write_timing
-
 from conftest import workflow_copy
+
+from yocou.results import timing
+from yocou.results.timing import (
+    JOB_COLUMNS,
+    collect,
+    main,
+    read_benchmark,
+    summarize,
+    write_timing,
+)
 
 HEADER = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z; the files' modification times are the jobs' ends
@@ -112,14 +118,14 @@ def test_no_benchmarks_yet_is_an_empty_table_and_a_cli_error(tmp_path: Path, cap
             main([*args, "--out", str(tmp_path / "o")])
         assert e.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert err[-1].startswith("yocou.timing: error: ") and needle in err[-1]
+        assert err[-1].startswith("yocou.results.timing: error: ") and needle in err[-1]
     assert not list(tmp_path.glob("o.*"))
 
 
 def test_a_file_snakemake_writes_is_read() -> None:
-    from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
-
     import tempfile
+
+    from snakemake.benchmark import BenchmarkRecord, write_benchmark_records
 
     with tempfile.TemporaryDirectory() as d:
         rec = BenchmarkRecord(running_time=12.5, max_rss=321.0, max_vms=400.0, max_uss=300.0, max_pss=310.0,
@@ -156,7 +162,7 @@ def test_a_malformed_benchmark_is_one_line_naming_file_and_column(tmp_path: Path
 
 
 def test_groups_cover_the_heavy_rules() -> None:
-    from yocou.cluster import RULES
+    from yocou.workflow.cluster import RULES
 
     heavy = {"train", "ppl", "downstream", "niah", "longppl", "angular", "profile", "kv_measure"}
     assert heavy <= RULES and all(timing.group_of(r) in ("training", "evaluation") for r in heavy)

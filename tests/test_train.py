@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from yocou import config as C
-from yocou.train import TrainConfig, lr_at, train
+from yocou.model import config as C
+from yocou.training.train import TrainConfig, lr_at, train
 
 _SHAPE = dict(n_layers=2, window=8, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1, head_dim=16, d_ff=64)
 MODEL = C.yocou(**_SHAPE, n_loops=2)
@@ -122,7 +122,7 @@ def test_lr_schedule_by_hand() -> None:
 
 
 def test_metrics_rows_and_flops(tmp_path: Path, token_dir: Path) -> None:
-    from yocou.accounting import train_flops_per_token
+    from yocou.model.accounting import train_flops_per_token
     tc = TrainConfig(steps=3, batch_size=2, seq_len=16, dtype="bf16", log_every=1)
     train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
     rows = [json.loads(l) for l in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -136,7 +136,7 @@ def test_metrics_rows_and_flops(tmp_path: Path, token_dir: Path) -> None:
 
 
 def test_nan_loss_stops_with_clear_error(tmp_path: Path, token_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import yocou.train as T
+    import yocou.training.train as T
 
     real = T._loss
 
@@ -178,7 +178,7 @@ def test_a_finished_run_of_another_config_is_not_replaced(tmp_path: Path, token_
 
 
 def test_bad_train_config_names_the_field() -> None:
-    from yocou.train import train_config_from_dict
+    from yocou.training.train import train_config_from_dict
     with pytest.raises(ValueError, match="stepz"):
         train_config_from_dict({"stepz": 3, "steps": 1, "batch_size": 1, "seq_len": 4})
     with pytest.raises(ValueError, match="warmup_steps"):
@@ -191,7 +191,7 @@ def test_corrupt_checkpoints_fail_naming_the_file(tmp_path: Path, token_dir: Pat
     """A truncated or foreign ckpt.pt / model.pt fails with a ValueError naming the file and what to do
     (it used to surface torch's RuntimeError from the zip reader, or a bare KeyError), and through the CLI
     as one line with status 2."""
-    from yocou.train import load_model
+    from yocou.training.train import load_model
 
     tc = TrainConfig(steps=2, batch_size=2, seq_len=8, ckpt_every=1, dtype="fp32")
     train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
@@ -231,7 +231,7 @@ def test_tensorboard_events_equal_the_metrics_rows(tmp_path: Path, token_dir: Pa
     replaces older event files and holds each row exactly once: the rows kept at the checkpoint, then the new."""
     import numpy as np
 
-    import yocou.train as T
+    import yocou.training.train as T
 
     base = dict(seed=2, steps=6, batch_size=2, seq_len=16, dtype="fp32", log_every=2, ckpt_every=2)
     assert TrainConfig(**base).tensorboard is False
@@ -286,7 +286,7 @@ def test_tensorboard_missing_is_one_line_naming_the_key(tmp_path: Path, token_di
     """Without the tensorboard package, train.tensorboard: true stops before training with one line naming
     train.tensorboard (status 2 through the CLI); tensorboard off never imports it."""
     from yocou import cli
-    from yocou.entry import run_main
+    from yocou.utils.entry import run_main
 
     for mod in ("tensorboard", "torch.utils.tensorboard"):
         monkeypatch.setitem(sys.modules, mod, None)  # `import` raises ImportError
@@ -310,7 +310,7 @@ def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, token_dir: Pat
     writes the uninterrupted run's metrics.jsonl row by row: the checkpoint's rows verbatim (wall times
     included), then the same step, tokens, FLOPs, loss, lr and grad norm (only the timings differ); and the
     same later checkpoint, snapshot, final weights and summary. A stale metrics.jsonl is replaced."""
-    import yocou.train as T
+    import yocou.training.train as T
 
     tc = TrainConfig(seed=4, steps=6, batch_size=4, seq_len=16, lr=3e-3, warmup_steps=1, dtype="fp32",
                      log_every=1, ckpt_every=2, grad_accum=2, snapshot_steps=(5,))
@@ -370,7 +370,7 @@ def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, token_dir: Pat
 def test_metrics_log_rows_and_ranks(tmp_path: Path) -> None:
     """MetricsLog: opening rewrites metrics.jsonl with the checkpoint's rows; a row every log_every steps and
     at the last step, with tokens and FLOPs of that step; ranks other than 0 write nothing."""
-    from yocou.train import MetricsLog
+    from yocou.training.train import MetricsLog
 
     tc = TrainConfig(steps=5, batch_size=2, seq_len=4, log_every=2)
     (tmp_path / "metrics.jsonl").write_text("stale\n")
@@ -393,11 +393,11 @@ def test_metrics_log_rows_and_ranks(tmp_path: Path) -> None:
 
 
 def test_no_function_in_train_py_is_over_60_lines() -> None:
-    """yocou/train.py stays in small pieces (setup, Checkpointer, MetricsLog, train_step, the loop): no function
+    """yocou/training/train.py stays in small pieces (setup, Checkpointer, MetricsLog, train_step, the loop): no function
     or method longer than 60 lines, docstring included."""
     import ast
 
-    import yocou.train as T
+    import yocou.training.train as T
 
     tree = ast.parse(Path(T.__file__).read_text(encoding="utf-8"))
     lengths = {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
@@ -409,7 +409,7 @@ def test_no_function_in_train_py_is_over_60_lines() -> None:
 
 def test_two_trainers_on_one_folder_the_second_refuses_naming_the_pid(tmp_path: Path, token_dir: Path) -> None:
     """Real processes: while one trainer runs, a second on the same --out refuses in one line naming the holder's
-    PID (and `python -m yocou.runlock` says the same, as the train rule of a second snakemake does); the first
+    PID (and `python -m yocou.utils.runlock` says the same, as the train rule of a second snakemake does); the first
     trainer's metrics.jsonl, deleted meanwhile (as snakemake --rerun-incomplete does), is whole again at its next row;
     after a SIGKILL the lock is gone with the process, a third trainer resumes and the log holds each step once."""
     steps = 400
@@ -429,7 +429,7 @@ def test_two_trainers_on_one_folder_the_second_refuses_naming_the_pid(tmp_path: 
         lines = second.stderr.strip().splitlines()
         assert len(lines) == 1, second.stderr
         assert f"is being trained by PID {first.pid}" in lines[0] and f"kill {first.pid}" in lines[0], lines[0]
-        check = subprocess.run([sys.executable, "-m", "yocou.runlock", str(run)], capture_output=True, text=True)
+        check = subprocess.run([sys.executable, "-m", "yocou.utils.runlock", str(run)], capture_output=True, text=True)
         assert check.returncode == 2 and f"PID {first.pid}" in check.stderr, check.stderr
         (run / "metrics.jsonl").unlink()
         t0 = time.time()
@@ -443,7 +443,7 @@ def test_two_trainers_on_one_folder_the_second_refuses_naming_the_pid(tmp_path: 
         first.send_signal(signal.SIGKILL)
         first.wait()
     assert not (run / "model.pt").exists()
-    free = subprocess.run([sys.executable, "-m", "yocou.runlock", str(run)], capture_output=True, text=True)
+    free = subprocess.run([sys.executable, "-m", "yocou.utils.runlock", str(run)], capture_output=True, text=True)
     assert free.returncode == 0, free.stderr  # the kernel dropped the lock with the killed process
     ck_step = torch.load(run / "ckpt.pt", weights_only=False)["step"]
     third = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
@@ -465,7 +465,7 @@ def test_a_refused_train_leaves_no_folder(tmp_path: Path, token_dir: Path, capsy
 
 
 def test_metrics_log_survives_its_file_being_deleted_or_cut(tmp_path: Path) -> None:
-    from yocou.train import MetricsLog
+    from yocou.training.train import MetricsLog
 
     tc = TrainConfig(steps=10, batch_size=2, seq_len=8, log_every=1)
     log = MetricsLog(tmp_path, tc, 0, ['{"step": 1}'], flops_per_token=1.0)
@@ -483,7 +483,7 @@ def test_a_window_at_least_seq_len_is_noted_once_at_the_start(tmp_path: Path, to
     set-up: training says so in one note naming both numbers; a window below seq_len gets no note."""
     import dataclasses
 
-    from yocou.train import global_window_note
+    from yocou.training.train import global_window_note
 
     wide = C.yocou(**{**_SHAPE, "window": 100_000})
     assert global_window_note(MODEL, 32) is None and global_window_note(C.transformer(**{

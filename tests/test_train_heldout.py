@@ -1,4 +1,4 @@
-"""Held-out loss at checkpoints (TrainConfig.eval_every, yocou.train.HeldoutEval): the scheduled steps, the values
+"""Held-out loss at checkpoints (TrainConfig.eval_every, yocou.training.train.HeldoutEval): the scheduled steps, the values
 against an independent computation on the saved weights, and a run that evaluates equal to one that does not."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from yocou import config as C
 from yocou.data.tokens import TokenStream
-from yocou.ppl import token_nll
-from yocou.train import TrainConfig, heldout_split_name, load_model, train
+from yocou.evaluation.ppl import token_nll
+from yocou.model import config as C
+from yocou.training.train import TrainConfig, heldout_split_name, load_model, train
 
 MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
                 head_dim=16, d_ff=64)
@@ -71,7 +71,7 @@ def test_evaluation_changes_nothing_and_resume_stays_exact(tmp_path: Path, token
     """The weights and training-loss rows of a run with held-out evaluation equal those of a run without it (no
     random number consumed, the model back in train mode); a run resumed from its step-4 checkpoint writes the
     uninterrupted run's rows (held-out losses included, timings aside) and weights."""
-    import yocou.train as T
+    import yocou.training.train as T
 
     tc = _tc()
     off, full, resumed = tmp_path / "off", tmp_path / "full", tmp_path / "resumed"
@@ -124,7 +124,7 @@ def test_heldout_eval_scores_the_plain_text_when_training_mixes_needles(token_di
     """train.needle_mix changes the training stream only: the held-out tokens scored are the files' own tokens
     (found by a run with the mix on, whose held-out streams were once opened through the needle mixer)."""
     from yocou.data.needles import NeedleMix
-    from yocou.train import HeldoutEval
+    from yocou.training.train import HeldoutEval
 
     tc = _tc(needle_mix=NeedleMix(fraction=0.5), seq_len=256, eval_tokens=300)
     ev = HeldoutEval(_heldout(token_dir), tc, MODEL)

@@ -14,10 +14,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from yocou.wfconfig import ConfigError, load_schema, read_scale_file, required_and_defaulted, resolve_config
-
 from conftest import workflow_copy
+
+from yocou.workflow.wfconfig import (
+    ConfigError,
+    load_schema,
+    read_scale_file,
+    required_and_defaulted,
+    resolve_config,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -203,7 +208,7 @@ def test_a_jobs_settings_are_on_its_command_line(tmp_path: Path) -> None:
                      "--config", "scale=smoke", "seed=5", "train={steps: 7}")
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-3000:]
-    cmd = next(ln for ln in out.splitlines() if "yocou.pipeline" in ln)
+    cmd = next(ln for ln in out.splitlines() if "yocou.workflow.pipeline" in ln)
     assert '"seed":5' in cmd and '"steps":7' in cmd and '"yoco":' in cmd
     assert '"yocou":' not in cmd and '"eval"' not in cmd  # another run's entry, evaluation settings
     corpus_cmd = next(ln for ln in out.splitlines() if "yocou.cli corpus" in ln)
@@ -257,7 +262,7 @@ def test_a_scale_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize("field, value, allowed", [("schedule", "linearr", "['cosine', 'linear', 'constant', 'wsd']"),
                                                    ("dtype", "fp8", "['bf16', 'fp32']")])
 def test_train_config_literal_names_the_allowed_values(field: str, value: str, allowed: str) -> None:
-    from yocou.train import train_config_from_dict
+    from yocou.training.train import train_config_from_dict
 
     with pytest.raises(TypeError, match=re.escape(f"TrainConfig.{field} must be one of {allowed}")):
         train_config_from_dict({"steps": 1, "batch_size": 1, "seq_len": 8, field: value})
@@ -307,7 +312,12 @@ def test_train_fields_carry_no_schema_defaults() -> None:
 def test_bf16_on_a_cpu_without_native_bf16_is_warned_naming_the_fields_and_the_override(tmp_path) -> None:
     """bf16 without amx_bf16/avx512_bf16 runs emulated (0.6 against 53 GFLOP/s in fp32 on an AVX2 EPYC): the
     planning warns, naming the fields; the override it prints, given to --config, turns every one to fp32."""
-    from yocou.wfconfig import bf16_warning, cpu_has_native_bf16, read_scale_file, resolve_config
+    from yocou.workflow.wfconfig import (
+        bf16_warning,
+        cpu_has_native_bf16,
+        read_scale_file,
+        resolve_config,
+    )
 
     avx2, amx = tmp_path / "avx2", tmp_path / "amx"
     avx2.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n")
@@ -347,7 +357,7 @@ def test_a_seed_past_2_to_the_32_is_refused_when_planning(where: str) -> None:
 
 
 def test_train_config_refuses_a_seed_the_batch_generator_cannot_take() -> None:
-    from yocou.train import TrainConfig
+    from yocou.training.train import TrainConfig
 
     with pytest.raises(ValueError, match=r"TrainConfig\.seed"):
         TrainConfig(steps=1, batch_size=1, seq_len=2, seed=2**32)
@@ -367,7 +377,7 @@ def test_model_overrides_from_the_command_line_are_read_as_numbers() -> None:
 
 def test_a_non_positive_rope_theta_override_is_refused_when_planning() -> None:
     """rope_theta 0 planned a full retrain that diverged at step 0 with a message blaming the learning rate."""
-    from yocou.wfconfig import ConfigError, read_scale_file, resolve_config
+    from yocou.workflow.wfconfig import ConfigError, read_scale_file, resolve_config
 
     for key in ("rope_theta", "norm_eps", "init_std"):
         cfg = read_scale_file(ROOT / "workflows/config/smoke.yaml")

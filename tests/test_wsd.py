@@ -1,4 +1,4 @@
-"""The warmup-stable-decay schedule and cooldown branches (yocou.train: lr_at, train(init_from=, save_state=)).
+"""The warmup-stable-decay schedule and cooldown branches (yocou.training.train: lr_at, train(init_from=, save_state=)).
 
 A branch started from a stable-phase state of a longer run must equal a fresh run whose schedule cools down at the
 same step: the rates agree before the branch point and batches depend on (seed, step) only.
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from yocou import config as C
-from yocou.train import TrainConfig, branch_mismatch, lr_at, train
+from yocou.model import config as C
+from yocou.training.train import TrainConfig, branch_mismatch, lr_at, train
 
 MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
                 head_dim=16, d_ff=64)
@@ -77,7 +77,7 @@ def test_branch_equals_a_fresh_run_that_cools_down_there(tmp_path: Path, token_d
 
 def test_branch_resumes_exactly_after_an_interruption(tmp_path: Path, token_dir: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import yocou.train as T
+    import yocou.training.train as T
 
     data = token_dir / "train.bin"
     train(MODEL, TrainConfig(**BASE, steps=4), data, tmp_path / "stable", progress=False, save_state=True)
@@ -135,9 +135,9 @@ def test_training_activations_past_memory_are_refused_before_any_step(tmp_path: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch whose activations cannot fit is refused in one line naming the micro-batch, not allocated until the
     process dies; the bound is the logits (fp32, and their gradient) plus each layer's input and hidden state."""
-    import yocou.memory as M
-    from yocou.config import expand_plan
-    from yocou.train import activation_bytes
+    import yocou.utils.memory as M
+    from yocou.model.config import expand_plan
+    from yocou.training.train import activation_bytes
 
     tc = TrainConfig(steps=1, batch_size=256, seq_len=64, dtype="fp32")
     apps = sum(1 for a in expand_plan(MODEL) if a.kind != "kv")

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import workflow_copy
-from yocou.io import load_config_file
-from yocou.wfconfig import ConfigError, read_scale_file
-from yocou.yamlio import DuplicateKeyError, load_yaml, loads_yaml
+
+from yocou.utils.io import load_config_file
+from yocou.utils.yamlio import DuplicateKeyError, load_yaml, loads_yaml
+from yocou.workflow.wfconfig import ConfigError, read_scale_file
 
 
 def test_loads_like_safe_load_without_duplicates():
@@ -50,7 +50,7 @@ def test_every_reader_refuses_it(tmp_path):
 
 def test_the_shipped_yaml_has_no_duplicated_key():
     root = Path(__file__).resolve().parents[1]
-    files = [*root.glob("workflows/config/*.yaml"), *root.glob("eval/**/*.yaml"), root / "yocou/audit/claims.yaml",
+    files = [*root.glob("workflows/config/*.yaml"), *root.glob("eval/**/*.yaml"), root / "yocou/results/audit/claims.yaml",
              root / "workflows/schemas/config.schema.yaml"]
     assert len(files) > 5
     for f in files:
@@ -75,7 +75,7 @@ def test_planning_refuses_a_scale_file_or_configfile_with_a_duplicated_key(tmp_p
 def test_an_alias_bomb_is_refused_at_once_naming_the_source() -> None:
     """Nine aliases of nine aliases, eight times over: 9^9 values once expanded. Refused before any value is built
     (a walk of the expanded values, as the config checks do, would run for minutes)."""
-    from yocou.yamlio import MAX_VALUES, loads_yaml
+    from yocou.utils.yamlio import MAX_VALUES, loads_yaml
 
     bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
@@ -87,7 +87,7 @@ def test_an_alias_bomb_is_refused_at_once_naming_the_source() -> None:
 
 @pytest.mark.parametrize("depth", [150, 5000])
 def test_a_runaway_nesting_is_refused_naming_the_source(depth: int) -> None:
-    from yocou.yamlio import MAX_DEPTH, loads_yaml
+    from yocou.utils.yamlio import MAX_DEPTH, loads_yaml
 
     with pytest.raises(ValueError, match=rf"deep\.yaml: nested .* a config nests at most {MAX_DEPTH}"):
         loads_yaml("a: " + "[" * depth + "]" * depth, "deep.yaml")

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .entry import int_at_least
-from .names import PAPER_LENGTHS
+from yocou.results.names import PAPER_LENGTHS
+from yocou.utils.entry import int_at_least
 
 MIB = 2 ** 20
 
@@ -18,8 +18,8 @@ MIB = 2 ** 20
 def _cmd_kv(a: argparse.Namespace) -> int:
     import torch
 
-    from .accounting import dtype_bytes, kv_cache_bytes
-    from .config import preset
+    from yocou.model.accounting import dtype_bytes, kv_cache_bytes
+    from yocou.model.config import preset
 
     cfg = preset(a.preset)
     out: dict[str, Any] = {
@@ -30,9 +30,9 @@ def _cmd_kv(a: argparse.Namespace) -> int:
     }
     out["analytic_mib"] = out["analytic_bytes"] / MIB
     if a.measure:
-        from .accounting import param_count
-        from .generate import prefill
-        from .model import LM
+        from yocou.model.accounting import param_count
+        from yocou.model.generate import prefill
+        from yocou.model.lm import LM
 
         if param_count(cfg) > 200_000_000:
             raise ValueError(f"--measure is for small presets; {a.preset} has {param_count(cfg):,} parameters")
@@ -40,7 +40,7 @@ def _cmd_kv(a: argparse.Namespace) -> int:
         model = LM(cfg).eval()
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
         cache = model.new_cache(a.batch, a.seq_len, dtype=tdtype)
-        from .memory import require
+        from yocou.utils.memory import require
 
         require(8 * a.batch * a.seq_len, f"the prompt's token ids (batch {a.batch} x seq_len {a.seq_len}, int64)")
         ids = torch.randint(0, cfg.vocab_size, (a.batch, a.seq_len))
@@ -52,13 +52,13 @@ def _cmd_kv(a: argparse.Namespace) -> int:
     return 0
 
 
-KV_TABLE_LENGTHS = PAPER_LENGTHS  # Table 10's lengths, 8K ... 256K (yocou.names)
+KV_TABLE_LENGTHS = PAPER_LENGTHS  # Table 10's lengths, 8K ... 256K (yocou.results.names)
 
 
 def kv_table(size: str = "1.3b", dtype: str = "bf16") -> list[dict[str, Any]]:
     """Table 10's layout (MiB per sequence) from the formulas: rows Transformer, RINS, YOCO, YOCO-U."""
-    from .accounting import kv_cache_bytes
-    from .config import preset
+    from yocou.model.accounting import kv_cache_bytes
+    from yocou.model.config import preset
 
     rows = []
     for label, variant in [("Transformer", "transformer"), ("RINS", "rins"), ("YOCO", "yoco"), ("YOCO-U", "yocou")]:
@@ -68,7 +68,7 @@ def kv_table(size: str = "1.3b", dtype: str = "bf16") -> list[dict[str, Any]]:
 
 
 def _cmd_kv_table(a: argparse.Namespace) -> int:
-    from .config import PRESETS, SIZES
+    from yocou.model.config import PRESETS, SIZES
 
     variant, _, rest = a.preset.partition("-")
     size = rest if variant in PRESETS and rest in SIZES else a.preset
@@ -95,17 +95,17 @@ def _cmd_kv_table(a: argparse.Namespace) -> int:
 
 
 def _load_yaml_or_json(path: str) -> Any:
-    from .io import load_config_file
+    from yocou.utils.io import load_config_file
     return load_config_file(path)
 
 
-#: The top-level keys of a run config (``yocou.pipeline.resolve_run``; ``model`` and ``train`` are required).
+#: The top-level keys of a run config (``yocou.workflow.pipeline.resolve_run``; ``model`` and ``train`` are required).
 RUN_CONFIG_KEYS = frozenset({"variant", "scale", "model", "train", "assumptions", "equal_flops", "ladder"})
 
 
 def _cmd_train(a: argparse.Namespace) -> int:
-    from .config import config_from_dict
-    from .train import heldout_split_name, train, train_config_from_dict
+    from yocou.model.config import config_from_dict
+    from yocou.training.train import heldout_split_name, train, train_config_from_dict
 
     rc = _load_yaml_or_json(a.run_config)
     for key in ("model", "train"):
@@ -130,11 +130,11 @@ def _cmd_train(a: argparse.Namespace) -> int:
 def _cmd_ppl(a: argparse.Namespace) -> int:
     import torch
 
-    from .data.tokens import TokenStream, check_stream_tokenizer
-    from .heldout import BYTES_METHOD, token_byte_lengths
-    from .io import atomic_write_json, provenance
-    from .ppl import heldout_ppl
-    from .train import load_model
+    from yocou.data.tokens import TokenStream, check_stream_tokenizer
+    from yocou.evaluation.heldout import BYTES_METHOD, token_byte_lengths
+    from yocou.evaluation.ppl import heldout_ppl
+    from yocou.training.train import load_model
+    from yocou.utils.io import atomic_write_json, provenance
 
     torch.manual_seed(0)
     model = load_model(a.model)
@@ -165,8 +165,8 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
 
 
 def _cmd_baselines(a: argparse.Namespace) -> int:
-    from .baselines import baselines_report
-    from .io import atomic_write_json, provenance
+    from yocou.evaluation.baselines import baselines_report
+    from yocou.utils.io import atomic_write_json, provenance
 
     given = [a.budget_steps, a.budget_batch, a.budget_seq_len]
     if any(v is not None for v in given) and not all(v is not None for v in given):
@@ -196,7 +196,7 @@ def _pipeline_section(path: str, *keys: str) -> Any:
 
 
 def _cmd_corpus(a: argparse.Namespace) -> int:
-    from .data import build_corpus
+    from yocou.data import build_corpus
 
     manifest = build_corpus(Path(a.out), _pipeline_section(a.config, "data", "corpus"))
     print(json.dumps({k: v for k, v in manifest.items() if k in ("splits", "totals", "sources")}, indent=2,
@@ -205,7 +205,7 @@ def _cmd_corpus(a: argparse.Namespace) -> int:
 
 
 def _cmd_tokenizer(a: argparse.Namespace) -> int:
-    from .data import install_pretrained, train_tokenizer
+    from yocou.data import install_pretrained, train_tokenizer
 
     pretrained = a.pretrained or (_load_yaml_or_json(a.config).get("data", {}).get("tokenizer") if a.config else None)
     if pretrained:
@@ -222,7 +222,7 @@ def _cmd_tokenizer(a: argparse.Namespace) -> int:
 
 
 def _cmd_tokenize(a: argparse.Namespace) -> int:
-    from .data import encode_corpus
+    from yocou.data import encode_corpus
 
     meta = encode_corpus(Path(a.corpus), Path(a.tokenizer), Path(a.out))
     print(json.dumps({s: {"n_tokens": m.get("n_tokens"), "n_docs": m.get("n_docs")} for s, m in meta.items()},
@@ -234,11 +234,11 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     """Measured vs analytic cache bytes after a prefill of N tokens, per run config."""
     import torch
 
-    from .accounting import kv_cache_bytes
-    from .config import config_from_dict
-    from .generate import prefill
-    from .io import atomic_write_json, provenance
-    from .model import LM
+    from yocou.model.accounting import kv_cache_bytes
+    from yocou.model.config import config_from_dict
+    from yocou.model.generate import prefill
+    from yocou.model.lm import LM
+    from yocou.utils.io import atomic_write_json, provenance
 
     tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
     rows = []
@@ -271,7 +271,7 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
 
 def _cmd_export_hf(a: argparse.Namespace) -> int:
     """A run as a Hugging Face folder (:func:`yocou.export.export_hf`); prints what it wrote as JSON."""
-    from .export import export_hf
+    from yocou.export import export_hf
 
     print(json.dumps(export_hf(a.run_dir, a.out_dir, model_file=a.model, tokenizer=a.tokenizer,
                                overwrite=a.overwrite, max_position_embeddings=a.max_position_embeddings),
@@ -281,7 +281,7 @@ def _cmd_export_hf(a: argparse.Namespace) -> int:
 
 def _cmd_audit(a: argparse.Namespace) -> int:
     """Consistency checks and reproduced verdicts of the paper's numbers; 1 on a baseline regression."""
-    from .audit.report import run_from_args
+    from yocou.results.audit.report import run_from_args
 
     return run_from_args(a)
 
@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "evaluates it at, from workflows/config/<scale>.yaml; else its training seq_len)")
     ex.set_defaults(func=_cmd_export_hf)
 
-    from .audit.args import add_arguments as _audit_arguments
+    from yocou.results.audit.args import add_arguments as _audit_arguments
 
     au = sub.add_parser("audit", help="audit the paper's reported numbers: consistency checks, verdicts, report")
     _audit_arguments(au)
@@ -400,11 +400,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``yocou`` console script. Bad input (:data:`yocou.entry.USER_ERRORS`) prints
+    """The ``yocou`` console script. Bad input (:data:`yocou.utils.entry.USER_ERRORS`) prints
     ``yocou <cmd>: error: <message>`` and returns 2, as every ``python -m yocou.<module>`` does; other
     exceptions (bugs) keep their traceback."""
-    from .entry import USER_ERRORS, disk_error, name_too_long, report_user_error
-    from .guard import check_command
+    from yocou.utils.entry import (
+        USER_ERRORS,
+        disk_error,
+        name_too_long,
+        report_user_error,
+    )
+    from yocou.utils.guard import check_command
 
     args = build_parser().parse_args(argv)
     try:

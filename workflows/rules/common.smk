@@ -17,7 +17,7 @@ CONDA_ENV = (CONDA_ENV_NAME if _Deploy.CONDA in workflow.deployment_settings.dep
 
 
 def job_threads(rule, kind="all"):
-    """``threads:`` of ``rule``'s jobs (yocou.cluster.job_threads), read when a job is made, so commands that make
+    """``threads:`` of ``rule``'s jobs (yocou.workflow.cluster.job_threads), read when a job is made, so commands that make
     no job (``snakemake --unlock``, ``--list-rules``) need no ``--cores``: ``all`` every core given (the profile
     and the paper-shape study time themselves and run alone), ``eval`` ``eval.threads`` (at most the cores; at 1,
     ``--cores 2`` runs two evaluations side by side, which benchmarks/eval_threads.py measured faster), ``train``
@@ -57,13 +57,13 @@ def run_config_json(variant):
 
 
 # Every job's Snakemake `benchmark:` file (wall and CPU seconds, peak memory), read by the rule `timing`
-# (workflows/rules/timing.smk, yocou.timing) into results/<scale>/timing.*: <rule>.tsv for a rule without wildcards,
+# (workflows/rules/timing.smk, yocou.results.timing) into results/<scale>/timing.*: <rule>.tsv for a rule without wildcards,
 # <rule>/<wildcard value>.tsv for one with. Under logs/ (not committed): timing.csv carries every row of them.
 BENCH = f"logs/{SCALE}/bench"
 
 
 def bench(rule, wildcard=None):
-    """The benchmark file of a job of ``rule`` (one wildcard, or none): where yocou.timing looks for it."""
+    """The benchmark file of a job of ``rule`` (one wildcard, or none): where yocou.results.timing looks for it."""
     return f"{BENCH}/{rule}.tsv" if wildcard is None else f"{BENCH}/{rule}/{{{wildcard}}}.tsv"
 
 
@@ -148,12 +148,12 @@ def report_page_output(page):
     category, subcategory = REPORT_GROUPS[item]
     return report(page, caption=_caption(item), category=category, subcategory=subcategory)
 
-from yocou import cluster as _cluster  # standard library only: parsing stays fast
-from yocou.render.labels import drawn as caption_drawn  # standard library only: what a loss figure draws
+from yocou.workflow import cluster as _cluster  # standard library only: parsing stays fast
+from yocou.results.render.labels import drawn as caption_drawn  # standard library only: what a loss figure draws
 
 
 def launcher(wildcards):
-    """The training command prefix (yocou.cluster.train_launcher): `yocou`; torchrun on one node over
+    """The training command prefix (yocou.workflow.cluster.train_launcher): `yocou`; torchrun on one node over
     launch.nproc processes (DDP or FSDP2); srun + torchrun over launch.nnodes SLURM nodes; behind a GPU-slot
     lock when launch.gpu_slots > 0."""
     return _cluster.train_launcher(config)
@@ -161,9 +161,9 @@ def launcher(wildcards):
 
 def gpu_prefix(n=1):
     """Shell prefix for a job that uses `n` GPUs on a local multi-GPU machine (launch.gpu_slots > 0): its
-    command runs with CUDA_VISIBLE_DEVICES set to `n` free slots (yocou.cluster gpu-run); else empty."""
+    command runs with CUDA_VISIBLE_DEVICES set to `n` free slots (yocou.workflow.cluster gpu-run); else empty."""
     slots = config["launch"]["gpu_slots"]
-    return f"python -m yocou.cluster gpu-run --gpus {n} --slots {slots} -- " if slots else ""
+    return f"python -m yocou.workflow.cluster gpu-run --gpus {n} --slots {slots} -- " if slots else ""
 
 
 # Compute rules that take seconds (summaries, configs, listings): local rules under a cluster executor (Snakefile).
@@ -177,7 +177,7 @@ def quick_compute_rules():
 
 
 def _apply_cluster_resources():
-    """config["resources"] (yocou.cluster.rule_resources) -> each rule's Snakemake resources, filled into
+    """config["resources"] (yocou.workflow.cluster.rule_resources) -> each rule's Snakemake resources, filled into
     the tables that --set-resources and --default-resources fill, so a SLURM profile's sbatch flags carry
     them: the public fields of Snakemake's ResourceSettings (workflow.resource_settings), set before any rule is
     defined, which is when Snakemake first reads them. --set-resources given by hand win over the config; the config's
@@ -209,12 +209,12 @@ _apply_cluster_resources()
 
 
 # The training-side summaries (workflows/scripts/summarize_training.py): their code and config bits.
-TRAINING_CODE = [f"{PKG}/summarize/training.py", f"{PKG}/tidy.py", f"{PKG}/readers.py"]
+TRAINING_CODE = [f"{PKG}/results/summarize/training.py", f"{PKG}/results/tidy.py", f"{PKG}/results/readers.py"]
 
 
 def heldout_bins(w):
     """The held-out token streams a run scores during training (train.eval_every > 0, shared train: or the
-    variant's own train: section; yocou.train.HeldoutEval), else none."""
+    variant's own train: section; yocou.training.train.HeldoutEval), else none."""
     tr = {**config["train"], **(config["variants"][w.variant].get("train") or {})}
     if int(tr.get("eval_every", 0)) <= 0:
         return []
@@ -222,9 +222,9 @@ def heldout_bins(w):
 
 
 def training_cfg(study):
-    """The config bits a training-side summary reads: its roles (yocou.tidy.study_roles) and the scale."""
+    """The config bits a training-side summary reads: its roles (yocou.results.tidy.study_roles) and the scale."""
     sec = config.get("studies", {})
-    # variants: the run names, so the summary finds each run's seed replicas <run>_seed<k> (yocou.summarize.training)
+    # variants: the run names, so the summary finds each run's seed replicas <run>_seed<k> (yocou.results.summarize.training)
     return {"scale": SCALE, "core_variants": list(CORE), "studies": {study: sec[study]} if study in sec else {},
             "variants": list(config["variants"])}
 
@@ -240,12 +240,12 @@ def needle_template(variant):
     return {k: p[k] for k in ("prefix", "needle", "needle_book", "question", "answer", "value_digits")}
 
 
-from yocou.evaldefs import protocol as _protocol  # noqa: E402 - PyYAML only
+from yocou.results.evaldefs import protocol as _protocol  # noqa: E402 - PyYAML only
 
 
 # Seed replicas and the runs reproduce_all trains: the config expands the replicas `<run>_seed<k>`, the
-# learning-rate runs and the crossover runs into config["variants"] (yocou.wfconfig.expand_runs).
-from yocou.wfconfig import crossover_runs as _crossover_runs, pipeline_runs, replicas, seed_of  # noqa: E402 - light
+# learning-rate runs and the crossover runs into config["variants"] (yocou.workflow.wfconfig.expand_runs).
+from yocou.workflow.wfconfig import crossover_runs as _crossover_runs, pipeline_runs, replicas, seed_of  # noqa: E402 - light
 
 # The crossover target's runs by role (`crossover:`): <run>_x<factor> and its replicas.
 _CX = config.get("crossover") or {}
@@ -268,7 +268,7 @@ def study_runs(name):
 
 
 def _summarize_cfg(study):
-    """The config bits a downstream summary reads (yocou.summarize.downstream): the study's roles (the core
+    """The config bits a downstream summary reads (yocou.results.summarize.downstream): the study's roles (the core
     variants where `studies` does not set it), core_variants, seed and the task pack's source."""
     roles = config.get("studies", {}).get(study, list(CORE)) if study != "fig3" else list(CORE)
     source = config["eval"]["downstream"]["source"]
@@ -283,14 +283,14 @@ def _runs_tidy(wildcards):
     return [f] if rules.has("summarize_runs") or os.path.exists(f) else []
 
 
-# Committed results as a source (yocou.committed; `mode:` of the config). The pipeline has two halves: compute rules
+# Committed results as a source (yocou.workflow.committed; `mode:` of the config). The pipeline has two halves: compute rules
 # (workflows/rules/compute/*.smk) read runs/<scale>/ (or logs/<scale>/) and write results/<scale>/; render rules
 # (workflows/rules/*.smk) read only results/<scale>/ and write tables, figures and the audit. In render mode the
 # compute rules are not defined at all (the Snakefile includes them only when COMPUTE), so the committed files under
 # results/<scale>/ are plain sources: any target, with -f, -R, --forcerun or --forceall, re-renders in seconds and
 # never plans a training. Compute mode: `--config mode=compute`, or a scale without committed results, or a
-# checkout with runs/<scale>/, or a config that differs from the committed one (yocou.committed.committed_state).
-from yocou.committed import committed_state as _committed_state  # noqa: E402
+# checkout with runs/<scale>/, or a config that differs from the committed one (yocou.workflow.committed.committed_state).
+from yocou.workflow.committed import committed_state as _committed_state  # noqa: E402
 
 try:
     COMMITTED = _committed_state(config, scale=SCALE, results_dir=RES, runs_dir=RUN)
@@ -361,8 +361,8 @@ def measured_elsewhere(tidy_files):
     return [f for f in tidy_files if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(f)), "raw.json"))]
 
 
-# The token ladder (workflows/rules/ladder.smk): its runs by name (yocou.ladder.plan), from workflows/studies/ladder.yaml.
-from yocou.ladder import load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
+# The token ladder (workflows/rules/ladder.smk): its runs by name (yocou.training.ladder.plan), from workflows/studies/ladder.yaml.
+from yocou.training.ladder import load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
 
 LADDER = _load_ladder(SCALE)
 LADDER_RUNS = _ladder_plan(LADDER) if LADDER else {}
@@ -389,10 +389,10 @@ def ladder_bracket_input(w):
     return [] if LADDER_RUNS[w.lrun].kind == "bracket" else [f"{LRES}/bracket.json"]
 
 
-# The mechanism probe (workflows/rules/probe.smk): its models by name -> `python -m yocou.probe train` arguments.
+# The mechanism probe (workflows/rules/probe.smk): its models by name -> `python -m yocou.evaluation.probe train` arguments.
 PROBE_MODELS = {"transformer": "--variant transformer", "yoco": "--variant yoco",
                 "yocou_t1": "--variant yocou --n-loops 1", "yocou_t2": "--variant yocou --n-loops 2",
                 "yocou_t3": "--variant yocou --n-loops 3", "rins": "--variant rins --n-loops 3",
                 "yoco_eqflops": "--variant yoco --equal-flops-to yocou:3"}
 PROBE_SEEDS = 3
-PROBE_SCALE = "smoke" if SCALE == "smoke" else "tiny"  # the probe's own settings (yocou.probe.run.SCALES)
+PROBE_SCALE = "smoke" if SCALE == "smoke" else "tiny"  # the probe's own settings (yocou.evaluation.probe.run.SCALES)

@@ -5,7 +5,7 @@
 DS = config["eval"]["downstream"]
 import shlex
 
-from yocou.evaldefs import columns as _eval_columns, eval_dir as _eval_dir  # PyYAML only
+from yocou.results.evaldefs import columns as _eval_columns, eval_dir as _eval_dir  # PyYAML only
 
 _EVAL_COLUMNS = str(_eval_dir() / "columns.yaml")  # the column maps (beside the package, like PKG)
 
@@ -15,8 +15,8 @@ _DS_JSON = shlex.quote(json.dumps(DS, sort_keys=True))  # quoted for the shell
 # equal-FLOPs snapshot run -> [the run it is a snapshot of, the run whose training FLOPs it matches]
 _SNAPSHOTS = {f"{v}_eqflops": [v, s["equal_flops_to"]] for v, s in config["variants"].items()
               if s.get("equal_flops_to")}
-_SUMMARIZE_CODE = [f"{PKG}/summarize/downstream.py", f"{PKG}/tidy.py", f"{PKG}/evaldefs.py", _EVAL_COLUMNS]
-_RENDER_CODE = [f"{PKG}/render/downstream.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", _EVAL_COLUMNS]
+_SUMMARIZE_CODE = [f"{PKG}/results/summarize/downstream.py", f"{PKG}/results/tidy.py", f"{PKG}/results/evaldefs.py", _EVAL_COLUMNS]
+_RENDER_CODE = [f"{PKG}/results/render/downstream.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py", _EVAL_COLUMNS]
 
 
 for _t in ("table2", "table3", "table5"):
@@ -26,7 +26,7 @@ for _t in ("table2", "table3", "table5"):
         input:
             tidy=f"{RES}/tidy/{_t}.csv",
             runs=_runs_tidy,
-            code=[*_RENDER_CODE, f"{PKG}/reported/table0{_t[-1]}.csv"],
+            code=[*_RENDER_CODE, f"{PKG}/results/reported/table0{_t[-1]}.csv"],
         output:
             csv=in_report(f"{RES}/{_t}.csv", _t),
             md=in_report(f"{RES}/{_t}.md", _t),

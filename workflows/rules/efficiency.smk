@@ -4,15 +4,15 @@
 # Weights are random (timing does not depend on them): the profile needs the run configs, not the models.
 
 
-# Summarize steps (yocou.summarize.efficiency): raw results -> tidy tables {RES}/tidy/<study>.{csv,json}, which the
+# Summarize steps (yocou.results.summarize.efficiency): raw results -> tidy tables {RES}/tidy/<study>.{csv,json}, which the
 # renderers below and the audit read. All fits and ratios happen here.
-TIDY_CODE = [f"{PKG}/summarize/efficiency.py", f"{PKG}/tidy.py", f"{PKG}/names.py"]
+TIDY_CODE = [f"{PKG}/results/summarize/efficiency.py", f"{PKG}/results/tidy.py", f"{PKG}/results/names.py"]
 
 
 rule summarize_efficiency:
     input:
         profile=f"{RES}/profile.json",
-        code=TIDY_CODE + [f"{PKG}/readers.py"],
+        code=TIDY_CODE + [f"{PKG}/results/readers.py"],
     output:
         csv=f"{RES}/tidy/efficiency.csv",
         json=f"{RES}/tidy/efficiency.json",
@@ -31,8 +31,8 @@ rule summarize_efficiency:
 rule summarize_efficiency_derived:
     input:
         efficiency=f"{RES}/tidy/efficiency.csv",
-        code=TIDY_CODE + [f"{PKG}/bench/profile.py", f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv",
-                          f"{PKG}/reported/table10.csv"],
+        code=TIDY_CODE + [f"{PKG}/evaluation/bench/profile.py", f"{PKG}/results/reported/table08.csv", f"{PKG}/results/reported/table09.csv",
+                          f"{PKG}/results/reported/table10.csv"],
     output:
         csv=f"{RES}/tidy/efficiency_derived.csv",
         json=f"{RES}/tidy/efficiency_derived.json",
@@ -50,7 +50,7 @@ rule summarize_efficiency_derived:
 
 rule summarize_table10:
     input:
-        code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/config.py"],
+        code=TIDY_CODE + [f"{PKG}/model/accounting.py", f"{PKG}/model/config.py"],
     output:
         csv=f"{RES}/tidy/table10.csv",
         json=f"{RES}/tidy/table10.json",
@@ -69,8 +69,8 @@ rule summarize_table10:
 rule fig7:
     input:
         efficiency=f"{RES}/tidy/efficiency.csv",
-        code=[f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
-              f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv", f"{PKG}/reported/table10.csv"],
+        code=[f"{PKG}/results/render/fig7.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py",
+              f"{PKG}/results/reported/table08.csv", f"{PKG}/results/reported/table09.csv", f"{PKG}/results/reported/table10.csv"],
     output:
         png=in_report(f"{FIG}/fig7.png", "fig7"),
         pdf=f"{FIG}/fig7.pdf",
@@ -91,7 +91,7 @@ rule tables8_9:
     input:
         efficiency=f"{RES}/tidy/efficiency.csv",
         derived=f"{RES}/tidy/efficiency_derived.csv",
-        code=[f"{PKG}/render/tables8_9.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py"],
+        code=[f"{PKG}/results/render/tables8_9.py", f"{PKG}/results/render/fig7.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py"],
     output:
         t8=in_report(f"{RES}/table8.md", "tables8_10"),
         t8_ours=in_report(f"{RES}/table8_ours.md", "tables8_10"),
@@ -116,8 +116,8 @@ rule table1:
     input:
         derived=f"{RES}/tidy/efficiency_derived.csv",
         efficiency=f"{RES}/tidy/efficiency.csv",
-        code=[f"{PKG}/render/table1.py", f"{PKG}/render/fig7.py", f"{PKG}/render/common.py", f"{PKG}/names.py",
-              f"{PKG}/reported/table01.csv"],
+        code=[f"{PKG}/results/render/table1.py", f"{PKG}/results/render/fig7.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py",
+              f"{PKG}/results/reported/table01.csv"],
     output:
         csv=in_report(f"{RES}/table1.csv", "table1"),
         md=in_report(f"{RES}/table1.md", "table1"),

@@ -8,7 +8,7 @@ FIG8_VARIANTS = config.get("studies", {}).get("fig8", CORE)
 rule fig8:
     input:
         tidy=f"{RES}/tidy/fig8.json",
-        code=[f"{PKG}/render/fig8.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
+        code=[f"{PKG}/results/render/fig8.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py", f"{PKG}/results/names.py"],
     output:
         png=in_report(f"{FIG}/fig8.png", "fig8"),
         pdf=f"{FIG}/fig8.pdf",

@@ -1,4 +1,4 @@
-# The annealed token ladder and its learning-rate bracket (yocou.ladder; settings per scale in
+# The annealed token ladder and its learning-rate bracket (yocou.training.ladder; settings per scale in
 # workflows/studies/ladder.yaml; decision rules in eval/ladder.yaml). Targets: `bracket` (each variant's learning
 # rate, bracketed) and `ladder` (annealed held-out losses per variant, seed and budget; the fits, gaps and Figure 2
 # redrawn from them). Runs live under runs/<scale>/ladder/<run>/, apart from the pipeline's short-budget runs.
@@ -9,7 +9,7 @@ rule bracket_summary:
     input:
         ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("bracket")],
         baseline=lambda w: [f"{LRES}/baselines/d{LADDER.bracket.steps}.json"],
-        code=[f"{PKG}/summarize/ladder.py", f"{PKG}/ladder.py"],
+        code=[f"{PKG}/results/summarize/ladder.py", f"{PKG}/training/ladder.py"],
     output:
         json=f"{LRES}/bracket.json",
         csv=f"{LRES}/bracket.csv",
@@ -21,7 +21,7 @@ rule bracket_summary:
         ppl_root=lambda w, input: os.path.dirname(input.ppl[0]),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.summarize.ladder bracket --scale {params.scale} --ppl-root {params.ppl_root} "
+        "python -m yocou.results.summarize.ladder bracket --scale {params.scale} --ppl-root {params.ppl_root} "
         "--baseline {input.baseline} --out {output.json} > {log} 2>&1"
 
 
@@ -31,7 +31,7 @@ rule ladder_fits:
     input:
         points=f"{LRES}/points.csv",
         rules="eval/ladder.yaml",
-        code=[f"{PKG}/summarize/ladder.py", f"{PKG}/render/ladder.py", f"{PKG}/render/common.py"],
+        code=[f"{PKG}/results/summarize/ladder.py", f"{PKG}/results/render/ladder.py", f"{PKG}/results/render/common.py"],
     output:
         md=f"{LRES}/ladder.md",
         json=f"{LRES}/ladder.json",
@@ -45,7 +45,7 @@ rule ladder_fits:
         dpi=config["render"]["dpi"],
     conda: CONDA_ENV
     shell:
-        "python -m yocou.summarize.ladder fits --scale {params.scale} --points {input.points} --rules {input.rules} "
+        "python -m yocou.results.summarize.ladder fits --scale {params.scale} --points {input.points} --rules {input.rules} "
         "--out {output.json} --figure {output.png} --dpi {params.dpi} > {log} 2>&1"
 
 

@@ -2,15 +2,15 @@
 # length (Figure 4). Evaluation settings come from config["eval"]["niah"] / ["longppl"] (this scale's sizes)
 # and eval/protocols.yaml (what every scale shares: NIAH's tasks, template and max_new_tokens, the held-out
 # splits scored) via params, so editing them reruns these rules and never retrains.
-from yocou.evaldefs import eval_dir, niah_settings, protocol  # PyYAML only
+from yocou.results.evaldefs import eval_dir, niah_settings, protocol  # PyYAML only
 
 NIAH = niah_settings(config["eval"]["niah"])  # the scale's eval.niah with the protocol's tasks, max_new_tokens
 LONGPPL_SPLITS = protocol("longppl")["splits"]  # {"book": "heldout_book", "code": "heldout_code"}
 
 
 # The runs Table 4 evaluates, in CORE's order: each core run's <run>_niah retrieval run where niah_train names
-# it (yocou.wfconfig.niah_runs; a labelled substitute protocol), else the core run itself.
-from yocou.wfconfig import niah_runs as _niah_runs
+# it (yocou.workflow.wfconfig.niah_runs; a labelled substitute protocol), else the core run itself.
+from yocou.workflow.wfconfig import niah_runs as _niah_runs
 
 _NIAH_OWN = set(_niah_runs(config))
 TABLE4_RUNS = [f"{v}_niah" if f"{v}_niah" in _NIAH_OWN else v for v in CORE]
@@ -22,7 +22,7 @@ TABLE4_ALL = [x for r in TABLE4_RUNS for x in replicas(config, r)]
 rule table4:
     input:
         table4=f"{RES}/tidy/table4.csv",
-        code=[f"{PKG}/render/table4.py", f"{PKG}/render/common.py", f"{PKG}/names.py", f"{PKG}/reported/table04.csv"],
+        code=[f"{PKG}/results/render/table4.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py", f"{PKG}/results/reported/table04.csv"],
     output:
         csv=in_report(f"{RES}/table4.csv", "table4"),
         md=in_report(f"{RES}/table4.md", "table4"),
@@ -55,7 +55,7 @@ rule table4:
 rule fig4:
     input:
         tidy=f"{RES}/tidy/fig4.json",
-        code=[f"{PKG}/render/fig4.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
+        code=[f"{PKG}/results/render/fig4.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py", f"{PKG}/results/names.py"],
     output:
         png=in_report(f"{FIG}/fig4.png", "fig4"),
         pdf=f"{FIG}/fig4.pdf",

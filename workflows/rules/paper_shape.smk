@@ -1,4 +1,4 @@
-# The paper-shape efficiency study (docs/design.md section 7; yocou.bench.paper_shape): Transformer, YOCO, RINS and
+# The paper-shape efficiency study (docs/design.md section 7; yocou.evaluation.bench.paper_shape): Transformer, YOCO, RINS and
 # YOCO-U at the paper's 1.3B shape (workflows/config/paper.yaml), timed on this machine beside its memory bandwidth
 # and matmul peak. Not part of reproduce_all (about 52 minutes on a 2-core CPU): `snakemake --cores all
 # efficiency_paper_shape`. The measurement is committed (results/paper_shape/raw.json) and scale-independent:
@@ -10,8 +10,8 @@
 rule paper_shape_summarize:
     input:
         raw=f"{PS_RES}/raw.json",
-        code=[f"{PKG}/summarize/paper_shape.py", f"{PKG}/tidy.py", f"{PKG}/readers.py", f"{PKG}/names.py",
-              f"{PKG}/reported/table08.csv", f"{PKG}/reported/table09.csv"],
+        code=[f"{PKG}/results/summarize/paper_shape.py", f"{PKG}/results/tidy.py", f"{PKG}/results/readers.py", f"{PKG}/results/names.py",
+              f"{PKG}/results/reported/table08.csv", f"{PKG}/results/reported/table09.csv"],
     output:
         csv=f"{PS_RES}/tidy/efficiency_paper_shape.csv",
         json=f"{PS_RES}/tidy/efficiency_paper_shape.json",
@@ -26,7 +26,7 @@ rule paper_shape_render:
     input:
         tidy=f"{PS_RES}/tidy/efficiency_paper_shape.csv",
         benchmark=f"{PS_RES}/measure_benchmark.tsv",
-        code=[f"{PKG}/render/paper_shape.py", f"{PKG}/render/common.py", f"{PKG}/names.py"],
+        code=[f"{PKG}/results/render/paper_shape.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py"],
     output:
         png=in_report(f"{PS_FIG}/fig7_paper_shape.png", "paper_shape"),
         pdf=f"{PS_FIG}/fig7_paper_shape.pdf",
@@ -43,13 +43,13 @@ rule paper_shape_render:
 
 rule paper_shape_serving:
     # decode at batch B and at a fixed memory budget, modelled from the formulas and the measured limits
-    # (yocou.analysis.serving): the paper's Table 9 ratios against the batch that reproduces them
+    # (yocou.evaluation.analysis.serving): the paper's Table 9 ratios against the batch that reproduces them
     input:
         raw=f"{PS_RES}/raw.json",
         # the batched decode measured on this CPU, the figure's last panel, where it is committed
         batched=[f"{PS_RES}/batched/raw.json"] if os.path.exists(f"{PS_RES}/batched/raw.json") else [],
-        code=[f"{PKG}/analysis/serving.py", f"{PKG}/bench/hardware.py", f"{PKG}/accounting.py",
-              f"{PKG}/reported/table09.csv"],
+        code=[f"{PKG}/evaluation/analysis/serving.py", f"{PKG}/evaluation/bench/hardware.py", f"{PKG}/model/accounting.py",
+              f"{PKG}/results/reported/table09.csv"],
     output:
         png=in_report(f"{PS_FIG}/fig7_serving.png", "serving"),
         pdf=f"{PS_FIG}/fig7_serving.pdf",
@@ -64,17 +64,17 @@ rule paper_shape_serving:
         panel=lambda w, input: f"--panel-batched {shlex.quote(input.batched[0])}" if input.batched else "",
     conda: CONDA_ENV
     shell:
-        "python -m yocou.analysis.serving --raw {input.raw:q} {params.panel} --out {params.out:q} "
+        "python -m yocou.evaluation.analysis.serving --raw {input.raw:q} {params.panel} --out {params.out:q} "
         "--figure {output.png:q} > {log} 2>&1"
 
 
 rule paper_shape_batched:
-    # the batched decode measured on this CPU beside the model (yocou.analysis.serving --batched); its measurement
+    # the batched decode measured on this CPU beside the model (yocou.evaluation.analysis.serving --batched); its measurement
     # is rule paper_shape_batched_measure's (compute mode)
     input:
         batched=f"{PS_RES}/batched/raw.json",
         raw=f"{PS_RES}/raw.json",
-        code=[f"{PKG}/analysis/serving.py", f"{PKG}/bench/hardware.py", f"{PKG}/accounting.py"],
+        code=[f"{PKG}/evaluation/analysis/serving.py", f"{PKG}/evaluation/bench/hardware.py", f"{PKG}/model/accounting.py"],
     output:
         rows=multiext(f"{PS_RES}/serving_measured", ".csv", ".md", ".json"),
         ratios=multiext(f"{PS_RES}/serving_measured_ratios", ".csv", ".json"),
@@ -85,7 +85,7 @@ rule paper_shape_batched:
         out=lambda w, output: os.path.splitext(output.rows[0])[0].removesuffix("_measured"),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.analysis.serving --raw {input.raw:q} --batched {input.batched:q} --measured-only "
+        "python -m yocou.evaluation.analysis.serving --raw {input.raw:q} --batched {input.batched:q} --measured-only "
         "--out {params.out:q} > {log} 2>&1"
 
 
@@ -93,7 +93,7 @@ rule paper_shape_batched_summarize:
     # the batched decode as a tidy study, for the audit's Table 9 rows at batch B
     input:
         raw=f"{PS_RES}/batched/raw.json",
-        code=[f"{PKG}/summarize/paper_shape.py", f"{PKG}/tidy.py", f"{PKG}/readers.py"],
+        code=[f"{PKG}/results/summarize/paper_shape.py", f"{PKG}/results/tidy.py", f"{PKG}/results/readers.py"],
     output:
         csv=f"{PS_RES}/batched/tidy/efficiency_paper_shape_batched.csv",
         json=f"{PS_RES}/batched/tidy/efficiency_paper_shape_batched.json",

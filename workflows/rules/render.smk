@@ -4,7 +4,7 @@
 rule fig2:
     input:
         tidy=f"{RES}/tidy/fig2.json",
-        code=[f"{PKG}/render/fig2.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py"],
+        code=[f"{PKG}/results/render/fig2.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py", f"{PKG}/results/names.py"],
     output:
         png=in_report(f"{FIG}/fig2.png", "fig2"),
         pdf=f"{FIG}/fig2.pdf",
@@ -17,7 +17,7 @@ rule fig2:
     params:
         scale=SCALE,
         dpi=config["render"]["dpi"],  # render-only: never recomputes
-        drawn=caption_drawn("fig2", config),  # the caption's words for the curves (yocou.render.labels)
+        drawn=caption_drawn("fig2", config),  # the caption's words for the curves (yocou.results.render.labels)
     conda: CONDA_ENV
     script:
         "../scripts/fig2.py"
@@ -27,8 +27,8 @@ rule heldout_ppl:
     input:
         tidy=f"{RES}/tidy/heldout_ppl.json",
         runs=f"{RES}/tidy/runs.json",
-        code=[f"{PKG}/render/heldout_ppl.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py", f"{PKG}/names.py",
-              *TRAINING_CODE, f"{PKG}/reported/table03.csv", f"{PKG}/reported/table05.csv"],
+        code=[f"{PKG}/results/render/heldout_ppl.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py", f"{PKG}/results/names.py",
+              *TRAINING_CODE, f"{PKG}/results/reported/table03.csv", f"{PKG}/results/reported/table05.csv"],
     output:
         csv=in_report(f"{RES}/heldout_ppl.csv", "heldout_ppl"),
         md=in_report(f"{RES}/heldout_ppl.md", "heldout_ppl"),
@@ -48,7 +48,7 @@ rule table10:
     input:
         table10=f"{RES}/tidy/table10.csv",  # rules summarize_table10 and summarize_kv (efficiency.smk)
         kv=f"{RES}/tidy/kv.csv",
-        code=[f"{PKG}/render/table10.py", f"{PKG}/render/common.py", f"{PKG}/names.py", f"{PKG}/reported/table10.csv"],
+        code=[f"{PKG}/results/render/table10.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py", f"{PKG}/results/reported/table10.csv"],
     output:
         csv=in_report(f"{RES}/table10.csv", "tables8_10"),
         md=in_report(f"{RES}/table10.md", "tables8_10"),

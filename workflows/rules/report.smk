@@ -1,5 +1,5 @@
 # The report's HTML pages: every table marked for `snakemake --report` (REPORT_PAGES, common.smk) as a page the
-# report shows inline (yocou.render.pages: Markdown through Python-Markdown, CSV through pandas), captioned and filed
+# report shows inline (yocou.results.render.pages: Markdown through Python-Markdown, CSV through pandas), captioned and filed
 # like its table. One rule per report item, report_pages_<item>, since a caption is rendered with the params of
 # the job that made the file: each carries the params its item's caption reads (the runs of a downstream table,
 # Figure 3's benchmarks). Included last, after every rule that marks a table. Seconds; a rule reruns when one of
@@ -16,7 +16,7 @@ for _item, _pairs in sorted(_PAGES_BY_ITEM.items()):
             f"report_pages_{_item}"
         input:
             tables=[src for src, _page in _pairs],
-            code=[f"{PKG}/render/pages.py"],
+            code=[f"{PKG}/results/render/pages.py"],
         output:
             [report_page_output(page) for _src, page in _pairs],
         log:
@@ -31,7 +31,7 @@ for _item, _pairs in sorted(_PAGES_BY_ITEM.items()):
             n_choices=_protocol("niah")["n_choices"],  # table4: the multiple choice (eval/protocols.yaml)
         conda: CONDA_ENV
         shell:
-            "python -m yocou.render.pages {params.pairs} > {log} 2>&1"
+            "python -m yocou.results.render.pages {params.pairs} > {log} 2>&1"
 
 
 rule report_pages:

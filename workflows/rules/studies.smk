@@ -6,8 +6,8 @@ STUDIES = config.get("studies", {})
 
 
 # Every run of the config: the variants, then the equal-FLOPs snapshot of each variant with equal_flops_to.
-# The crossover target's runs (yocou.wfconfig.crossover_runs) are not part of reproduce_all.
-from yocou.wfconfig import pipeline_runs as _pipeline_runs
+# The crossover target's runs (yocou.workflow.wfconfig.crossover_runs) are not part of reproduce_all.
+from yocou.workflow.wfconfig import pipeline_runs as _pipeline_runs
 
 PIPELINE_RUNS = _pipeline_runs(config)
 ALL_RUNS = PIPELINE_RUNS + [f"{v}_eqflops" for v in PIPELINE_RUNS if config["variants"][v].get("equal_flops_to")]
@@ -20,8 +20,8 @@ for _f in ("fig5", "fig6"):
         input:
             tidy=f"{RES}/tidy/{_f}.json",
             runs=f"{RES}/tidy/runs.json",
-            code=[f"{PKG}/render/scaling.py", f"{PKG}/render/{_f}.py", f"{PKG}/render/common.py", f"{PKG}/tidy.py",
-                  f"{PKG}/names.py", f"{PKG}/summarize/training.py"],
+            code=[f"{PKG}/results/render/scaling.py", f"{PKG}/results/render/{_f}.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py",
+                  f"{PKG}/results/names.py", f"{PKG}/results/summarize/training.py"],
         output:
             png=in_report(f"{FIG}/{_f}.png", _f),
             pdf=f"{FIG}/{_f}.pdf",
@@ -34,7 +34,7 @@ for _f in ("fig5", "fig6"):
             script=_f,
             scale=SCALE,
             dpi=config["render"]["dpi"],  # render-only: never recomputes
-            drawn=caption_drawn(_f, config),  # the caption's words for the curves (yocou.render.labels)
+            drawn=caption_drawn(_f, config),  # the caption's words for the curves (yocou.results.render.labels)
         conda: CONDA_ENV
         script:
             "../scripts/{params.script}.py"  # formatted when the job runs (a loop variable here would be late-bound)
@@ -43,7 +43,7 @@ for _f in ("fig5", "fig6"):
 rule crossover:
     input:
         tidy=f"{RES}/tidy/crossover.csv",  # rule summarize_crossover (compute/studies.smk)
-        code=[f"{PKG}/render/crossover.py", f"{PKG}/summarize/crossover.py"],
+        code=[f"{PKG}/results/render/crossover.py", f"{PKG}/results/summarize/crossover.py"],
     output:
         png=in_report(f"{FIG}/crossover.png", "crossover"),
         pdf=f"{FIG}/crossover.pdf",
@@ -64,8 +64,8 @@ rule crossover:
 
 
 # Learning-rate sensitivity: the core runs at train.lr x each factor of lr_sensitivity, beside the
-# shared rate (yocou.wfconfig.lr_runs; every rate's run and its seed replicas: seeds.lr_rates).
-from yocou.wfconfig import lr_runs as _lr_runs
+# shared rate (yocou.workflow.wfconfig.lr_runs; every rate's run and its seed replicas: seeds.lr_rates).
+from yocou.workflow.wfconfig import lr_runs as _lr_runs
 
 _LR_RUNS = {r: [y for f, x in sorted(by.items()) if f != 1.0 for y in replicas(config, x)] + replicas(config, r)
             for r, by in _lr_runs(config).items()}
@@ -74,7 +74,7 @@ _LR_RUNS = {r: [y for f, x in sorted(by.items()) if f != 1.0 for y in replicas(c
 rule lr_sensitivity:
     input:
         tidy=f"{RES}/tidy/lr.csv",  # rule summarize_lr (compute/studies.smk)
-        code=[f"{PKG}/render/lr.py", f"{PKG}/summarize/lr.py"],
+        code=[f"{PKG}/results/render/lr.py", f"{PKG}/results/summarize/lr.py"],
     output:
         csv=f"{RES}/lr_sensitivity.csv",
         md=in_report(f"{RES}/lr_sensitivity.md", "lr_sensitivity"),

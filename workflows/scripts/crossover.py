@@ -1,14 +1,14 @@
 """Rules summarize_crossover and crossover: the crossover runs' held-out checkpoints -> results/<scale>/tidy/
-crossover.{csv,json} (yocou.summarize.crossover), then the figure and the gap table (yocou.render.crossover)."""
+crossover.{csv,json} (yocou.results.summarize.crossover), then the figure and the gap table (yocou.results.render.crossover)."""
 import os
 
-from yocou.guard import start_script
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)
 if sm.rule == "summarize_crossover":
-    from yocou.summarize.crossover import summarize_crossover
-    from yocou.tidy import write_tidy
+    from yocou.results.summarize.crossover import summarize_crossover
+    from yocou.results.tidy import write_tidy
 
     runs = {role: [f"{sm.params.run_root}/{r}" for r in rs] for role, rs in sm.params.runs.items()}
     ppl = {os.path.basename(p).removesuffix(".json"): p for p in sm.input.ppl}
@@ -17,8 +17,8 @@ if sm.rule == "summarize_crossover":
                inputs=[*sm.input.metrics, *sm.input.summaries, *sm.input.ppl])
     print(f"crossover: {len(df)} tidy rows -> {sm.output.csv}")
 else:
-    from yocou.render.common import configure
-    from yocou.render.crossover import render
+    from yocou.results.render.common import configure
+    from yocou.results.render.crossover import render
 
     configure(dpi=sm.params.dpi)  # render.dpi of the config
 

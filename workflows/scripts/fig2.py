@@ -1,7 +1,7 @@
-"""Rule fig2: Figure 2, its data and its caption numbers from results/<scale>/tidy/fig2 (yocou.render.fig2)."""
-from yocou.guard import start_script
-from yocou.render.common import configure
-from yocou.render.fig2 import render
+"""Rule fig2: Figure 2, its data and its caption numbers from results/<scale>/tidy/fig2 (yocou.results.render.fig2)."""
+from yocou.results.render.common import configure
+from yocou.results.render.fig2 import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config

@@ -1,7 +1,7 @@
-"""Rule fig4: Figure 4 and its data from results/<scale>/tidy/fig4 (yocou.render.fig4)."""
-from yocou.guard import start_script
-from yocou.render.common import configure
-from yocou.render.fig4 import render
+"""Rule fig4: Figure 4 and its data from results/<scale>/tidy/fig4 (yocou.results.render.fig4)."""
+from yocou.results.render.common import configure
+from yocou.results.render.fig4 import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config

@@ -1,7 +1,7 @@
-"""Rule fig7: tidy efficiency -> Figure 7 and its data (yocou.render.fig7)."""
-from yocou.guard import start_script
-from yocou.render.common import configure
-from yocou.render.fig7 import render
+"""Rule fig7: tidy efficiency -> Figure 7 and its data (yocou.results.render.fig7)."""
+from yocou.results.render.common import configure
+from yocou.results.render.fig7 import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config

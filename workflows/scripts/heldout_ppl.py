@@ -1,7 +1,7 @@
 """Rule heldout_ppl: the held-out perplexity table from results/<scale>/tidy/{heldout_ppl,runs}
-(yocou.render.heldout_ppl)."""
-from yocou.guard import start_script
-from yocou.render.heldout_ppl import render
+(yocou.results.render.heldout_ppl)."""
+from yocou.results.render.heldout_ppl import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

@@ -1,7 +1,7 @@
-"""Rule paper_shape_render: the tidy efficiency_paper_shape -> its figure and tables (yocou.render.paper_shape)."""
-from yocou.guard import start_script
-from yocou.render.common import configure
-from yocou.render.paper_shape import render
+"""Rule paper_shape_render: the tidy efficiency_paper_shape -> its figure and tables (yocou.results.render.paper_shape)."""
+from yocou.results.render.common import configure
+from yocou.results.render.paper_shape import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config

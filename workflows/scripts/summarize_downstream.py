@@ -1,8 +1,8 @@
 """Rules summarize_table2, summarize_table3, summarize_table5, summarize_fig3: the runs' lm-eval scores →
-results/<scale>/tidy/<study>.{csv,json} (yocou.summarize.downstream)."""
-from yocou.guard import start_script
-from yocou.summarize.downstream import summarize_fig3, summarize_table
-from yocou.tidy import write_tidy
+results/<scale>/tidy/<study>.{csv,json} (yocou.results.summarize.downstream)."""
+from yocou.results.summarize.downstream import summarize_fig3, summarize_table
+from yocou.results.tidy import write_tidy
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

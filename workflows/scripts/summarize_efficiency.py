@@ -1,7 +1,7 @@
-"""Rule summarize_efficiency: profile.json -> tidy efficiency (yocou.summarize.efficiency)."""
-from yocou.guard import start_script
-from yocou.summarize.efficiency import summarize_efficiency
-from yocou.tidy import study_roles, write_tidy
+"""Rule summarize_efficiency: profile.json -> tidy efficiency (yocou.results.summarize.efficiency)."""
+from yocou.results.summarize.efficiency import summarize_efficiency
+from yocou.results.tidy import study_roles, write_tidy
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

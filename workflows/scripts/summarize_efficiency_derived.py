@@ -1,7 +1,7 @@
-"""Rule summarize_efficiency_derived: tidy efficiency -> ratios and Table 1 exponents (yocou.summarize.efficiency)."""
-from yocou.guard import start_script
-from yocou.summarize.efficiency import summarize_efficiency_derived
-from yocou.tidy import write_tidy
+"""Rule summarize_efficiency_derived: tidy efficiency -> ratios and Table 1 exponents (yocou.results.summarize.efficiency)."""
+from yocou.results.summarize.efficiency import summarize_efficiency_derived
+from yocou.results.tidy import write_tidy
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

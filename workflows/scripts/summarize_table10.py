@@ -1,7 +1,7 @@
 """Rule summarize_table10: the KV formula at the paper's 1.3B configuration -> tidy table10."""
-from yocou.guard import start_script
-from yocou.summarize.efficiency import summarize_table10
-from yocou.tidy import study_roles, write_tidy
+from yocou.results.summarize.efficiency import summarize_table10
+from yocou.results.tidy import study_roles, write_tidy
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

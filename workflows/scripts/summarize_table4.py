@@ -1,7 +1,7 @@
-"""Rule summarize_table4: needle-in-a-haystack results per run -> tidy table4 (yocou.summarize.niah)."""
-from yocou.guard import start_script
-from yocou.summarize.niah import summarize_table4
-from yocou.tidy import study_roles, write_tidy
+"""Rule summarize_table4: needle-in-a-haystack results per run -> tidy table4 (yocou.results.summarize.niah)."""
+from yocou.results.summarize.niah import summarize_table4
+from yocou.results.tidy import study_roles, write_tidy
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

@@ -1,8 +1,8 @@
 """Rules summarize_runs, summarize_fig2, summarize_heldout_ppl, summarize_fig4, summarize_fig5, summarize_fig6,
-summarize_fig8: raw run results → results/<scale>/tidy/<study>.{csv,json} (yocou.summarize.training)."""
-from yocou.guard import start_script
-from yocou.summarize.training import summarize_study
-from yocou.tidy import write_tidy
+summarize_fig8: raw run results → results/<scale>/tidy/<study>.{csv,json} (yocou.results.summarize.training)."""
+from yocou.results.summarize.training import summarize_study
+from yocou.results.tidy import write_tidy
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

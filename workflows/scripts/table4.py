@@ -1,7 +1,7 @@
-"""Rule table4: tidy table4 -> Table 4, its cells and the NIAH heatmap (yocou.render.table4)."""
-from yocou.guard import start_script
-from yocou.render.common import configure
-from yocou.render.table4 import render
+"""Rule table4: tidy table4 -> Table 4, its cells and the NIAH heatmap (yocou.results.render.table4)."""
+from yocou.results.render.common import configure
+from yocou.results.render.table4 import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 configure(dpi=sm.params.dpi)  # render.dpi of the config

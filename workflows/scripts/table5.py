@@ -1,6 +1,6 @@
-"""Rule table5: Table 5 from results/<scale>/tidy/table5.csv (yocou.render.downstream.render_table)."""
-from yocou.guard import start_script
-from yocou.render.downstream import render_table
+"""Rule table5: Table 5 from results/<scale>/tidy/table5.csv (yocou.results.render.downstream.render_table)."""
+from yocou.results.render.downstream import render_table
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

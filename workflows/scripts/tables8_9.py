@@ -1,6 +1,6 @@
 """Rule tables8_9: tidy efficiency + efficiency_derived -> Tables 8, 9 (ours and ratios) and table10_ratios."""
-from yocou.guard import start_script
-from yocou.render.tables8_9 import render
+from yocou.results.render.tables8_9 import render
+from yocou.utils.guard import start_script
 
 sm = snakemake  # noqa: F821 - set by Snakemake's script directive
 start_script(sm)

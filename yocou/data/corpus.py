@@ -53,7 +53,12 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from ..io import atomic_write_json, atomic_write_text, sha256_bytes, sha256_file
+from yocou.utils.io import (
+    atomic_write_json,
+    atomic_write_text,
+    sha256_bytes,
+    sha256_file,
+)
 
 __all__ = [
     "DEFAULT_CORPUS_CONFIG",

@@ -2,7 +2,7 @@
 for Table 4 at small scale, not the paper's.
 
 The paper's 1.3B models learn retrieval from web-scale pre-training; the tiny models of this harness never do, so
-Table 4's needle in a haystack (:mod:`yocou.longctx.niah`) scores 0.00 for every one of them. With
+Table 4's needle in a haystack (:mod:`yocou.evaluation.longctx.niah`) scores 0.00 for every one of them. With
 ``train.needle_mix.fraction = f > 0`` a fraction ``f`` of the training sequences carry one needle in the eval's
 own text format (``eval/protocols.yaml``, ``niah``; tokenised with the run's tokenizer) and, at the end of the same
 sequence, its question followed by the value, so the model is trained to retrieve. A row of ``seq_len + 1``
@@ -32,7 +32,7 @@ adjective-noun pair from :data:`TRAIN_KEY_ADJECTIVES` x :data:`TRAIN_KEY_NOUNS`,
 of an eval prompt; the value is a 7-digit number (the eval's format) from a generator of its own.
 
 Determinism: which rows carry a needle and every draw for them come from ``numpy.random.default_rng([s,
-NEEDLE_STREAM])``, ``s`` the initial seed of the step's batch generator (:func:`yocou.train.draw_batch`: ``seed *
+NEEDLE_STREAM])``, ``s`` the initial seed of the step's batch generator (:func:`yocou.training.train.draw_batch`: ``seed *
 1_000_003 + step``), so the batch of step ``s`` depends only on the run's seed and the step (not on a resume), and
 the stream's own draws (the windows) are those of the run without the option. ``fraction = 0`` leaves every batch
 unchanged (the option is not applied at all).
@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from ..evaldefs import protocol
+from yocou.results.evaldefs import protocol
 
 _P = protocol("niah")
 PREFIX, NEEDLE, NEEDLE_BOOK = _P["prefix"], _P["needle"], _P["needle_book"]
@@ -86,8 +86,8 @@ class NeedleMix:
     prefix: bool = True
 
     def __post_init__(self) -> None:
-        from ..config import _check_types
-        from ..entry import InputTypeError
+        from yocou.model.config import _check_types
+        from yocou.utils.entry import InputTypeError
 
         try:
             _check_types(self)
@@ -109,7 +109,7 @@ class NeedleMix:
 def needle_mix_from_dict(d: Any) -> NeedleMix:
     """A :class:`NeedleMix` from its mapping; ValueError naming ``train.needle_mix`` for unknown keys, wrong types
     or values out of range."""
-    from ..config import checked_keys, construct
+    from yocou.model.config import checked_keys, construct
 
     if isinstance(d, NeedleMix):
         return d

@@ -18,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
-from ..entry import MissingPackage
-from ..io import atomic_write_text
+from yocou.utils.entry import MissingPackage
+from yocou.utils.io import atomic_write_text
 
 __all__ = ["EOS_TOKEN", "TokenizerAdapter", "train_tokenizer", "load_tokenizer", "tokenizer_fingerprint"]
 
@@ -299,7 +299,7 @@ def install_pretrained(spec: str, out_path: str | os.PathLike) -> dict:
     Raises:
         FileNotFoundError / ImportError: as :func:`load_tokenizer`.
     """
-    from ..io import atomic_write_bytes, atomic_write_json
+    from yocou.utils.io import atomic_write_bytes, atomic_write_json
 
     tok = load_tokenizer(spec)
     src = Path(str(spec)).expanduser()
@@ -315,7 +315,7 @@ def install_pretrained(spec: str, out_path: str | os.PathLike) -> dict:
 def tokenizer_fingerprint(spec: str | os.PathLike) -> dict:
     """Identify a tokenizer for manifests: ``{"spec", "sha256" (of the tokenizer.json, or of the
     vocabulary files / package version for named ones)}``."""
-    from ..io import sha256_file
+    from yocou.utils.io import sha256_file
 
     s = str(spec)
     if s == "gpt2-offline":

@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..io import atomic_path, atomic_write_json, sha256_file
-from .corpus import SPLITS, read_jsonl
-from .tokenizer import load_tokenizer, tokenizer_fingerprint
+from yocou.data.corpus import SPLITS, read_jsonl
+from yocou.data.tokenizer import load_tokenizer, tokenizer_fingerprint
+from yocou.utils.io import atomic_path, atomic_write_json, sha256_file
 
 __all__ = ["encode_corpus", "TokenStream", "check_stream_tokenizer"]
 

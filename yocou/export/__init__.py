@@ -5,6 +5,6 @@ that the export copies into the folder; they import only torch and transformers 
 ``yocou.export`` does not import them.
 """
 
-from .folder import REMOTE_CODE_FILES, export_hf, find_tokenizer
+from yocou.export.folder import REMOTE_CODE_FILES, export_hf, find_tokenizer
 
 __all__ = ["REMOTE_CODE_FILES", "export_hf", "find_tokenizer"]

@@ -5,7 +5,7 @@ plain Transformer (those are exported as native ``LlamaForCausalLM``). It import
 folder loads without the yocou package: ``AutoConfig.from_pretrained(folder, trust_remote_code=True)``.
 
 The architecture is data: ``stages`` is a list of stage mappings, applied in order (names as in yocou's
-``yocou.config.Stage``)::
+``yocou.model.config.Stage``)::
 
     {"kind": "self" | "cross", "n_layers": int, "n_loops": int, "window": int | None, "kv_per_loop": bool}
 

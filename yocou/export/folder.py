@@ -4,16 +4,16 @@ What :func:`export_hf` writes into ``OUT_DIR``:
 
 - ``model.safetensors``: the weights, in the checkpoint's dtype (fp32 for a run of ``yocou train``).
 - ``config.json`` and ``generation_config.json``. The plain Transformer becomes a native
-  ``LlamaForCausalLM`` (``model_type: llama``, fused matrices split as :mod:`yocou.hf` does); every other
+  ``LlamaForCausalLM`` (``model_type: llama``, fused matrices split as :mod:`yocou.model.hf` does); every other
   variant a ``YocouForCausalLM`` whose code ships in the folder (``configuration_yocou.py``,
   ``modeling_yocou.py``, named in ``auto_map``; load with ``trust_remote_code=True``). Its config holds the
-  architecture as ``stages``, like :class:`yocou.config.ModelConfig`.
+  architecture as ``stages``, like :class:`yocou.model.config.ModelConfig`.
 - The tokenizer: for a ``tokenizers`` BPE (the trained ``tokenizer.json``, ``gpt2-offline``)
   ``tokenizer.json`` and ``tokenizer_config.json`` (``AutoTokenizer`` reads them); for ``cl100k_base``,
   which is a tiktoken encoding, only its name in ``tokenizer_ref.json`` (``{"yocou_tokenizer_ref":
   "cl100k_base"}``, load it with ``tiktoken.get_encoding("cl100k_base")``).
 - ``yocou_export.json``: where it came from (run folder, checkpoint step, yocou's model and training
-  configs, the tokenizer's fingerprint) and the provenance record of :func:`yocou.io.provenance`.
+  configs, the tokenizer's fingerprint) and the provenance record of :func:`yocou.utils.io.provenance`.
 - ``README.md``: a model card made from the run (variant, parameters, data and licences, tokens, the final
   held-out losses with their splits, the commit, how to load it).
 
@@ -43,7 +43,7 @@ from typing import Any
 
 import torch
 
-from ..config import ModelConfig, config_from_dict
+from yocou.model.config import ModelConfig, config_from_dict
 
 __all__ = ["REMOTE_CODE_FILES", "eval_max_length", "export_hf", "find_tokenizer", "model_card"]
 
@@ -89,8 +89,8 @@ def eval_max_length(run_dir: str | os.PathLike, run_config: dict | None,
     Raises:
         ValueError: the scale config exists but is not a valid pipeline config (its one-line error).
     """
-    from ..scales import CONFIG_DIR
-    from ..wfconfig import read_scale_file, resolve_config
+    from yocou.workflow.scales import CONFIG_DIR
+    from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
     scale = (run_config or {}).get("scale")
     if not isinstance(scale, str) or not scale:
@@ -134,7 +134,7 @@ def _yocou_config_json(cfg: ModelConfig, max_len: int, eos_id: int, dtype: str) 
 
 
 def _llama_config_json(cfg: ModelConfig, max_len: int, eos_id: int, dtype: str) -> dict[str, Any]:
-    from ..hf import llama_config_kwargs
+    from yocou.model.hf import llama_config_kwargs
 
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **llama_config_kwargs(cfg, max_len),
             "bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id, "dtype": dtype}
@@ -147,7 +147,13 @@ def _tokenizer_files(spec: str | os.PathLike, max_len: int) -> tuple[dict[str, b
     Raises:
         FileNotFoundError / ImportError / ValueError: as :func:`yocou.data.tokenizer.load_tokenizer`.
     """
-    from ..data.tokenizer import EOS_TOKEN, REF_KEY, _named_ref, load_tokenizer, tokenizer_fingerprint
+    from yocou.data.tokenizer import (
+        EOS_TOKEN,
+        REF_KEY,
+        _named_ref,
+        load_tokenizer,
+        tokenizer_fingerprint,
+    )
 
     tok = load_tokenizer(spec)
     path = Path(str(spec)).expanduser()
@@ -204,10 +210,10 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     """
     from safetensors.torch import save_file
 
-    from ..hf import is_llama_compatible, llama_state_dict
-    from ..io import provenance, remove_stale_temps, sha256_file, writer_tag
-    from ..model import LM
-    from ..train import read_checkpoint
+    from yocou.model.hf import is_llama_compatible, llama_state_dict
+    from yocou.model.lm import LM
+    from yocou.training.train import read_checkpoint
+    from yocou.utils.io import provenance, remove_stale_temps, sha256_file, writer_tag
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if not run_dir.exists():
@@ -404,7 +410,7 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
     train_dirty = (summary.get("provenance") or {}).get("git_dirty")
     prov = record.get("provenance") or {}
     cls = "YocouForCausalLM (remote code in this folder)" if remote else "LlamaForCausalLM (native transformers)"
-    from ..names import label
+    from yocou.results.names import label
 
     title = label(variant) if label(variant) != variant else f"`{variant}`"
     lines = [f"# {title}, a yocou model" + (f" ({rc.get('scale')} scale)" if rc.get("scale") else ""), "",

@@ -7,7 +7,7 @@ package::
 
     model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 
-It re-implements yocou's forward pass (``yocou.model.LM``) and its cached decoding, and reads yocou's weights
+It re-implements yocou's forward pass (``yocou.model.lm.LM``) and its cached decoding, and reads yocou's weights
 under the same names, behind a ``model.`` prefix (``model.stages.0.1.wqkv.weight``, ``lm_head.weight``).
 
 Shape legend: B batch, N sequence length, D hidden size, H query heads, G key/value heads, Dh head dim,
@@ -28,7 +28,7 @@ window compacted when full), so a decode step costs the same at every length but
 decode step without padding attends with no mask. A call with the cache runs only the tokens it has not seen. YOCO's
 early exit: on a cached call that keeps only the last position's logits (``logits_to_keep=1``, as ``generate``
 asks), a model whose last stage is its only cross stage, with K̂V̂ made once, runs that stage on the last token
-only (the global K̂V̂ is still made for every token), as ``yocou.generate``'s prefill does. Without
+only (the global K̂V̂ is still made for every token), as ``yocou.model.generate``'s prefill does. Without
 ``use_cache`` every call is the full forward over all the tokens it is given.
 
 Padding: with ``attention_mask`` (1 = token, 0 = padding) padded keys are never attended and positions

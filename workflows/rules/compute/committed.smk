@@ -1,4 +1,4 @@
-# results/<scale>/config.json: the resolved config that made results/<scale>/ (yocou.committed). Written after
+# results/<scale>/config.json: the resolved config that made results/<scale>/ (yocou.workflow.committed). Written after
 # every other product of reproduce_all (its inputs), so it is rewritten whenever any of them is recomputed; a
 # render target compares the config it runs with it (mode: auto or render) before reading committed results.
 
@@ -10,7 +10,7 @@ rule committed_config:
         done=lambda w: [str(f) for f in (rules.reproduce_all.input if rules.has("reproduce_all") else [])
                         if str(f) != COMMITTED_CONFIG and not str(f).startswith(f"{TIMING_OUT}.")
                         and not is_report_page(f)],  # the report's pages come after (they show timing.md)
-        code=f"{PKG}/committed.py",
+        code=f"{PKG}/workflow/committed.py",
     output:
         COMMITTED_CONFIG,
     log:
@@ -21,7 +21,7 @@ rule committed_config:
         config=config_json(*[k for k in config if k != "scale"]),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.committed --config-json {params.config} --out {output} > {log} 2>&1"
+        "python -m yocou.workflow.committed --config-json {params.config} --out {output} > {log} 2>&1"
 
 
 rule start_runs:
@@ -36,4 +36,4 @@ rule start_runs:
         config=config_json(*[k for k in config if k != "scale"]),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.committed --config-json {params.config} --out {output} > {log} 2>&1"
+        "python -m yocou.workflow.committed --config-json {params.config} --out {output} > {log} 2>&1"

@@ -1,4 +1,4 @@
-# The compute rules of downstream.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of downstream.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule eval_pack:
@@ -7,7 +7,7 @@ rule eval_pack:
         heldout=f"{RUN}/corpus/heldout_book.jsonl",
         # the task templates eval/lmeval/<key>.yaml of the configured tasks (what the pack's YAMLs are made of)
         templates=[str(_eval_dir() / "lmeval" / f"{key}.yaml") for key in DS["tasks"]],
-        code=[f"{PKG}/lmeval/pack.py", f"{PKG}/evaldefs.py"],
+        code=[f"{PKG}/evaluation/lmeval/pack.py", f"{PKG}/results/evaldefs.py"],
     output:
         f"{RUN}/eval/pack/manifest.json",
     log:
@@ -20,7 +20,7 @@ rule eval_pack:
         out=lambda wildcards, output: os.path.dirname(output[0]),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.lmeval.pack --out {params.out} --tasks {params.tasks} --seed {params.seed} "
+        "python -m yocou.evaluation.lmeval.pack --out {params.out} --tasks {params.tasks} --seed {params.seed} "
         "--heldout-book {input.heldout} > {log} 2>&1"
 
 
@@ -44,7 +44,7 @@ rule downstream:
     threads: job_threads("downstream", "eval")
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.lmeval.run --model {input.model} --tokenizer {input.tok} "
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.lmeval.run --model {input.model} --tokenizer {input.tok} "
         "--pack {params.pack} --downstream {params.ds} --variant {wildcards.variant} "
         "--out {params.out} > {log} 2>&1"
 

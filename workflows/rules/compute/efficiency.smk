@@ -1,4 +1,4 @@
-# The compute rules of efficiency.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of efficiency.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule profile:
@@ -18,7 +18,7 @@ rule profile:
     threads: job_threads("profile")
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
+        "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.evaluation.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
         "{params.opts} --threads {threads} --out {output} > {log} 2>&1"
 
 
@@ -26,7 +26,7 @@ rule summarize_kv:
     input:
         measured=f"{RES}/kv_measure.json",
         rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=CORE),
-        code=TIDY_CODE + [f"{PKG}/accounting.py", f"{PKG}/readers.py"],
+        code=TIDY_CODE + [f"{PKG}/model/accounting.py", f"{PKG}/results/readers.py"],
     output:
         csv=f"{RES}/tidy/kv.csv",
         json=f"{RES}/tidy/kv.json",

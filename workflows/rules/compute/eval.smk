@@ -3,7 +3,7 @@
 
 rule ppl:
     # Per held-out split: ppl, nats/token, bits/byte (bytes of the predicted tokens from the run's tokenizer),
-    # stderr; eval.ppl.max_tokens caps the tokens read per split (yocou.heldout).
+    # stderr; eval.ppl.max_tokens caps the tokens read per split (yocou.evaluation.heldout).
     input:
         model=f"{RUN}/models/{{variant}}/model.pt",
         data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
@@ -28,7 +28,7 @@ rule ppl:
         "--tokenizer {input.tok} --dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
 
 
-# The trivial references of the loss tables (yocou.baselines): an add-one unigram and an interpolated Kneser-Ney
+# The trivial references of the loss tables (yocou.evaluation.baselines): an add-one unigram and an interpolated Kneser-Ney
 # bigram fitted on train.bin, and the bigram fitted on the training windows of one run's budget (train.steps x
 # batch_size windows of the base seed's sampler, that of the first core run), scored on the same held-out tokens
 # and windows as rule ppl.
@@ -37,7 +37,7 @@ rule baselines:
         train=f"{RUN}/tokens/train.bin",
         data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
         tok=f"{RUN}/tokenizer.json",
-        code=[f"{PKG}/baselines.py", f"{PKG}/heldout.py"],
+        code=[f"{PKG}/evaluation/baselines.py", f"{PKG}/evaluation/heldout.py"],
     output:
         f"{RES}/ppl/baselines.json",
     log:

@@ -1,11 +1,11 @@
-# The compute rules of fig8.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of fig8.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule angular:
     input:
         model=f"{RUN}/models/{{variant}}/model.pt",
         data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
-        code=f"{PKG}/analysis/angular.py",
+        code=f"{PKG}/evaluation/analysis/angular.py",
     output:
         f"{RES}/angular/{{variant}}.json",
     log:
@@ -20,7 +20,7 @@ rule angular:
     threads: job_threads("angular", "eval")
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.analysis.angular --model {input.model} --data {params.tokens} "
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.analysis.angular --model {input.model} --data {params.tokens} "
         "--max-tokens {params.p[max_tokens]} --seq-len {params.p[seq_len]} --batch {params.batch} "
         "--dtype {params.dtype} --out {output} > {log} 2>&1"
 

@@ -1,4 +1,4 @@
-# The compute rules of ladder.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of ladder.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule ladder_run_config:
@@ -17,11 +17,11 @@ rule ladder_run_config:
         bracket=lambda w, input: f"--bracket {input.bracket[0]}" if input.bracket else "",
     conda: CONDA_ENV
     shell:
-        "python -m yocou.ladder run-config --config {params.cfg} --scale {params.scale} --run {wildcards.lrun} "
+        "python -m yocou.training.ladder run-config --config {params.cfg} --scale {params.scale} --run {wildcards.lrun} "
         "--tokenizer {input.tok} {params.bracket} --out {output} > {log} 2>&1"
 
 
-_LADDER_TRAIN = ("python -m yocou.runlock {params.out} && OMP_NUM_THREADS={threads} {params.launch} train "
+_LADDER_TRAIN = ("python -m yocou.utils.runlock {params.out} && OMP_NUM_THREADS={threads} {params.launch} train "
                  "--run-config {input.rc} --data {input.data} --out {params.out} {params.init} {params.state} "
                  "> {log} 2>&1")
 
@@ -156,5 +156,5 @@ rule ladder_points:
         res=lambda w, output: os.path.dirname(output.csv),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.summarize.ladder points --scale {params.scale} --run-root {params.run_root} --res {params.res} "
+        "python -m yocou.results.summarize.ladder points --scale {params.scale} --run-root {params.run_root} --res {params.res} "
         "--out {output.csv} > {log} 2>&1"

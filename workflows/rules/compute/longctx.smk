@@ -1,4 +1,4 @@
-# The compute rules of longctx.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of longctx.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule niah_prompts:
@@ -19,7 +19,7 @@ rule niah_prompts:
         seed=config["seed"],
     conda: CONDA_ENV
     shell:
-        "python -m yocou.longctx.niah prompts --tokenizer {input.tok} --book {input.book} --tasks {params.tasks} "
+        "python -m yocou.evaluation.longctx.niah prompts --tokenizer {input.tok} --book {input.book} --tasks {params.tasks} "
         "--lengths {params.lens} --n-depths {params.p[n_depths]} --n-samples {params.p[n_samples]} "
         "--seed {params.seed} --out {output} > {log} 2>&1"
 
@@ -40,7 +40,7 @@ rule niah:
     threads: job_threads("niah", "eval")
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
         "--prompts {input.prompts} --max-new-tokens {params.p[max_new_tokens]} --chunk-size {params.p[chunk_size]} "
         "--batch {params.p[batch]} --dtype {params.p[dtype]} --out {output} > {log} 2>&1"
 
@@ -63,7 +63,7 @@ rule longppl:
     threads: job_threads("longppl", "eval")
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.longctx.longppl --model {input.model} "
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.longctx.longppl --model {input.model} "
         "--tokens-dir {params.tokens_dir} --lengths {params.lens} --span {params.p[span]} "
         "--book-docs {params.p[book_docs]} --code-docs {params.p[code_docs]} --chunk-size {params.p[chunk_size]} "
         "--batch {params.p[batch]} --dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
@@ -73,8 +73,8 @@ rule summarize_table4:
     input:
         niah=expand(f"{RES}/niah/{{variant}}.json", variant=TABLE4_ALL),
         rc=expand(f"{RUN}/models/{{variant}}/run_config.json", variant=TABLE4_ALL),
-        code=[f"{PKG}/summarize/niah.py", f"{PKG}/tidy.py", f"{PKG}/names.py", f"{PKG}/readers.py",
-              f"{PKG}/reported/table04.csv"],
+        code=[f"{PKG}/results/summarize/niah.py", f"{PKG}/results/tidy.py", f"{PKG}/results/names.py", f"{PKG}/results/readers.py",
+              f"{PKG}/results/reported/table04.csv"],
     output:
         csv=f"{RES}/tidy/table4.csv",
         json=f"{RES}/tidy/table4.json",

@@ -1,4 +1,4 @@
-# The compute rules of paper_shape.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of paper_shape.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule paper_shape_measure:
@@ -16,7 +16,7 @@ rule paper_shape_measure:
         study=PS_CONFIGS[1],
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.bench.paper_shape --paper-config {params.paper:q} "
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.bench.paper_shape --paper-config {params.paper:q} "
         "--study-config {params.study:q} --out {output:q} 2> {log:q}"
 
 
@@ -34,5 +34,5 @@ rule paper_shape_batched_measure:
     threads: job_threads("paper_shape_batched_measure")
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.bench.paper_shape --paper-config {input.configs[0]:q} "
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.bench.paper_shape --paper-config {input.configs[0]:q} "
         "--study-config {input.configs[1]:q} --out {output:q} 2> {log:q}"

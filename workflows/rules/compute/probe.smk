@@ -1,4 +1,4 @@
-# The compute rules of probe.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of probe.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule probe_train:
@@ -17,14 +17,14 @@ rule probe_train:
     threads: 1
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS=1 python -m yocou.probe train {params.args} "
+        "OMP_NUM_THREADS=1 python -m yocou.evaluation.probe train {params.args} "
         "--seed {wildcards.pseed} --scale {params.scale} --no-progress --out {output} > {log} 2>&1"
 
 
 rule probe_summarize:
     input:
         results=[f"{RUN}/probe/{m}_seed{k}.json" for m in PROBE_MODELS for k in range(PROBE_SEEDS)],
-        code=[f"{PKG}/probe/summarize.py", f"{PKG}/render/common.py"],
+        code=[f"{PKG}/evaluation/probe/summarize.py", f"{PKG}/results/render/common.py"],
     output:
         tidy=f"{RES}/probe/probe_tidy.csv",
         summary=f"{RES}/probe/probe_summary.csv",
@@ -37,4 +37,4 @@ rule probe_summarize:
         out=lambda w, output: os.path.dirname(output.tidy),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.probe summarize --out {params.out} {input.results} > {log} 2>&1"
+        "python -m yocou.evaluation.probe summarize --out {params.out} {input.results} > {log} 2>&1"

@@ -1,7 +1,7 @@
-# The compute rules of render.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of render.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
-# Summaries of the training-side studies (yocou.summarize.training, one generic script; TRAINING_CODE and
+# Summaries of the training-side studies (yocou.results.summarize.training, one generic script; TRAINING_CODE and
 # training_cfg in common.smk): raw run results -> {RES}/tidy/<study>.{csv,json}; the figure and table rules
 # read only those.
 rule summarize_fig2:
@@ -9,7 +9,7 @@ rule summarize_fig2:
         # the core runs and their seed replicas <run>_seed<k> (same role)
         metrics=[f"{RUN}/models/{r}/metrics.jsonl" for v in CORE for r in replicas(config, v)],
         summaries=[f"{RUN}/models/{r}/summary.json" for v in CORE for r in replicas(config, v)],
-        code=[*TRAINING_CODE, f"{PKG}/studies.py"],
+        code=[*TRAINING_CODE, f"{PKG}/workflow/studies.py"],
     output:
         csv=f"{RES}/tidy/fig2.csv",
         json=f"{RES}/tidy/fig2.json",

@@ -1,9 +1,9 @@
-# The compute rules of studies.smk (defined only when computing: yocou.committed, common.smk).
+# The compute rules of studies.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
 rule eqflops_model:
     # Table 2 "YOCO-U (Equal FLOPS)": the equal-steps run's snapshot at the step where its training FLOPs
-    # reach the reference's full run (yocou.pipeline.resolve_run, equal_flops_to).
+    # reach the reference's full run (yocou.workflow.pipeline.resolve_run, equal_flops_to).
     input:
         model=f"{RUN}/models/{{base}}/model.pt",
         rc=f"{RUN}/models/{{base}}/run_config.json",
@@ -21,7 +21,7 @@ rule eqflops_model:
         out=lambda w, output: os.path.dirname(output.model),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.studies eqflops --run {params.run} --out {params.out} > {log} 2>&1"
+        "python -m yocou.workflow.studies eqflops --run {params.run} --out {params.out} > {log} 2>&1"
 
 
 rule summarize_runs:
@@ -48,7 +48,7 @@ rule summarize_runs:
 
 
 # The crossover study: `snakemake crossover`, outside reproduce_all. YOCO and YOCO-U for
-# crossover.factor x the steps with crossover.seeds seeds (yocou.wfconfig.expand_runs), held-out loss at every
+# crossover.factor x the steps with crossover.seeds seeds (yocou.workflow.wfconfig.expand_runs), held-out loss at every
 # train.eval_every steps; the gap YOCO-U - YOCO with its 95% interval across seeds at each checkpoint.
 rule summarize_crossover:
     input:
@@ -56,7 +56,7 @@ rule summarize_crossover:
         summaries=lambda w: crossover_files("summary.json"),
         # the final models on the whole held-out set of each split (rule ppl)
         ppl=lambda w: [f"{RES}/ppl/{os.path.basename(os.path.dirname(p))}.json" for p in crossover_files("summary.json")],
-        code=[f"{PKG}/summarize/crossover.py", f"{PKG}/readers.py"],
+        code=[f"{PKG}/results/summarize/crossover.py", f"{PKG}/results/readers.py"],
     output:
         csv=f"{RES}/tidy/crossover.csv",
         json=f"{RES}/tidy/crossover.json",
@@ -78,7 +78,7 @@ rule summarize_lr:
         ppl=[f"{RES}/ppl/{r}.json" for rs in _LR_RUNS.values() for r in rs],
         rc=[f"{RUN}/models/{r}/run_config.json" for rs in _LR_RUNS.values() for r in rs],
         summaries=[f"{RUN}/models/{r}/summary.json" for rs in _LR_RUNS.values() for r in rs],
-        code=[f"{PKG}/summarize/lr.py"],
+        code=[f"{PKG}/results/summarize/lr.py"],
     output:
         csv=f"{RES}/tidy/lr.csv",
         json=f"{RES}/tidy/lr.json",

@@ -22,7 +22,7 @@ rule run_config:
         cfg=lambda w: run_config_json(w.variant),
     conda: CONDA_ENV
     shell:
-        "python -m yocou.pipeline --config {params.cfg} --variant {wildcards.variant} "
+        "python -m yocou.workflow.pipeline --config {params.cfg} --variant {wildcards.variant} "
         "--tokenizer {input.tok} --out {output} > {log} 2>&1"
 
 
@@ -49,11 +49,11 @@ rule train:
         needle_template=lambda w: needle_template(w.variant),  # a rerun trigger only
     threads: job_threads("train", "train")
     # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows). A trainer
-    # holds its run folder's lock (yocou.runlock); the check comes before the log is opened, so that a second
+    # holds its run folder's lock (yocou.utils.runlock); the check comes before the log is opened, so that a second
     # snakemake run on the same folder refuses in its own terminal, naming the trainer's PID, and leaves the running
     # trainer's log alone.
     conda: CONDA_ENV
     shell:
-        "python -m yocou.runlock {params.out} && "
+        "python -m yocou.utils.runlock {params.out} && "
         "OMP_NUM_THREADS={threads} {params.launch} train --run-config {input.rc} --data {input.data} "
         "--tokenizer {input.tok} --out {params.out} {params.heldout} > {log} 2>&1"

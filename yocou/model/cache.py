@@ -1,0 +1,185 @@
+"""The explicit KV cache of one batch of sequences (docs/design.md sections 4-5).
+
+Shape legend: B batch, H_kv key/value heads, S slot capacity (tokens), D_h head dim.
+
+Slot kinds, one per cache-writing :class:`~yocou.model.config.Application` of the plan:
+
+* ``global``: a ``self`` application with global attention; capacity ``max_len``.
+* ``window``: a ``self`` application with sliding window W; a ring buffer of W
+  positions (position p lives at index ``p % W``).
+* ``shared``: the K̂V̂ of a YOCO cross stage (one per stage, or one per loop with
+  ``kv_per_loop``); capacity ``max_len``.
+
+The bytes it holds are ``sum(k.nbytes + v.nbytes)`` over slots; they must equal
+:func:`yocou.model.accounting.kv_cache_bytes` with ``seq_len = max_len`` exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from yocou.model.config import Application, ModelConfig, expand_plan
+
+
+@dataclass
+class Slot:
+    """One cache slot: ``k_BHSD`` and ``v_BHSD`` of shape ``[B, H_kv, S, D_h]``."""
+
+    kind: str  # "global" | "window" | "shared"
+    k_BHSD: torch.Tensor
+    v_BHSD: torch.Tensor
+    window: int | None = None
+
+
+class KVCache:
+    """Per-batch cache passed explicitly into :meth:`yocou.model.lm.LM.forward`.
+
+    Args:
+        cfg: the model's config (its plan decides the slots).
+        batch_size: B.
+        max_len: the longest total length (prompt + generated) in tokens.
+        dtype: element dtype of cached K/V (bytes per element ``b`` in docs/design.md section 5).
+        device: where to allocate.
+        fill: value of fresh slots. Tests use ``float('nan')`` so that a read of an
+            unwritten position shows up in the logits.
+
+    Attributes:
+        pos: number of tokens already written (next position to write).
+
+    Raises:
+        ValueError: ``batch_size`` or ``max_len`` below 1.
+    """
+
+    def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu", fill: float = 0.0) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {max_len}")
+        from yocou.model.accounting import kv_cache_bytes
+        from yocou.utils.memory import require
+
+        if torch.device(device).type != "meta":
+            require(kv_cache_bytes(cfg, max_len, batch_size=batch_size, dtype=dtype),
+                    f"the KV cache of {cfg.name} (batch {batch_size}, max_len {max_len}, {dtype})", device)
+        self.cfg = cfg
+        self.batch_size = batch_size
+        self.max_len = max_len
+        self.pos = 0
+        self.slots: dict[int, Slot] = {}
+        for a in expand_plan(cfg):
+            if a.kind == "cross":
+                continue
+            if a.kind == "kv":
+                kind, cap = "shared", max_len
+            elif a.window is None:
+                kind, cap = "global", max_len
+            else:
+                kind, cap = "window", a.window
+            shape = (batch_size, cfg.n_kv_heads, cap, cfg.head_dim)
+            self.slots[a.slot] = Slot(
+                kind,
+                torch.full(shape, fill, dtype=dtype, device=device),
+                torch.full(shape, fill, dtype=dtype, device=device),
+                a.window if kind == "window" else None,
+            )
+
+    def nbytes(self) -> int:
+        """Bytes held by all K and V tensors of the cache."""
+        return sum(s.k_BHSD.nbytes + s.v_BHSD.nbytes for s in self.slots.values())
+
+    def nbytes_by_kind(self) -> dict[str, int]:
+        """Bytes per slot kind (``global``, ``window``, ``shared``)."""
+        out: dict[str, int] = {}
+        for s in self.slots.values():
+            out[s.kind] = out.get(s.kind, 0) + s.k_BHSD.nbytes + s.v_BHSD.nbytes
+        return out
+
+    def check_room(self, n_new: int) -> None:
+        """Raise ValueError if ``n_new`` more tokens would not fit."""
+        if self.pos + n_new > self.max_len:
+            raise ValueError(
+                f"KVCache full: {self.pos} tokens cached + {n_new} new > max_len {self.max_len}; "
+                "allocate the cache with a larger max_len"
+            )
+
+    # -- reads and writes used by the attention modules ---------------------
+    def write_and_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Global or shared slot: store a chunk's keys/values at positions ``pos .. pos+C-1`` and return what its
+        queries see: ``(k_BHKD, v_BHKD, kpos_K)``, the keys and values at positions ``0 .. pos+C-1`` (K = pos+C)
+        and those positions. Only written entries are returned, so an unread NaN-filled slot never enters the
+        attention. Window slots go through :meth:`window_read`.
+
+        Raises:
+            ValueError: the application's slot is a window slot.
+        """
+        slot = self.slots[app.slot]
+        if slot.kind not in ("global", "shared"):
+            raise ValueError(f"write_and_read: slot {app.slot} is a {slot.kind} slot; window slots use window_read")
+        C = k_BHCD.shape[2]
+        slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
+        slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
+        kpos = torch.arange(pos + C, device=k_BHCD.device)
+        return slot.k_BHSD[:, :, :pos + C], slot.v_BHSD[:, :, :pos + C], kpos
+
+    def window_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
+                    ) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Sliding-window slot: store a chunk at positions ``pos .. pos+C-1``; return what it attends over.
+
+        A prefill chunk (``C > 1``) gets ``(k, v, n_hist)``: the ring's valid entries
+        in position order (positions ``pos - n_hist .. pos - 1``, ``n_hist = min(pos, W)``)
+        followed by the chunk, ``[B, H_kv, n_hist + C, D_h]``, as
+        :func:`yocou.model.lm.window_attend` takes them; the chunk's last ``min(C, W)``
+        entries are then written into the ring. A decode step (``C == 1``) writes first
+        and gets the ring's ``min(pos + 1, W)`` valid entries, which are exactly the W
+        keys its query sees (in ring order: attention does not depend on key order),
+        with ``n_hist = -1``. Only the last W positions are ever touched.
+        """
+        slot = self.slots[app.slot]
+        W = slot.window
+        assert slot.kind == "window" and W is not None
+        C = k_BHCD.shape[2]
+        if C == 1:
+            i = pos % W
+            slot.k_BHSD[:, :, i:i + 1] = k_BHCD
+            slot.v_BHSD[:, :, i:i + 1] = v_BHCD
+            n = min(pos + 1, W)
+            return slot.k_BHSD[:, :, :n], slot.v_BHSD[:, :, :n], -1
+        n_hist = min(pos, W)
+        if n_hist:
+            start = (pos - n_hist) % W
+            if start == 0:
+                k_hist, v_hist = slot.k_BHSD[:, :, :n_hist], slot.v_BHSD[:, :, :n_hist]
+            else:  # the ring wraps: oldest entry at index start
+                k_hist = torch.cat([slot.k_BHSD[:, :, start:], slot.k_BHSD[:, :, :start]], dim=2)
+                v_hist = torch.cat([slot.v_BHSD[:, :, start:], slot.v_BHSD[:, :, :start]], dim=2)
+            k_all = torch.cat([k_hist.to(k_BHCD.dtype), k_BHCD], dim=2)
+            v_all = torch.cat([v_hist.to(v_BHCD.dtype), v_BHCD], dim=2)
+        else:
+            k_all, v_all = k_BHCD, v_BHCD
+        n_keep = min(C, W)
+        first = pos + C - n_keep  # first position kept; it lands at ring index first % W
+        i0 = first % W
+        n_a = min(n_keep, W - i0)
+        slot.k_BHSD[:, :, i0:i0 + n_a] = k_BHCD[:, :, C - n_keep:C - n_keep + n_a]
+        slot.v_BHSD[:, :, i0:i0 + n_a] = v_BHCD[:, :, C - n_keep:C - n_keep + n_a]
+        if n_a < n_keep:
+            slot.k_BHSD[:, :, :n_keep - n_a] = k_BHCD[:, :, C - n_keep + n_a:]
+            slot.v_BHSD[:, :, :n_keep - n_a] = v_BHCD[:, :, C - n_keep + n_a:]
+        return k_all, v_all, n_hist
+
+    def write_shared(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int) -> None:
+        """Store K̂V̂ rows of a chunk at positions ``pos .. pos+C-1`` in a ``shared`` slot."""
+        slot = self.slots[app.slot]
+        C = k_BHCD.shape[2]
+        slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
+        slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
+
+    def read_shared(self, slot_id: int, end: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """K̂V̂ of positions ``0 .. end-1`` and those positions."""
+        slot = self.slots[slot_id]
+        return (slot.k_BHSD[:, :, :end], slot.v_BHSD[:, :, :end],
+                torch.arange(end, device=slot.k_BHSD.device))

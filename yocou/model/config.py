@@ -1,0 +1,534 @@
+"""Model configuration: one frozen config type for every variant of the paper.
+
+The architecture is data (``Stage`` tuples), never branches in ``forward``.
+``expand_plan`` turns the stages into the fixed sequence of layer applications
+that the model, the cache and the analytic accounting all walk.
+
+Variants (docs/design.md section 3; paper Sections 2-4):
+
+=========================  =====================================================
+Transformer                ``(Stage("self", L),)``
+YOCO                       ``(Stage("self", L/2, window=W), Stage("cross", L/2))``
+YOCO-U                     ``(Stage("self", L/2, n_loops=T, window=W), Stage("cross", L/2))``
+Loop / Universal TRM       ``(Stage("self", L, n_loops=T_ut),)``
+RINS (A^r B)               ``(Stage("self", L/2, n_loops=r), Stage("self", L/2))``
+Upper Loop                 ``(Stage("self", L/2, window=W), Stage("cross", L/2, n_loops=T))``
+Upper Loop w/o shared KV   as Upper Loop with ``kv_per_loop=True``
+Deep (instead of wide)     parent variant at 2L layers, smaller ``d_model``
+=========================  =====================================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import typing
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal, Mapping
+
+from yocou.utils.entry import InputTypeError
+
+StageKind = Literal["self", "cross"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    """One stage of the layer stack.
+
+    Attributes:
+        kind: ``"self"`` (self-attention layers with their own K/V) or ``"cross"``
+            (YOCO cross-decoder layers reading the one shared K̂V̂ made from the
+            stage's input; YOCO paper Section 2.2).
+        n_layers: number of distinct layers (weights) in the stage.
+        n_loops: how many times the stage's layers are applied in a row with shared
+            weights (layers 1..n, then 1..n again, ...). Paper: T.
+        window: sliding-window size W in tokens for self-attention; ``None`` means
+            global causal attention. Ignored for ``cross`` stages.
+        kv_per_loop: cross stages only. ``False``: K̂V̂ is made once from the stage
+            input and read by every loop (YOCO, Upper Loop). ``True``: K̂V̂ is
+            recomputed from the hidden state entering each loop with the same
+            projection weights ("Upper Loop w/o shared KV", docs/design.md section 3
+            [assume]).
+    """
+
+    kind: StageKind
+    n_layers: int
+    n_loops: int = 1
+    window: int | None = None
+    kv_per_loop: bool = False
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        if self.kind not in ("self", "cross"):
+            raise ValueError(f"Stage.kind must be 'self' or 'cross', got {self.kind!r}")
+        if self.n_layers < 1:
+            raise ValueError(f"Stage.n_layers must be >= 1, got {self.n_layers}")
+        if self.n_loops < 1:
+            raise ValueError(f"Stage.n_loops must be >= 1, got {self.n_loops}")
+        if self.window is not None and self.window < 1:
+            raise ValueError(f"Stage.window must be >= 1 or None, got {self.window}")
+        if self.kind == "cross" and self.window is not None:
+            raise ValueError("Stage.window must be None for a 'cross' stage (cross attention is global)")
+        if self.kind == "self" and self.kv_per_loop:
+            raise ValueError("Stage.kv_per_loop applies to 'cross' stages only")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Every hyperparameter of a model, frozen and keyword-only.
+
+    Shapes use the field's names: ``d_model`` (D), ``n_heads`` (h),
+    ``n_kv_heads`` (h_kv), ``head_dim`` (d_h), ``d_ff`` (SwiGLU inner size).
+
+    Attributes:
+        name: variant name, recorded in results (``transformer``, ``yoco``, ...).
+        vocab_size: tokenizer vocabulary size V.
+        d_model: hidden size D.
+        n_heads: query heads h.
+        n_kv_heads: key/value heads h_kv (grouped-query attention); must divide h.
+        head_dim: d_h.
+        d_ff: SwiGLU inner size (docs/design.md section 2: about 8/3·D rounded to 64).
+        stages: the architecture, see module docstring.
+        rope_theta: RoPE base (docs/design.md section 2: 10000).
+        cross_rope: whether cross-decoder queries/keys get RoPE. The YOCO-U paper uses
+            none in the cross-decoder (docs/design.md section 3) [assume].
+        norm_eps: RMSNorm epsilon [assume].
+        init_std: std of the normal init of every weight matrix [assume].
+        init_scaled_out: scale output projections (wo, w2) by 1/sqrt(2·applications)
+            as GPT-2 does [assume].
+        n_experts, top_k, d_expert, d_shared_expert: MoE SwiGLU (Table 6). ``n_experts
+            = 0`` is a dense SwiGLU of size ``d_ff``.
+        moe_aux_weight: weight of the load-balancing loss [assume].
+    """
+
+    name: str = "model"
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    d_ff: int
+    stages: tuple[Stage, ...]
+    rope_theta: float = 10000.0
+    cross_rope: bool = False
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    init_scaled_out: bool = True
+    n_experts: int = 0
+    top_k: int = 0
+    d_expert: int = 0
+    d_shared_expert: int = 0
+    moe_aux_weight: float = 0.01
+
+    def __post_init__(self) -> None:
+        _check_types(self)
+        for f in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
+            if getattr(self, f) < 1:
+                raise ValueError(f"ModelConfig.{f} must be >= 1, got {getattr(self, f)}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"ModelConfig.n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"ModelConfig.head_dim must be even for RoPE, got {self.head_dim}")
+        for f in ("norm_eps", "init_std", "rope_theta"):
+            if getattr(self, f) <= 0:
+                raise ValueError(f"ModelConfig.{f} must be > 0, got {getattr(self, f)}")
+        if not self.stages:
+            raise ValueError("ModelConfig.stages must hold at least one Stage")
+        if self.stages[0].kind != "self":
+            raise ValueError("ModelConfig.stages[0] must be a 'self' stage (a cross stage needs an input)")
+        if self.n_experts:
+            if not (1 <= self.top_k <= self.n_experts):
+                raise ValueError(f"ModelConfig.top_k must be in [1, n_experts={self.n_experts}], got {self.top_k}")
+            if self.d_expert < 1:
+                raise ValueError("ModelConfig.d_expert must be >= 1 when n_experts > 0")
+
+    # -- derived quantities -------------------------------------------------
+    @property
+    def d_kv(self) -> int:
+        """Width of one K (or V) row in the cache: ``n_kv_heads * head_dim``."""
+        return self.n_kv_heads * self.head_dim
+
+    @property
+    def n_layers(self) -> int:
+        """Distinct layers L (self + cross), as Table 7 counts them."""
+        return sum(s.n_layers for s in self.stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (JSON/YAML ready); inverse of :func:`config_from_dict`."""
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "ModelConfig":
+        return dataclasses.replace(self, **changes)
+
+
+def _check_types(obj: Any) -> None:
+    """Reject wrong types with the field's name (bools are not ints here)."""
+    hints = typing.get_type_hints(type(obj))
+    cls = type(obj).__name__
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        hint = hints[f.name]
+        if not _type_ok(value, hint):
+            raise InputTypeError(f"{cls}.{f.name} must be {_hint_name(hint)}, got {type(value).__name__} "
+                                 f"({value!r})")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{cls}.{f.name} must be a finite number, got {value!r}")
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        return any(_type_ok(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin is Literal:
+        return value in typing.get_args(hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return isinstance(value, tuple) and all(_type_ok(v, args[0]) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _hint_name(hint: Any) -> str:
+    """A type hint in words: ``one of ['cosine', 'linear']`` for a Literal, ``int or None`` for a union."""
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        return f"one of {list(typing.get_args(hint))}"
+    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        return " or ".join(_hint_name(h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return "None"
+    if origin is tuple:  # tuple[int, ...]: say what the items must be
+        return f"a list of {_hint_name(typing.get_args(hint)[0])}"
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def checked_keys(cls: type, d: Any, what: str, name: str | None = None) -> dict[str, Any]:
+    """``dict(d)`` once ``d`` is a mapping whose keys are all fields of the dataclass ``cls``.
+
+    Raises:
+        InputTypeError: ``d`` is not a mapping (``what`` names it).
+        ValueError: unknown keys, naming them (``name``, default ``cls.__name__``) and the allowed ones.
+    """
+    if not isinstance(d, Mapping):
+        raise InputTypeError(f"{what} must be a mapping, got {type(d).__name__}")
+    allowed = {f.name for f in fields(cls)}
+    unknown = set(d) - allowed
+    if unknown:
+        raise ValueError(f"unknown {name or cls.__name__} key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+    return dict(d)
+
+
+def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
+    """Build a :class:`ModelConfig` from a plain mapping (e.g. YAML).
+
+    Raises:
+        ValueError: an unknown key, naming it and the allowed keys.
+        TypeError: a value of the wrong type or a missing field, naming it (:class:`yocou.utils.entry.InputTypeError`,
+            also a ``ValueError``).
+    """
+    d = checked_keys(ModelConfig, d, "model config")
+    if "stages" in d:
+        if not isinstance(d["stages"], (list, tuple)):
+            raise InputTypeError("ModelConfig.stages must be a list of stage mappings")
+        stages = []
+        s_allowed = {f.name for f in fields(Stage)}
+        for i, s in enumerate(d["stages"]):
+            if isinstance(s, Stage):
+                stages.append(s)
+                continue
+            if not isinstance(s, Mapping):
+                raise InputTypeError(f"ModelConfig.stages[{i}] must be a mapping, got {type(s).__name__}")
+            bad = set(s) - s_allowed
+            if bad:
+                raise ValueError(f"unknown Stage key(s) {sorted(bad)} in stages[{i}]; allowed: {sorted(s_allowed)}")
+            stages.append(construct(Stage, s, f"stages[{i}]"))
+        d["stages"] = tuple(stages)
+    return construct(ModelConfig, d)
+
+
+def construct(cls: type, d: Mapping[str, Any], where: str = "") -> Any:
+    """``cls(**d)`` for a config dataclass whose keys were checked: a missing required field raises
+    :class:`yocou.utils.entry.InputTypeError` naming it (a bare ``TypeError`` from the call otherwise)."""
+    missing = [f.name for f in fields(cls) if f.init and f.name not in d
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise InputTypeError(f"{cls.__name__}{' ' + where if where else ''} is missing required field(s) "
+                             f"{missing}")
+    return cls(**d)
+
+
+# ---------------------------------------------------------------------------
+# The plan: stages expanded into layer applications with their cache slots.
+# ---------------------------------------------------------------------------
+AppKind = Literal["self", "kv", "cross"]
+
+
+@dataclass(frozen=True)
+class Application:
+    """One step of the forward pass.
+
+    ``kind``: ``self`` (a self-attention layer), ``kv`` (make the shared K̂V̂ of a
+    cross stage from the current hidden state) or ``cross`` (a cross-decoder
+    layer). ``slot`` names the cache slot written (``self``, ``kv``) or read
+    (``cross``); ``window`` is the slot's ring size (``None``: grows with N).
+    """
+
+    kind: AppKind
+    stage: int
+    loop: int
+    layer: int
+    slot: int
+    window: int | None
+
+
+def expand_plan(cfg: ModelConfig) -> tuple[Application, ...]:
+    """Expand stages into the ordered layer applications (docs/design.md sections 3-4).
+
+    Each ``self`` application of each loop gets its own cache slot (its inputs
+    differ per loop: Table 10). A cross stage gets one ``kv`` application (one
+    shared slot) or one per loop when ``kv_per_loop``.
+    """
+    apps: list[Application] = []
+    slot = 0
+    for si, st in enumerate(cfg.stages):
+        kv_slot = -1
+        for t in range(st.n_loops):
+            if st.kind == "cross" and (t == 0 or st.kv_per_loop):
+                kv_slot = slot
+                apps.append(Application("kv", si, t, -1, slot, None))
+                slot += 1
+            for li in range(st.n_layers):
+                if st.kind == "self":
+                    apps.append(Application("self", si, t, li, slot, st.window))
+                    slot += 1
+                else:
+                    apps.append(Application("cross", si, t, li, kv_slot, None))
+    return tuple(apps)
+
+
+def early_exit_index(plan: tuple[Application, ...]) -> int:
+    """Index of the first application after the last cache write.
+
+    During prefill, applications from this index on only matter at the last
+    prompt position, because nothing after them is cached: YOCO's early exit
+    (docs/design.md section 4). For a Transformer it is ``len(plan)`` (only the head is
+    skipped at non-final positions).
+    """
+    last = -1
+    for i, a in enumerate(plan):
+        if a.kind in ("self", "kv"):
+            last = i
+    return last + 1
+
+
+# ---------------------------------------------------------------------------
+# Presets (docs/design.md section 3). Each returns a ModelConfig.
+# ---------------------------------------------------------------------------
+def swiglu_hidden(d_model: int, multiple: int = 64) -> int:
+    """SwiGLU inner size: 8/3·D rounded up to a multiple (docs/design.md section 2)."""
+    return int(math.ceil(8 * d_model / 3 / multiple) * multiple)
+
+
+def _base(name: str, *, vocab_size: int, d_model: int, n_heads: int, n_kv_heads: int, head_dim: int | None,
+          d_ff: int | None, stages: tuple[Stage, ...], **kw: Any) -> ModelConfig:
+    return ModelConfig(
+        name=name, vocab_size=vocab_size, d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads,
+        head_dim=head_dim if head_dim is not None else d_model // n_heads,
+        d_ff=d_ff if d_ff is not None else swiglu_hidden(d_model), stages=stages, **kw,
+    )
+
+
+def _halves(n_layers: int, what: str) -> int:
+    if n_layers % 2:
+        raise ValueError(f"n_layers must be even for {what} (L/2 self + L/2 cross), got {n_layers}")
+    return n_layers // 2
+
+
+def transformer(*, n_layers: int, **kw: Any) -> ModelConfig:
+    """Transformer baseline: L full-attention layers (paper Table 3)."""
+    return _base("transformer", stages=(Stage(kind="self", n_layers=n_layers),), **kw)
+
+
+def loop(*, n_layers: int, n_loops: int = 2, **kw: Any) -> ModelConfig:
+    """Loop / Universal Transformer: the whole stack applied ``n_loops`` times (Table 3, T_ut = 2)."""
+    return _base("loop", stages=(Stage(kind="self", n_layers=n_layers, n_loops=n_loops),), **kw)
+
+
+def rins(*, n_layers: int, n_loops: int = 3, **kw: Any) -> ModelConfig:
+    """RINS A^r B: first L/2 layers applied r times, then last L/2 once (Table 3, r = 3)."""
+    h = _halves(n_layers, "rins")
+    return _base("rins", stages=(Stage(kind="self", n_layers=h, n_loops=n_loops), Stage(kind="self", n_layers=h)), **kw)
+
+
+def yoco(*, n_layers: int, window: int, **kw: Any) -> ModelConfig:
+    """YOCO: L/2 SWA self-decoder layers, then L/2 cross-decoder layers over one K̂V̂."""
+    h = _halves(n_layers, "yoco")
+    return _base("yoco", stages=(Stage(kind="self", n_layers=h, window=window), Stage(kind="cross", n_layers=h)), **kw)
+
+
+def yocou(*, n_layers: int, window: int, n_loops: int = 3, **kw: Any) -> ModelConfig:
+    """YOCO-U: the SWA self-decoder applied T times with shared weights, then the cross-decoder (paper Sec. 2)."""
+    h = _halves(n_layers, "yocou")
+    return _base("yocou", stages=(Stage(kind="self", n_layers=h, n_loops=n_loops, window=window),
+                                  Stage(kind="cross", n_layers=h)), **kw)
+
+
+def upper_loop(*, n_layers: int, window: int, n_loops: int = 3, shared_kv: bool = True, **kw: Any) -> ModelConfig:
+    """Upper Loop (Table 5): YOCO with the cross-decoder looped T times; ``shared_kv=False``
+    recomputes K̂V̂ at each loop ("w/o shared KV")."""
+    h = _halves(n_layers, "upper_loop")
+    name = "upper_loop" if shared_kv else "upper_loop_noshare"
+    return _base(name, stages=(Stage(kind="self", n_layers=h, window=window),
+                               Stage(kind="cross", n_layers=h, n_loops=n_loops, kv_per_loop=not shared_kv)), **kw)
+
+
+PRESETS = {
+    "transformer": transformer,
+    "loop": loop,
+    "rins": rins,
+    "yoco": yoco,
+    "yocou": yocou,
+    "upper_loop": upper_loop,
+}
+
+# Named sizes. Paper sizes: Table 7 (d_model, n_layers, n_heads) with head_dim 128,
+# 4 KV heads, W = 512, cl100k vocabulary (docs/design.md sections 5-6; Table 10's
+# configuration at 1.3b). "tiny" is the tiny scale's base shape (workflows/config/tiny.yaml sizes.base with its
+# vocabulary of 2048; tests/test_budgets.py keeps them equal), "small" a larger CPU shape of the benchmarks, "smoke"
+# the tests' [assume]; the pipeline's scales define their own shapes in their config's `sizes:`.
+SIZES: dict[str, dict[str, Any]] = {
+    # 870m has 18 heads, which 4 KV heads do not divide: 6, the nearest count that does [assume]
+    **{f"paper-{k}": dict(vocab_size=100277, d_model=d, n_layers=nl, n_heads=nh, n_kv_heads=4 if nh % 4 == 0 else 6,
+                          head_dim=128,
+                          d_ff=swiglu_hidden(d, 128), window=512)
+       for k, (d, nl, nh) in {"300m": (1536, 12, 12), "500m": (2048, 12, 16), "870m": (2304, 16, 18),
+                              "1.3b": (2560, 20, 20), "3.4b": (4096, 20, 32), "6.4b": (5120, 24, 40)}.items()},
+    "tiny": dict(vocab_size=2048, d_model=96, n_layers=6, n_heads=2, n_kv_heads=1, head_dim=48, d_ff=256,
+                 window=64),
+    "small": dict(vocab_size=8192, d_model=256, n_layers=8, n_heads=4, n_kv_heads=2, head_dim=64,
+                  d_ff=swiglu_hidden(256), window=128),
+    "smoke": dict(vocab_size=512, d_model=64, n_layers=4, n_heads=2, n_kv_heads=1, head_dim=32,
+                  d_ff=swiglu_hidden(64), window=16),
+}
+# The studies' shapes at the CPU scales (Table 5's "deep", Figure 5's ladder, the MoE of Table 2) live in each
+# scale config's `sizes:` (workflows/config/<scale>.yaml), not here: a new scale needs no code edit.
+
+# Loop counts of the paper's baselines (docs/design.md section 3): YOCO-U T = 3, RINS r = 3, Loop T_ut = 2.
+DEFAULT_LOOPS = {"yocou": 3, "rins": 3, "upper_loop": 3, "loop": 2}
+_WINDOWED = ("yoco", "yocou", "upper_loop")
+
+
+def preset(name: str, *, sizes: Mapping[str, Mapping[str, Any]] | None = None, **overrides: Any) -> ModelConfig:
+    """A variant at a named size: ``"<variant>-<size>"``, e.g. ``yocou-paper-1.3b``, ``yoco-tiny``.
+
+    ``variant`` is a key of :data:`PRESETS`; ``size`` a key of :data:`SIZES`
+    (``"paper-1.3b"`` alone means YOCO-U at 1.3B, the model of Table 10).
+    ``overrides`` replace any size or variant argument (``n_loops``, ``window``,
+    ``shared_kv``, ``vocab_size``, ...). ``sizes``: more named sizes (a scale config's ``sizes:``), looked up
+    before :data:`SIZES`.
+
+    Raises:
+        ValueError: unknown variant or size, naming the known ones.
+    """
+    table = {**SIZES, **(sizes or {})}
+    if name in table:
+        name = "yocou-" + name
+    variant, _, size = name.partition("-")
+    if variant not in PRESETS:
+        raise ValueError(f"unknown preset {name!r}: variant {variant!r} not in {sorted(PRESETS)}")
+    if size not in table:
+        raise ValueError(f"unknown preset {name!r}: size {size!r} not in {sorted(table)}")
+    kw = dict(table[size])
+    if variant not in _WINDOWED:
+        kw.pop("window")
+    if variant in DEFAULT_LOOPS:
+        kw["n_loops"] = DEFAULT_LOOPS[variant]
+    kw.update(overrides)
+    return PRESETS[variant](**kw)
+
+
+# ---------------------------------------------------------------------------
+# Variants of the pipeline config (``variants.<name>`` in workflows/config/<scale>.yaml).
+# ---------------------------------------------------------------------------
+#: Keys of ``variants.<name>`` that are not preset arguments (read by :func:`yocou.workflow.pipeline.resolve_run`).
+VARIANT_KEYS = ("preset", "size", "equal_flops_to", "train")
+# ModelConfig fields a variant may not set: the variant's name, the stages its preset builds, and the
+# vocabulary, which comes from data.vocab_size / the tokenizer.
+_NOT_VARIANT_FIELDS = frozenset({"name", "stages", "vocab_size"})
+
+
+def preset_arguments(kind: str) -> list[str]:
+    """Keyword arguments that preset ``kind`` (a key of :data:`PRESETS`) accepts: its own
+    (``n_layers``, ``window``, ``n_loops``, ``shared_kv`` as the preset takes them) and the
+    :class:`ModelConfig` fields, less ``name``, ``stages`` and ``vocab_size``."""
+    own = [p.name for p in inspect.signature(PRESETS[kind]).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    model = [f.name for f in fields(ModelConfig) if f.name not in _NOT_VARIANT_FIELDS]
+    return sorted(set(own) | set(model))
+
+
+def variant_keys(kind: str | None = None) -> list[str]:
+    """Keys allowed under ``variants.<name>`` for preset ``kind``; with ``None``, for any preset."""
+    kinds = [kind] if kind is not None else list(PRESETS)
+    return sorted(set(VARIANT_KEYS).union(*(preset_arguments(k) for k in kinds)))
+
+
+def check_variant(name: str, spec: Any) -> None:
+    """Reject a malformed ``variants.<name>`` of a pipeline config before anything runs.
+
+    Raises:
+        ValueError: ``spec`` is not a mapping, has no ``preset`` or an unknown one, or has a key that its
+            preset does not take, naming ``variants.<name>.<key>`` and the allowed keys.
+    """
+    where = f"variants.{name}"
+    if not isinstance(spec, Mapping):
+        raise ValueError(f"{where}: expected a mapping with at least 'preset', got {type(spec).__name__}")
+    kind = spec.get("preset")
+    if kind is None:
+        raise ValueError(f"{where}: missing key 'preset' (one of {sorted(PRESETS)})")
+    if not isinstance(kind, str) or kind not in PRESETS:
+        raise ValueError(f"{where}.preset: {kind!r} is not a preset; expected one of {sorted(PRESETS)}")
+    allowed = variant_keys(kind)
+    unknown = sorted(set(spec) - set(allowed))
+    if unknown:
+        keys = ", ".join(f"{where}.{k}" for k in unknown)
+        raise ValueError(f"{keys}: unknown key{'s' if len(unknown) > 1 else ''} for preset {kind!r}; "
+                         f"allowed keys: {allowed}")
+
+
+def check_variants(cfg: Mapping[str, Any]) -> None:
+    """:func:`check_variant` for every entry of ``cfg["variants"]`` (a pipeline config); nothing if absent.
+
+    Then ``model.overrides``, which applies to every variant: each key must be one that every configured
+    variant's preset takes (``preset``, ``size``, ``equal_flops_to`` and ``train`` excepted).
+
+    Raises:
+        ValueError: as :func:`check_variant`; or ``model.overrides.<key>``, naming a variant whose preset
+            does not take it and the keys it does.
+    """
+    variants = cfg.get("variants")
+    if not isinstance(variants, Mapping):
+        return
+    for name, spec in variants.items():
+        check_variant(str(name), spec)
+    model = cfg.get("model")
+    overrides = model.get("overrides") if isinstance(model, Mapping) else None
+    if not isinstance(overrides, Mapping):
+        return
+    for key in overrides:
+        for name, spec in variants.items():
+            allowed = [k for k in variant_keys(spec["preset"]) if k not in VARIANT_KEYS]
+            if key not in allowed:
+                raise ValueError(f"model.overrides.{key}: not a key that preset {spec['preset']!r} (variant "
+                                 f"{name!r}) takes; the overrides apply to every variant; allowed keys: {allowed}")

@@ -1,5 +1,0 @@
-"""Figure 5: :func:`yocou.render.scaling.fig5_render` under the figure's name (``workflows/scripts/fig5.py``)."""
-
-from .scaling import fig5_render as render
-
-__all__ = ["render"]

@@ -1,5 +1,0 @@
-"""Figure 6: :func:`yocou.render.scaling.fig6_render` under the figure's name (``workflows/scripts/fig6.py``)."""
-
-from .scaling import fig6_render as render
-
-__all__ = ["render"]

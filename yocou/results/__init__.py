@@ -1,0 +1,1 @@
+"""Results: tidy tables, summaries, renderers, the audit, the paper's reported numbers."""

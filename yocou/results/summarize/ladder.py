@@ -1,0 +1,232 @@
+"""The token ladder's tables: the learning-rate bracket, the annealed points, and (``fits``) the fitted trends and
+the paper's Figure 2 quantities decided by ``eval/ladder.yaml``.
+
+Command line (what ``workflows/rules/ladder.smk`` calls)::
+
+    python -m yocou.results.summarize.ladder bracket --scale S --ppl-root results/S/ladder/ppl --baseline B.json --out bracket.json
+    python -m yocou.results.summarize.ladder points --scale S --run-root runs/S/ladder --res results/S/ladder --out points.csv
+    python -m yocou.results.summarize.ladder fits --scale S --points points.csv --rules eval/ladder.yaml --out ladder.json \\
+        --figure figures/S/fig2_ladder.png
+
+Every table is written as CSV, Markdown and JSON with provenance (:func:`yocou.results.render.common.write_table`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from yocou.training.ladder import STUDY_FILE, LadderStudy, load_study, plan
+
+SPLITS = ("heldout_book", "heldout_code")
+SPLIT_NAMES = {"heldout_book": "book", "heldout_code": "code"}
+
+
+def _read(path: str | Path) -> Any:
+    from yocou.results.render.common import read_json
+
+    return read_json(path)
+
+
+def _split_loss(ppl: Mapping[str, Any], split: str, where: str) -> float:
+    try:
+        return float(ppl["splits"][split]["nats_per_token"])
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"{where}: no splits.{split}.nats_per_token") from None
+
+
+def bigram_losses(baseline: Mapping[str, Any], where: str) -> dict[str, float]:
+    """``{split: nats/token}`` of the Kneser-Ney bigram fitted on a budget's training windows (``bigram_kn_budget``
+    of ``yocou cli baselines --budget-steps ...``).
+
+    Raises:
+        ValueError: the file has no ``splits.<split>.bigram_kn_budget.nats_per_token``, naming ``where``.
+    """
+    out = {}
+    for s in SPLITS:
+        try:
+            out[s] = float(baseline["splits"][s]["bigram_kn_budget"]["nats_per_token"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{where}: no splits.{s}.bigram_kn_budget.nats_per_token (a budget's baselines file)") \
+                from None
+    return out
+
+
+# --- the bracket ---------------------------------------------------------------------------------------------
+
+
+def bracket_table(study: LadderStudy, ppl_root: str | Path) -> pd.DataFrame:
+    """One row per bracket run: variant, lr, the held-out loss per split and their mean (the score)."""
+    rows = []
+    for p in plan(study).values():
+        if p.kind != "bracket":
+            continue
+        path = Path(ppl_root) / f"{p.name}.json"
+        ppl = _read(path)
+        row = {"variant": p.variant, "lr": p.rate, "steps": p.steps}
+        for s in SPLITS:
+            row[SPLIT_NAMES[s]] = _split_loss(ppl, s, str(path))
+        row["score"] = sum(row[SPLIT_NAMES[s]] for s in SPLITS) / len(SPLITS)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def bracket_best(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """Per variant: the best rate (lowest score), its score, and whether it is interior (a rate on each side of it
+    scores higher: eval/ladder.yaml ``bracket``)."""
+    best = {}
+    for v, g in df.groupby("variant", sort=False):
+        g = g.sort_values("lr").reset_index(drop=True)
+        i = int(g["score"].idxmin())
+        interior = 0 < i < len(g) - 1 and g["score"][i - 1] > g["score"][i] < g["score"][i + 1]
+        side = None if interior else ("lowest" if i == 0 else "highest")
+        best[v] = {"lr": float(g["lr"][i]), "score": float(g["score"][i]), "interior": bool(interior),
+                   "edge": side}
+    return best
+
+
+def _bracket_word(best: Mapping[str, Any]) -> str:
+    return "interior" if best["interior"] else f"NOT bracketed: best at the {best['edge']} rate"
+
+
+def write_bracket(study: LadderStudy, ppl_root: str | Path, baseline: str | Path, out_json: str | Path,
+                  scale: str) -> dict[str, Any]:
+    """``bracket.{json,csv,md}``: every run's losses, the best rate per variant and whether it is interior."""
+    from yocou.results.render.common import write_table
+    from yocou.utils.io import atomic_write_json, provenance
+
+    df = bracket_table(study, ppl_root)
+    best = bracket_best(df)
+    big = bigram_losses(_read(baseline), str(baseline))
+    df["best"] = [best[v]["lr"] == lr for v, lr in zip(df["variant"], df["lr"])]
+    for s in SPLITS:
+        df[f"{SPLIT_NAMES[s]}_minus_bigram"] = df[SPLIT_NAMES[s]] - big[s]
+    stem = Path(out_json).with_suffix("")
+    notes = [f"{study.bracket.steps} steps of the ladder's schedule (warmup {study.warmup_steps}, stable, linear "
+             f"cooldown over the last {study.cooldown_fraction:g} of the steps to {study.min_lr_ratio:g} x the rate); "
+             "one seed per rate; held-out losses in nats/token; score = the mean of book and code.",
+             "best: the lowest score per variant; interior: a rate on each side scores higher (eval/ladder.yaml).",
+             "Bigram: interpolated Kneser-Ney fitted on the training windows of this budget, "
+             f"book {big['heldout_book']:.4f}, code {big['heldout_code']:.4f}; *_minus_bigram < 0: the run beats it.",
+             "Best rates: " + "; ".join(f"{v} {b['lr']:g} ({_bracket_word(b)})" for v, b in best.items())]
+    write_table(df, stem, title=f"Learning-rate bracket of the token ladder ({scale}, CPU)", notes=notes,
+                config={"scale": scale, "study": study.model_dump()})
+    # write_table wrote bracket.json as its rows; the run configs read `best` from it.
+    doc = json.loads(Path(stem.with_suffix(".json")).read_text())
+    doc = {"best": best, "bigram": {SPLIT_NAMES[s]: big[s] for s in SPLITS}, **doc}
+    doc["provenance"] = provenance({"scale": scale, "study": study.model_dump()}, None)
+    atomic_write_json(stem.with_suffix(".json"), doc)
+    return doc
+
+
+# --- the annealed points -------------------------------------------------------------------------------------
+
+
+def _metrics_rows(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            raise ValueError(f"{path}: line {i} is not JSON") from None
+    if not rows:
+        raise ValueError(f"{path}: no rows")
+    return rows
+
+
+def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, train_tokens: int,
+                 up_to: int | None = None) -> pd.DataFrame:
+    """One row per annealed model: variant, seed, steps, tokens, parameters (all and without the embedding and head),
+    tokens per parameter, training FLOPs, the held-out loss per split and its own budget's bigram, the training
+    loss over the cooldown's last 10% of steps, and epochs over the training stream. ``up_to``: only the budgets of
+    at most that many steps (an interim table while the larger ones train)."""
+    rows = []
+    for p in plan(study).values():
+        if p.kind != "anneal" or (up_to is not None and p.steps > up_to):
+            continue
+        run = Path(run_root) / p.name
+        summ = _read(run / "summary.json")
+        ppl = _read(Path(res) / "ppl" / f"{p.name}.json")
+        big = bigram_losses(_read(Path(res) / "baselines" / f"d{p.steps}.json"), f"baselines d{p.steps}")
+        metrics = _metrics_rows(run / "metrics.jsonl")
+        tail = [r["loss"] for r in metrics if r["step"] > p.steps - max(1, p.steps // 10)]
+        params = int(summ.get("params_total") or summ.get("params") or 0)
+        row = {"variant": p.variant, "seed": p.seed_index, "run": p.name, "steps": p.steps,
+               "tokens": int(summ["tokens"]), "params": params,
+               "params_non_embedding": int(summ.get("params_non_embedding") or 0),
+               "tokens_per_param": int(summ["tokens"]) / params if params else float("nan"),
+               "train_flops": float(summ["train_flops"]), "lr": float(summ["provenance"]["config"]["train"]["lr"]),
+               "train_loss": sum(tail) / len(tail), "epochs": int(summ["tokens"]) / train_tokens}
+        for s in SPLITS:
+            row[SPLIT_NAMES[s]] = _split_loss(ppl, s, f"ppl of {p.name}")
+            row[f"bigram_{SPLIT_NAMES[s]}"] = big[s]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m yocou.results.summarize.ladder {bracket,points,fits}``."""
+    ap = argparse.ArgumentParser(prog="python -m yocou.results.summarize.ladder", description=main.__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("bracket")
+    b.add_argument("--scale", required=True)
+    b.add_argument("--study", default=STUDY_FILE)
+    b.add_argument("--ppl-root", required=True)
+    b.add_argument("--baseline", required=True)
+    b.add_argument("--out", required=True)
+    pt = sub.add_parser("points")
+    pt.add_argument("--scale", required=True)
+    pt.add_argument("--study", default=STUDY_FILE)
+    pt.add_argument("--run-root", required=True)
+    pt.add_argument("--res", required=True)
+    pt.add_argument("--data", default=None, help="train.bin (epochs); default runs/<scale>/tokens/train.bin")
+    pt.add_argument("--up-to", type=int, default=None, metavar="STEPS",
+                    help="only the budgets of at most STEPS steps (an interim table while larger ones train)")
+    pt.add_argument("--out", required=True)
+    f = sub.add_parser("fits")
+    f.add_argument("--scale", required=True)
+    f.add_argument("--points", required=True)
+    f.add_argument("--rules", default="eval/ladder.yaml")
+    f.add_argument("--out", required=True)
+    f.add_argument("--figure", required=True)
+    f.add_argument("--dpi", type=int, default=150)
+    a = ap.parse_args(argv)
+    from yocou.utils.guard import check_command
+
+    if a.cmd == "fits":
+        a.study = STUDY_FILE
+    check_command(f"python -m yocou.results.summarize.ladder {a.cmd}", a)
+    study = load_study(a.scale, a.study)
+    if study is None:
+        raise ValueError(f"--scale {a.scale}: {STUDY_FILE} has no section for this scale")
+    if a.cmd == "bracket":
+        write_bracket(study, a.ppl_root, a.baseline, a.out, a.scale)
+    elif a.cmd == "points":
+        from yocou.data.tokens import TokenStream
+        from yocou.results.render.common import write_table
+
+        data = a.data or f"runs/{a.scale}/tokens/train.bin"
+        if a.up_to is not None and a.up_to not in study.budgets:
+            raise ValueError(f"--up-to {a.up_to}: not a budget of the ladder ({study.budgets})")
+        df = points_table(study, a.run_root, a.res, len(TokenStream(data)), up_to=a.up_to)
+        write_table(df, Path(a.out).with_suffix(""), title=f"Annealed points of the token ladder ({a.scale}, CPU)",
+                    notes=["Held-out losses in nats/token (rule ppl); bigram_*: Kneser-Ney fitted on the training "
+                           "windows of the point's own budget; train_loss: the mean logged training loss over the last "
+                           "10% of steps (in the cooldown); epochs: tokens / the training stream's tokens."],
+                    config={"scale": a.scale, "study": study.model_dump()})
+    else:
+        from yocou.results.summarize.ladder_fits import write_fits
+
+        write_fits(a.points, a.rules, a.out, a.figure, a.scale, dpi=a.dpi, planned_steps=max(study.budgets))
+    return 0
+
+
+if __name__ == "__main__":
+    from yocou.utils.entry import run_main
+
+    raise SystemExit(run_main(main))

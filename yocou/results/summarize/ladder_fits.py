@@ -1,0 +1,431 @@
+"""The token ladder's fits and the paper's Figure 2 quantities, decided by ``eval/ladder.yaml``.
+
+From the annealed points (``results/<scale>/ladder/points.csv``: one row per variant, seed and budget, with the
+held-out loss per split and the bigram fitted on that budget's own training windows):
+
+* **regime** per variant, split and budget: the seed mean minus its own-budget bigram; past the bigram when at least
+  ``regime.bigram_margin_nats`` below it;
+* **equal-tokens gaps** at every budget (YOCO-U - YOCO, YOCO-U - RINS, YOCO - Transformer), paired by seed, Student t
+  intervals; YOCO-U - YOCO decided at the largest budget, Holm over the splits, only where both sides are past the
+  bigram (else "not comparable (pre-bigram regime)");
+* **fits** ``L(D) = E + B D^-beta`` per variant and split on the seed means, with bootstrap bands over seeds;
+* **equal-FLOPs gap** from the fits at the largest YOCO-U FLOPs inside YOCO's measured range (never extrapolated);
+* **token saving** at YOCO's final loss (the paper's 62%), "censored" when YOCO-U's fit does not reach it inside
+  its measured budgets; **crossover** of the fits, labelled "extrapolated" outside the measured budgets.
+
+Losses are nats/token; D is in tokens; C (training FLOPs) from :mod:`yocou.model.accounting` as recorded by each run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SPLITS = ("book", "code")
+PAIRS = (("yocou", "yoco"), ("yocou", "rins"), ("yoco", "transformer"))
+NOT_COMPARABLE = "not comparable (pre-bigram regime)"
+INTERIM = "interim (the decision budget is not reached)"
+
+
+def read_rules(path: str | Path) -> dict[str, Any]:
+    """``eval/ladder.yaml``, checked for the keys this module reads.
+
+    Raises:
+        FileNotFoundError: no such file. ValueError: a key is missing or not a number, naming it.
+    """
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"ladder rules {p} not found")
+    r = yaml.safe_load(p.read_text(encoding="utf-8"))
+    need = {"confidence": (), "regime": ("bigram_margin_nats",), "gaps": ("margin_nats",),
+            "fit": ("bootstrap", "bootstrap_seed"), "equal_flops": ("paper_gap_nats",), "token_saving": ("paper",)}
+    if not isinstance(r, Mapping):
+        raise ValueError(f"{p}: expected a mapping")
+    for sec, keys in need.items():
+        if sec not in r:
+            raise ValueError(f"{p}: missing {sec!r}")
+        for k in keys:
+            v = (r[sec] or {}).get(k) if isinstance(r[sec], Mapping) else None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise ValueError(f"{p}: {sec}.{k}: expected a number, got {v!r}")
+    return r
+
+
+# --- the power law ---------------------------------------------------------------------------------------------
+
+
+def power_law(d: np.ndarray | float, e: float, b: float, beta: float) -> np.ndarray | float:
+    """``E + B * (D / 1e6)^-beta``: loss in nats/token at D tokens (D in millions inside, for conditioning)."""
+    return e + b * np.power(np.asarray(d, dtype=float) / 1e6, -beta)
+
+
+def fit_power_law(tokens: Sequence[float], loss: Sequence[float]) -> tuple[float, float, float] | None:
+    """Least-squares ``(E, B, beta)`` of :func:`power_law` (bounds E >= 0, B > 0, 0 < beta < 3); None if the fit
+    fails or there are fewer than 3 distinct budgets."""
+    from scipy.optimize import curve_fit
+
+    d, y = np.asarray(tokens, dtype=float), np.asarray(loss, dtype=float)
+    if len(np.unique(d)) < 3:
+        return None
+    p0 = (max(0.0, float(y.min()) - 0.5), 0.5, 0.3)
+    try:
+        (e, b, beta), _ = curve_fit(power_law, d, y, p0=p0, bounds=([0.0, 1e-9, 1e-4], [np.inf, np.inf, 3.0]),
+                                    maxfev=20000)
+    except (RuntimeError, ValueError):
+        return None
+    return float(e), float(b), float(beta)
+
+
+def tokens_to_reach(target: float, params: tuple[float, float, float]) -> float:
+    """The D at which the fit reaches loss ``target`` (inf when ``target <= E``: never)."""
+    e, b, beta = params
+    if target <= e:
+        return math.inf
+    return 1e6 * (b / (target - e)) ** (1.0 / beta)
+
+
+def crossover(pu: tuple[float, float, float], py: tuple[float, float, float], lo: float = 1e4,
+              hi: float = 1e12) -> float | None:
+    """The smallest D in [lo, hi] where the two fitted curves cross (a sign change of their difference on a log
+    grid, refined by bisection); None when they do not cross there."""
+    grid = np.logspace(math.log10(lo), math.log10(hi), 2000)
+    diff = power_law(grid, *pu) - power_law(grid, *py)
+    idx = np.nonzero(np.sign(diff[:-1]) * np.sign(diff[1:]) < 0)[0]
+    if not len(idx):
+        return None
+    a, b = grid[idx[0]], grid[idx[0] + 1]
+    for _ in range(60):
+        m = math.sqrt(a * b)
+        fa = power_law(a, *pu) - power_law(a, *py)
+        fm = power_law(m, *pu) - power_law(m, *py)
+        a, b = (a, m) if np.sign(fa) != np.sign(fm) else (m, b)
+    return float(math.sqrt(a * b))
+
+
+# --- intervals -------------------------------------------------------------------------------------------------
+
+
+def paired_t(diffs: Sequence[float], level: float) -> dict[str, Any]:
+    """Mean of per-seed differences with its Student t interval (n - 1 df) at ``level`` and the two-sided p of
+    mean 0; with one difference, no interval (``low``/``high``/``p`` None)."""
+    from scipy import stats
+
+    x = np.asarray(diffs, dtype=float)
+    n = len(x)
+    out: dict[str, Any] = {"n": n, "mean": float(x.mean()) if n else math.nan, "low": None, "high": None, "p": None}
+    if n >= 2:
+        se = float(x.std(ddof=1)) / math.sqrt(n)
+        t = float(stats.t.ppf(0.5 + level / 2, n - 1))
+        out.update(low=out["mean"] - t * se, high=out["mean"] + t * se, sd=float(x.std(ddof=1)))
+        out["p"] = float(2 * stats.t.sf(abs(out["mean"]) / se, n - 1)) if se > 0 else (0.0 if out["mean"] else 1.0)
+    return out
+
+
+def holm(pvals: Sequence[float | None], alpha: float) -> list[dict[str, Any]]:
+    """Holm's step-down over the non-None p-values: per entry the adjusted p and the per-row level ``1 - alpha /
+    (m - rank)`` (rank 0-based in ascending p) at which its interval is read; None entries stay None."""
+    idx = [i for i, p in enumerate(pvals) if p is not None]
+    m = len(idx)
+    order = sorted(idx, key=lambda i: pvals[i])
+    out: list[dict[str, Any]] = [{"p_adjusted": None, "level": None} for _ in pvals]
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(pvals[i])))
+        out[i] = {"p_adjusted": running, "level": 1 - alpha / (m - rank)}
+    return out
+
+
+# --- the analysis ----------------------------------------------------------------------------------------------
+
+
+def _means(pts: pd.DataFrame, split: str) -> pd.DataFrame:
+    g = pts.groupby(["variant", "tokens"], sort=True)
+    return pd.DataFrame({"mean": g[split].mean(), "sd": g[split].std(ddof=1), "n": g[split].count(),
+                         "bigram": g[f"bigram_{split}"].first(), "train_flops": g["train_flops"].mean(),
+                         "steps": g["steps"].first(), "tokens_per_param": g["tokens_per_param"].mean(),
+                         "train_loss": g["train_loss"].mean(), "epochs": g["epochs"].first()}).reset_index()
+
+
+def regime_table(pts: pd.DataFrame, margin: float) -> pd.DataFrame:
+    """Per variant, split and budget: seed mean, sd, n, its own-budget bigram, mean minus bigram, past the bigram
+    (at least ``margin`` below it), tokens per parameter, train loss and epochs."""
+    rows = []
+    for s in SPLITS:
+        m = _means(pts, s)
+        m["split"] = s
+        m["minus_bigram"] = m["mean"] - m["bigram"]
+        m["past_bigram"] = m["minus_bigram"] <= -margin
+        rows.append(m)
+    return pd.concat(rows, ignore_index=True)
+
+
+def equal_token_gaps(pts: pd.DataFrame, level: float) -> pd.DataFrame:
+    """Every pair of :data:`PAIRS` present, at every budget and split: a - b paired by seed (the seeds both have)."""
+    rows = []
+    for a, b in PAIRS:
+        if a not in set(pts["variant"]) or b not in set(pts["variant"]):
+            continue
+        for s in SPLITS:
+            for tok, g in pts.groupby("tokens", sort=True):
+                ga = g[g["variant"] == a].set_index("seed")[s]
+                gb = g[g["variant"] == b].set_index("seed")[s]
+                common = sorted(set(ga.index) & set(gb.index))
+                if not common:
+                    continue
+                res = paired_t([ga[k] - gb[k] for k in common], level)
+                rows.append({"a": a, "b": b, "split": s, "tokens": int(tok), "steps": int(g["steps"].iloc[0]),
+                             "gap": res["mean"], "low": res["low"], "high": res["high"], "p": res["p"],
+                             "n_seeds": res["n"]})
+    return pd.DataFrame(rows)
+
+
+def _decide(low: float | None, high: float | None, margin: float, paper_sign: int) -> str:
+    if low is None or high is None:
+        return "inconclusive (one seed)"
+    if -margin < low and high < margin:
+        return "no difference"
+    if high < 0 or low > 0:
+        return "same direction" if (np.sign(high if high < 0 else low) == paper_sign) else "opposite"
+    return "inconclusive"
+
+
+def _resample_fits(pts: pd.DataFrame, variants: Sequence[str], split: str, n_boot: int, seed: int
+                   ) -> dict[str, list[tuple[float, float, float] | None]]:
+    """Per variant, ``n_boot`` fits to the seed means of seeds resampled with replacement (a variant with one seed:
+    None each time). Variants with the same seeds are resampled together (paired: seed k of each sees the same
+    batches)."""
+    rng = np.random.default_rng(seed)
+    mats, budgets, seeds = {}, {}, {}
+    for v in variants:
+        wide = pts[pts["variant"] == v].pivot_table(index="seed", columns="tokens", values=split, aggfunc="mean")
+        mats[v], budgets[v], seeds[v] = wide.to_numpy(), wide.columns.to_numpy(dtype=float), tuple(wide.index)
+    out: dict[str, list] = {v: [] for v in variants}
+    for _ in range(n_boot):
+        draw: dict[tuple, np.ndarray] = {}
+        for v in variants:
+            n = len(seeds[v])
+            if seeds[v] not in draw:
+                draw[seeds[v]] = rng.integers(0, n, size=n)
+            if n < 2:
+                out[v].append(None)
+                continue
+            out[v].append(fit_power_law(budgets[v], mats[v][draw[seeds[v]]].mean(axis=0)))
+    return out
+
+
+def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | None = None) -> dict[str, Any]:
+    """Everything the ladder report states: regime, gaps, decisions, fits, equal FLOPs, token saving, crossover.
+
+    ``planned_steps``: the ladder's largest budget (optimizer steps, workflows/studies/ladder.yaml). Where the points
+    stop short of it (the ladder still training), every decision's verdict is :data:`INTERIM`: the rules decide at
+    the largest budget only, and an earlier rung is reported with its interval, not decided.
+
+    Raises:
+        ValueError: ``pts`` lacks a column this needs, naming it.
+    """
+    need = {"variant", "seed", "tokens", "steps", "train_flops", "tokens_per_param", "train_loss", "epochs",
+            *SPLITS, *(f"bigram_{s}" for s in SPLITS)}
+    if missing := sorted(need - set(pts.columns)):
+        raise ValueError(f"ladder points: missing column(s) {missing}")
+    level, alpha = float(rules["confidence"]), 1 - float(rules["confidence"])
+    margin_big, margin = float(rules["regime"]["bigram_margin_nats"]), float(rules["gaps"]["margin_nats"])
+    regime = regime_table(pts, margin_big)
+    gaps = equal_token_gaps(pts, level)
+    variants = list(dict.fromkeys(pts["variant"]))
+    fpt = {v: float((g["train_flops"] / g["tokens"]).mean()) for v, g in pts.groupby("variant")}
+    past = {(r.variant, r.split, int(r.tokens)): bool(r.past_bigram) for r in regime.itertuples()}
+    d_max = int(pts["tokens"].max())
+    decisions = []
+    for s in SPLITS:
+        row = gaps[(gaps["a"] == "yocou") & (gaps["b"] == "yoco") & (gaps["split"] == s) & (gaps["tokens"] == d_max)]
+        if len(row):
+            decisions.append({"quantity": "equal_tokens", "split": s, **row.iloc[0].to_dict()})
+    fits: dict[str, dict[str, Any]] = {}
+    boots: dict[str, dict[str, list]] = {}
+    for s in SPLITS:
+        fits[s] = {}
+        m = _means(pts, s)
+        for v in variants:
+            mv = m[m["variant"] == v]
+            fits[s][v] = fit_power_law(mv["tokens"].to_numpy(), mv["mean"].to_numpy())
+        boots[s] = _resample_fits(pts, variants, s, int(rules["fit"]["bootstrap"]), int(rules["fit"]["bootstrap_seed"]))
+    flops, saving, cross = [], [], []
+    if {"yocou", "yoco"} <= set(variants):
+        toks = {v: sorted(pts[pts["variant"] == v]["tokens"].unique()) for v in ("yocou", "yoco")}
+        for s in SPLITS:
+            pu, py = fits[s]["yocou"], fits[s]["yoco"]
+            # equal FLOPs: the largest YOCO-U budget whose FLOPs fall inside YOCO's measured range
+            inside = [d for d in toks["yocou"] if toks["yoco"][0] <= d * fpt["yocou"] / fpt["yoco"] <= toks["yoco"][-1]]
+            if pu and py and inside:
+                du = float(max(inside))
+                dy = du * fpt["yocou"] / fpt["yoco"]
+                est = float(power_law(du, *pu) - power_law(dy, *py))
+                bs = [float(power_law(du, *a) - power_law(dy, *b)) for a, b in zip(boots[s]["yocou"], boots[s]["yoco"])
+                      if a and b]
+                lo, hi = (float(np.percentile(bs, 100 * alpha / 2)), float(np.percentile(bs, 100 * (1 - alpha / 2)))) \
+                    if len(bs) >= 100 else (None, None)
+                p = (2 * min(np.mean(np.array(bs) <= 0), np.mean(np.array(bs) >= 0))) if len(bs) >= 100 else None
+                flops.append({"quantity": "equal_flops", "split": s, "yocou_tokens": du, "yoco_tokens": dy,
+                              "train_flops": du * fpt["yocou"], "gap": est, "low": lo, "high": hi,
+                              "p": float(min(1.0, p)) if p is not None else None, "n_boot": len(bs),
+                              "paper": float(rules["equal_flops"]["paper_gap_nats"])})
+                dy_measured = min(d for d in toks["yoco"] if d >= dy)  # the YOCO point the gate reads
+                decisions.append({"quantity": "equal_flops", "split": s, "a": "yocou", "b": "yoco", "gap": est,
+                                  "low": lo, "high": hi, "p": flops[-1]["p"], "tokens": int(du),
+                                  "gate_points": [("yocou", int(du)), ("yoco", int(dy_measured))]})
+            if pu and py:
+                m = _means(pts, s)
+                target = float(m[(m["variant"] == "yoco") & (m["tokens"] == toks["yoco"][-1])]["mean"].iloc[0])
+                dstar = tokens_to_reach(target, pu)
+                reach = [tokens_to_reach(target, a) <= toks["yocou"][-1] for a in boots[s]["yocou"] if a]
+                censored = not dstar <= toks["yocou"][-1]
+                saving.append({"split": s, "yoco_final_loss": target, "yoco_tokens": toks["yoco"][-1],
+                               "yocou_tokens_needed": dstar if math.isfinite(dstar) else None,
+                               "saving": None if censored else 1 - dstar / toks["yoco"][-1],
+                               "censored": censored, "share_of_resamples_reaching": float(np.mean(reach)) if reach else None,
+                               "paper": float(rules["token_saving"]["paper"])})
+                dx = crossover(pu, py)
+                cross.append({"split": s, "tokens": dx, "extrapolated": dx is None or not (
+                    toks["yocou"][0] <= dx <= toks["yocou"][-1])})
+    # Holm over the splits, per quantity; the gate and the decision.
+    for q in ("equal_tokens", "equal_flops"):
+        rows = [d for d in decisions if d["quantity"] == q]
+        adj = holm([d["p"] for d in rows], alpha)
+        for d, h in zip(rows, adj):
+            d.update(h)
+            points = d.pop("gate_points", None) or [("yocou", d["tokens"]), ("yoco", d["tokens"])]
+            gate_ok = all(past.get((v, d["split"], t), False) for v, t in points)
+            lo, hi = d["low"], d["high"]
+            if q == "equal_tokens" and d["p"] is not None and h["level"] is not None:
+                # the interval at the Holm level of this row
+                from scipy import stats
+                n, half = d["n_seeds"], (d["high"] - d["low"]) / 2
+                se = half / float(stats.t.ppf(0.5 + level / 2, n - 1))
+                t = float(stats.t.ppf(0.5 + h["level"] / 2, n - 1))
+                lo, hi = d["gap"] - t * se, d["gap"] + t * se
+            d["low_adjusted"], d["high_adjusted"] = lo, hi
+            verdict = _decide(lo, hi, margin, paper_sign=-1)
+            d["verdict_unadjusted"] = _decide(d["low"], d["high"], margin, paper_sign=-1)
+            d["regime_past_bigram"] = gate_ok
+            d["verdict"] = verdict if gate_ok else NOT_COMPARABLE
+            if planned_steps is not None and int(pts["steps"].max()) < planned_steps:
+                d["verdict"] = INTERIM
+    return {"regime": regime, "gaps": gaps, "decisions": decisions, "fits": fits, "equal_flops": flops,
+            "token_saving": saving, "crossover": cross, "flops_per_token": fpt,
+            "boot": boots}
+
+
+def _fmt(x: Any, f: str = "+.4f") -> str:
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, f)
+
+
+def write_fits(points: str | Path, rules_path: str | Path, out_json: str | Path, figure: str | Path, scale: str,
+               dpi: int = 150, planned_steps: int | None = None) -> dict[str, Any]:
+    """Write ``ladder.{json,csv,md}`` beside ``out_json`` and the figure (:mod:`yocou.results.render.ladder`);
+    ``planned_steps``: see :func:`analyse`."""
+    from yocou.results.render.common import configure
+    from yocou.results.render.ladder import draw
+    from yocou.utils.io import atomic_write_json, atomic_write_text, provenance
+
+    pts = pd.read_csv(points)
+    rules = read_rules(rules_path)
+    res = analyse(pts, rules, planned_steps)
+    res["planned_steps"], res["steps_reached"] = planned_steps, int(pts["steps"].max())
+    stem = Path(out_json).with_suffix("")
+    prov = provenance({"scale": scale, "rules": rules}, None)
+    decisions = pd.DataFrame(res["decisions"])
+    atomic_write_text(stem.with_suffix(".csv"), res["gaps"].to_csv(index=False))
+    doc = {"regime": res["regime"].to_dict(orient="records"), "gaps": res["gaps"].to_dict(orient="records"),
+           "decisions": res["decisions"], "fits": {s: {v: (dict(zip(("E", "B", "beta"), p)) if p else None)
+                                                         for v, p in f.items()} for s, f in res["fits"].items()},
+           "equal_flops": res["equal_flops"], "token_saving": res["token_saving"], "crossover": res["crossover"],
+           "flops_per_token": res["flops_per_token"], "planned_steps": planned_steps,
+           "steps_reached": res["steps_reached"], "provenance": prov}
+    atomic_write_json(out_json, _finite(doc))
+    atomic_write_text(stem.with_suffix(".md"), report_md(res, rules, scale, prov))
+    configure(dpi)
+    draw(pts, res, figure, rules, scale)
+    return doc
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {str(k): _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, (np.floating, np.integer, np.bool_)):
+        return _finite(obj.item())
+    return obj
+
+
+def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov: Mapping[str, Any]) -> str:
+    """The ladder's Markdown report: regime, decisions, gaps per budget, fits, the paper's quantities."""
+    reg, gaps = res["regime"], res["gaps"]
+    out = [f"### The annealed token ladder ({scale}, CPU)\n",
+           "Each point is an annealed model (warmup-stable-decay, cooled down at its own budget), every variant at its "
+           "bracketed learning rate (bracket.md); held-out loss in nats/token; bigram: Kneser-Ney fitted on the "
+           "training windows of the point's own budget. Decision rules: eval/ladder.yaml (committed before the runs).\n",
+           *([f"**Interim: the ladder has reached {res['steps_reached']} of its {res['planned_steps']} steps "
+              f"(budgets past {res['steps_reached']} still training). The rules decide at the largest budget only: "
+              "nothing below is a decision.**\n"] if res.get("planned_steps") and res["steps_reached"] <
+             res["planned_steps"] else []),
+           "#### Regime: seed means against the bigram of their own budget\n",
+           "| variant | split | tokens | tokens/param | seeds | held-out loss | bigram | minus bigram | past the bigram "
+           f"(by {rules['regime']['bigram_margin_nats']:g}) | train loss | epochs |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in reg.itertuples():
+        out.append(f"| {r.variant} | {r.split} | {r.tokens / 1e6:.2f}M | {r.tokens_per_param:.1f} | {r.n} | "
+                   f"{r.mean:.4f} | {r.bigram:.4f} | {r.minus_bigram:+.4f} | {'yes' if r.past_bigram else 'no'} | "
+                   f"{r.train_loss:.4f} | {r.epochs:.2f} |")
+    out += ["", "#### Decided comparisons (the paper: YOCO-U lower than YOCO)\n",
+            "| quantity | split | tokens (YOCO-U) | YOCO-U - YOCO | 95% interval | Holm p | interval at the Holm level "
+            "| verdict (95%, alone) | verdict |", "|---|---|---|---|---|---|---|---|---|"]
+    for d in res["decisions"]:
+        out.append(f"| {d['quantity'].replace('_', ' ')} | {d['split']} | {d['tokens'] / 1e6:.2f}M | {_fmt(d['gap'])} | "
+                   f"[{_fmt(d['low'])}, {_fmt(d['high'])}] | {_fmt(d.get('p_adjusted'), '.3f')} | "
+                   f"[{_fmt(d.get('low_adjusted'))}, {_fmt(d.get('high_adjusted'))}] | {d['verdict_unadjusted']} | "
+                   f"**{d['verdict']}** |")
+    out += ["", "#### Equal-tokens gaps at every budget (paired by seed; > 0: the first is worse)\n",
+            "| pair | split | tokens | gap | 95% interval | seeds |", "|---|---|---|---|---|---|"]
+    for r in gaps.itertuples():
+        out.append(f"| {r.a} - {r.b} | {r.split} | {r.tokens / 1e6:.2f}M | {r.gap:+.4f} | "
+                   f"[{_fmt(r.low)}, {_fmt(r.high)}] | {r.n_seeds} |")
+    out += ["", "#### Fits L(D) = E + B (D / 1M tokens)^-beta on the seed means\n",
+            "| split | variant | E | B | beta |", "|---|---|---|---|---|"]
+    for s, f in res["fits"].items():
+        for v, p in f.items():
+            out.append(f"| {s} | {v} | " + (" | ".join(f"{x:.4f}" for x in p) if p else "fit failed | | ") + " |")
+    out += ["", "#### The paper's quantities\n"]
+    for e in res["equal_flops"]:
+        out.append(f"- Equal FLOPs ({e['split']}): YOCO-U at {e['yocou_tokens'] / 1e6:.2f}M tokens against YOCO at "
+                   f"{e['yoco_tokens'] / 1e6:.2f}M (both fitted), YOCO-U - YOCO = {_fmt(e['gap'])} "
+                   f"[{_fmt(e['low'])}, {_fmt(e['high'])}] (bootstrap over seeds, {e['n_boot']} resamples); the paper: "
+                   f"{e['paper']:+.3f}.")
+    for t in res["token_saving"]:
+        if t["censored"]:
+            out.append(f"- Token saving ({t['split']}): **censored**: YOCO-U's fit does not reach YOCO's final loss "
+                       f"{t['yoco_final_loss']:.4f} within its measured budgets (needed: "
+                       f"{_fmt(t['yocou_tokens_needed'], '.3g')} tokens; reached in "
+                       f"{_fmt(t['share_of_resamples_reaching'], '.0%')} of resamples); the paper: {t['paper']:.0%}. "
+                       "Not a decision either way.")
+        else:
+            out.append(f"- Token saving ({t['split']}): {t['saving']:.1%} (YOCO-U's fit reaches YOCO's final loss "
+                       f"{t['yoco_final_loss']:.4f} at {t['yocou_tokens_needed'] / 1e6:.2f}M tokens; reached in "
+                       f"{_fmt(t['share_of_resamples_reaching'], '.0%')} of resamples); the paper: {t['paper']:.0%}.")
+    for c in res["crossover"]:
+        where = "none in 1e4-1e12 tokens" if c["tokens"] is None else f"{c['tokens'] / 1e6:.3g}M tokens"
+        out.append(f"- Crossover of the fits ({c['split']}): {where}"
+                   + (" (**extrapolated**, not decided)" if c["extrapolated"] else " (inside the measured budgets)")
+                   + ".")
+    out.append(f"\n<sub>yocou · commit {prov['git_commit'][:10]}{' (dirty)' if prov.get('git_dirty') else ''} · "
+               f"{prov['device'].get('cpu_model', '')} · CPU</sub>\n")
+    return "\n".join(out) + "\n"

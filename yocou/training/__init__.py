@@ -1,0 +1,1 @@
+"""Training: the loop, data parallelism and the token ladder's plan."""

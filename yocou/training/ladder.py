@@ -1,0 +1,286 @@
+"""The annealed token ladder and its learning-rate bracket: which runs, and each run's config.
+
+The paper's Figure 2 asks whether YOCO-U overtakes YOCO at equal tokens and at equal FLOPs. A CPU can answer it
+at fixed model size only if every compared point is an *annealed* model (its learning rate decayed at the end of
+its own budget) trained at its variant's own, bracketed learning rate, past the trivial baselines. This module
+plans those runs from ``workflows/studies/ladder.yaml`` (one section per scale, validated by :class:`LadderStudy`):
+
+* the **bracket**: ``<variant>_lr<rate>`` (e.g. ``yoco_lr0p003``), each variant at every rate of
+  ``bracket.rates`` for ``bracket.steps`` steps with the ladder's schedule;
+* the **ladder**, per variant and seed ``k`` (``train.seed = seed + k``): stable segments ``<variant>_seed<k>_s<S>``
+  at ``S = (1 - cooldown_fraction) * D`` for each budget ``D`` (warmup, then the peak rate; each starts from the
+  previous segment's ``state.pt`` and keeps its own), and the cooldown branches ``<variant>_seed<k>_d<D>`` from the
+  segment at ``S`` to ``D`` (a linear cooldown over ``D - S`` steps). A branch equals a run that follows its own
+  warmup-stable-decay schedule from step 0 (:func:`yocou.training.train.branch_mismatch`; ``tests/test_wsd.py``).
+
+Every run trains on the scale's token stream with the scale's ``train:`` settings (batch, sequence length, optimizer)
+but the schedule, the learning rate and the needle mix (off). The ladder's rate is the variant's best rate in the
+bracket (:func:`best_rates`), read when the run's config is written, so the bracket runs first.
+
+Command line (what the rules of ``workflows/rules/ladder.smk`` call)::
+
+    python -m yocou.training.ladder runs --scale tiny                    # the planned runs, one per line
+    python -m yocou.training.ladder run-config --config CFG --scale tiny --run yoco_seed0_d500 \\
+        --tokenizer runs/tiny/tokenizer.json [--bracket results/tiny/ladder/bracket.json] --out run_config.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+#: The study file, relative to the repository root.
+STUDY_FILE = "workflows/studies/ladder.yaml"
+
+
+class BracketSpec(BaseModel):
+    """``bracket:`` of a scale's ladder section."""
+
+    model_config = ConfigDict(extra="forbid")
+    steps: PositiveInt
+    rates: list[float] = Field(min_length=3)
+
+    @field_validator("rates")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        if any(r <= 0 for r in v) or any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError("expected positive rates in increasing order")
+        return v
+
+
+class LadderStudy(BaseModel):
+    """One scale's section of ``workflows/studies/ladder.yaml``.
+
+    Attributes:
+        variants: variant name (a key of the scale's ``variants``) -> number of seeds.
+        budgets: the annealed budgets in optimizer steps, increasing.
+        cooldown_fraction: the share of each budget spent in the linear cooldown; ``(1 - f) * D`` must be a whole
+            step for every budget ``D``.
+        warmup_steps, min_lr_ratio, ckpt_every: of every run (``yocou.training.train.TrainConfig``).
+        bracket: the learning-rate grid (:class:`BracketSpec`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    variants: dict[str, PositiveInt] = Field(min_length=1)
+    budgets: list[PositiveInt] = Field(min_length=2)
+    cooldown_fraction: float = Field(gt=0, lt=1)
+    warmup_steps: int = Field(ge=0)
+    min_lr_ratio: float = Field(ge=0, le=1)
+    ckpt_every: PositiveInt
+    bracket: BracketSpec
+
+    @model_validator(mode="after")
+    def _budgets(self) -> "LadderStudy":
+        if any(b <= a for a, b in zip(self.budgets, self.budgets[1:])):
+            raise ValueError("budgets: expected increasing step counts")
+        for d in self.budgets:
+            s = (1 - self.cooldown_fraction) * d
+            if abs(s - round(s)) > 1e-9 or round(s) <= self.warmup_steps:
+                raise ValueError(f"budgets: {d} x (1 - cooldown_fraction {self.cooldown_fraction:g}) = {s:g} is not a "
+                                 f"whole step after warmup_steps ({self.warmup_steps})")
+        b = self.bracket
+        if b.steps * self.cooldown_fraction != round(b.steps * self.cooldown_fraction):
+            raise ValueError(f"bracket.steps: {b.steps} x cooldown_fraction is not a whole step")
+        return self
+
+    def stable_step(self, budget: int) -> int:
+        """The step at which the cooldown to ``budget`` starts (the stable segment it branches from)."""
+        return round((1 - self.cooldown_fraction) * budget)
+
+
+def load_study(scale: str, path: str | Path = STUDY_FILE) -> LadderStudy | None:
+    """The ladder section of ``scale`` in ``path`` (None when the file has none).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: the file is not YAML, or the section does not validate, naming the file, scale and field.
+    """
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"ladder study file {p} not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise ValueError(f"{p}: not YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{p}: expected a mapping of scale names to ladder sections")
+    if scale not in data:
+        return None
+    try:
+        return LadderStudy.model_validate(data[scale])
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ")
+        # a check across fields (LadderStudy._budgets) names its field at the start of its message
+        raise ValueError(f"{p}: {scale}.{field}: {msg}" if field else f"{p}: {scale}.{msg}") from None
+
+
+def rate_tag(rate: float) -> str:
+    """``0.003`` -> ``0p003``: a learning rate in a run name."""
+    return f"{rate:g}".replace(".", "p").replace("-", "m").replace("+", "")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the study.
+
+    Attributes:
+        name: the run's folder name under ``runs/<scale>/ladder/``.
+        kind: ``bracket``, ``stable`` or ``anneal``.
+        variant: the scale's variant it trains.
+        seed_index: k of ``train.seed = seed + k``.
+        steps: its ``train.steps``; cooldown: its ``train.cooldown_steps``.
+        rate: the bracket's learning rate (None: the variant's best bracketed rate).
+        init_from: the run whose ``state.pt`` it starts from (None: step 0).
+    """
+
+    name: str
+    kind: str
+    variant: str
+    seed_index: int
+    steps: int
+    cooldown: int
+    rate: float | None = None
+    init_from: str | None = None
+
+    @property
+    def save_state(self) -> bool:
+        """Stable segments keep their final state for the next segment and the branches."""
+        return self.kind == "stable"
+
+
+def plan(study: LadderStudy) -> dict[str, PlannedRun]:
+    """Every run of the study by name: the bracket, then per variant and seed the stable chain and the branches."""
+    runs: dict[str, PlannedRun] = {}
+    b = study.bracket
+    cool = round(b.steps * study.cooldown_fraction)
+    for v in study.variants:
+        for r in b.rates:
+            name = f"{v}_lr{rate_tag(r)}"
+            runs[name] = PlannedRun(name, "bracket", v, 0, b.steps, cool, rate=r)
+    for v, n_seeds in study.variants.items():
+        for k in range(n_seeds):
+            prev = None
+            for d in study.budgets:
+                s = study.stable_step(d)
+                stable = f"{v}_seed{k}_s{s}"
+                runs[stable] = PlannedRun(stable, "stable", v, k, s, 0, init_from=prev)
+                runs[f"{v}_seed{k}_d{d}"] = PlannedRun(f"{v}_seed{k}_d{d}", "anneal", v, k, d, d - s, init_from=stable)
+                prev = stable
+    return runs
+
+
+def best_rates(bracket: Mapping[str, Any]) -> dict[str, float]:
+    """``{variant: best rate}`` from the bracket summary (``results/<scale>/ladder/bracket.json``: ``best``).
+
+    Raises:
+        ValueError: the summary has no ``best`` mapping of variant names to positive rates.
+    """
+    best = bracket.get("best") if isinstance(bracket, Mapping) else None
+    if not isinstance(best, Mapping) or not all(isinstance(r, Mapping) and float(r.get("lr", 0)) > 0
+                                                for r in best.values()):
+        raise ValueError("bracket summary: expected 'best': {variant: {lr: <rate>, ...}}")
+    return {v: float(r["lr"]) for v, r in best.items()}
+
+
+def run_config(cfg: Mapping[str, Any], study: LadderStudy, run: str, vocab_size: int | None = None,
+               rates: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """The run config (:func:`yocou.workflow.pipeline.resolve_run`'s dict, plus ``ladder``) of study run ``run``.
+
+    Args:
+        cfg: the scale's resolved pipeline config (its ``variants``, ``model``, ``train``, ``seed``).
+        study: the scale's ladder section.
+        run: a name of :func:`plan`.
+        vocab_size: the tokenizer's.
+        rates: the bracketed best rate per variant; required for ladder runs.
+
+    Raises:
+        ValueError: ``run`` is not planned, its variant is not in ``cfg``, or a ladder run has no bracketed rate.
+    """
+    from yocou.workflow.pipeline import resolve_run
+
+    runs = plan(study)
+    if run not in runs:
+        raise ValueError(f"--run {run!r} is not a run of the ladder study (e.g. {', '.join(list(runs)[:3])}, ...)")
+    p = runs[run]
+    if p.variant not in cfg.get("variants", {}):
+        raise ValueError(f"{STUDY_FILE}: variant {p.variant!r} is not in the scale's variants")
+    if p.rate is not None:
+        lr = p.rate
+    elif rates is None or p.variant not in rates:
+        raise ValueError(f"--bracket: no bracketed learning rate for {p.variant!r} (run the bracket first)")
+    else:
+        lr = float(rates[p.variant])
+    train = {"steps": p.steps, "schedule": "wsd", "cooldown_steps": p.cooldown, "warmup_steps": study.warmup_steps,
+             "min_lr_ratio": study.min_lr_ratio, "lr": lr, "seed": int(cfg.get("seed", 0)) + p.seed_index,
+             "needle_mix": None, "eval_every": 0, "ckpt_every": study.ckpt_every,
+             "snapshot_steps": [], "stop_at_flops": 0.0}
+    spec = {k: v for k, v in cfg["variants"][p.variant].items() if k not in ("train", "equal_flops_to")}
+    spec["train"] = {**(cfg["variants"][p.variant].get("train") or {}), **train}
+    rc = resolve_run({**cfg, "variants": {run: spec}}, run, vocab_size)
+    rc["ladder"] = {"kind": p.kind, "variant": p.variant, "seed_index": p.seed_index, "init_from": p.init_from}
+    return rc
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m yocou.training.ladder {runs,run-config}``: the study's runs, or one run's config."""
+    ap = argparse.ArgumentParser(prog="python -m yocou.training.ladder", description=main.__doc__)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("runs", help="the planned runs, one per line (kind, name)")
+    r.add_argument("--scale", required=True)
+    r.add_argument("--study", default=STUDY_FILE)
+    rc = sub.add_parser("run-config", help="write one run's config")
+    rc.add_argument("--config", required=True, help="the scale's resolved pipeline config: a file or inline JSON")
+    rc.add_argument("--scale", required=True)
+    rc.add_argument("--study", default=STUDY_FILE)
+    rc.add_argument("--run", required=True)
+    rc.add_argument("--tokenizer", default=None, help="take vocab_size from this tokenizer")
+    rc.add_argument("--bracket", default=None, help="the bracket summary (bracket.json) with each variant's best rate")
+    rc.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    from yocou.utils.guard import check_command
+
+    check_command(f"python -m yocou.training.ladder {a.cmd}", a)
+    study = load_study(a.scale, a.study)
+    if study is None:
+        raise ValueError(f"--scale {a.scale}: {a.study} has no section for this scale")
+    if a.cmd == "runs":
+        for p in plan(study).values():
+            print(p.kind, p.name)
+        return 0
+    from yocou.data import load_tokenizer
+    from yocou.utils.io import atomic_write_json, load_config_file
+
+    cfg = load_config_file(a.config)
+    if a.bracket:
+        from yocou.results.readers import read_json
+
+        rates = best_rates(read_json(a.bracket, what="bracket summary (bracket.json)"))
+    else:
+        rates = None
+    vocab = load_tokenizer(a.tokenizer).vocab_size if a.tokenizer else None
+    atomic_write_json(a.out, run_config(cfg, study, a.run, vocab, rates))
+    return 0
+
+
+if __name__ == "__main__":
+    from yocou.utils.entry import run_main
+
+    raise SystemExit(run_main(main))

@@ -1,0 +1,128 @@
+"""FSDP2 sharding, activation checkpointing and full (unsharded) training state for :mod:`yocou.training.train`.
+
+* :func:`shard_fsdp` applies ``torch.distributed.fsdp.fully_shard`` (FSDP2, per-parameter DTensor
+  sharding on dim 0) to every decoder layer and then the root (embedding, the small K̂V̂ makers, final
+  norm, LM head), the layout torchtitan uses. A looped layer (YOCO-U's self-decoder, RINS, Loop) is one FSDP
+  unit called T times per step: its parameters are all-gathered for each call and its gradient is the
+  sum over the calls, exactly as without sharding.
+* :func:`apply_activation_checkpointing` recomputes each layer application and K̂V̂ maker in the backward pass
+  (``torch.utils.checkpoint``, non-reentrant) instead of keeping its activations. Parameter names and
+  state dicts do not change.
+* :func:`full_state` and :func:`load_full_state` move the training state in one format whatever the
+  number of processes: full tensors keyed by parameter name (``torch.distributed.checkpoint.state_dict``
+  with ``full_state_dict=True``). Gathering is collective; rank 0 receives the full tensors on CPU.
+
+Mixed precision stays ``torch.autocast`` (as without FSDP): parameters, gradients and their reduction
+are fp32, matmuls run in bf16. Sources: PyTorch FSDP2 docs (``torch.distributed.fsdp.fully_shard``),
+``torch.distributed.checkpoint.state_dict``.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["is_sharded", "shard_fsdp", "apply_activation_checkpointing", "full_state", "load_full_state"]
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """Whether ``fully_shard`` was applied to ``model`` (its parameters are DTensors)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
+
+
+def _layers(model: nn.Module) -> list[nn.Module]:
+    """Every decoder layer of a :class:`yocou.model.lm.LM` (each stage's distinct layers, once)."""
+    return [layer for stage in model.stages for layer in stage]
+
+
+def shard_fsdp(model: nn.Module, *, reshard_after_forward: bool = True) -> nn.Module:
+    """Shard ``model`` in place with FSDP2 over the default process group (all ranks).
+
+    Args:
+        model: a :class:`yocou.model.lm.LM` on this rank's device (or CPU; shards move to the mesh's device).
+        reshard_after_forward: free the gathered parameters after each forward call (ZeRO-3); ``False``
+            keeps them until the backward (ZeRO-2 like; more memory, fewer all-gathers for looped layers).
+
+    Returns:
+        ``model`` (its class becomes ``FSDP<cls>``; call it, not ``model.forward``).
+
+    Raises:
+        RuntimeError: ``torch.distributed`` is not initialised (run under ``torchrun``).
+    """
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("shard_fsdp needs an initialised process group: launch with torchrun (WORLD_SIZE > 1)")
+    # The K̂V̂ makers stay in the root unit: they are small and return views of one fused matmul.
+    for unit in _layers(model):
+        fully_shard(unit, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, reshard_after_forward=reshard_after_forward)
+    return model
+
+
+def apply_activation_checkpointing(model: nn.Module) -> int:
+    """Recompute each decoder layer and K̂V̂ maker in the backward pass instead of storing activations.
+
+    Wraps each unit's ``forward`` (before :func:`shard_fsdp`, so FSDP's hooks stay outside the
+    recomputed region). Numerically identical to no checkpointing. Returns the number of units wrapped.
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    units = _layers(model) + list(model.kv_makers.values())
+    for unit in units:
+        unit.forward = functools.partial(checkpoint, unit.forward, use_reentrant=False)
+    return len(units)
+
+
+def _options(**kw: Any):
+    from torch.distributed.checkpoint.state_dict import StateDictOptions
+
+    return StateDictOptions(full_state_dict=True, **kw)
+
+
+def full_state(model: nn.Module, opt: torch.optim.Optimizer | None = None) -> tuple[dict, dict | None]:
+    """``(model_state, optimizer_state)`` as full tensors keyed by parameter name.
+
+    For a sharded model this is collective (every rank must call it); rank 0 receives the tensors on
+    CPU, other ranks empty dicts. For an unsharded model every rank gets them. The optimizer state is
+    keyed by parameter name (``torch.distributed.checkpoint`` format), not by index as
+    ``Optimizer.state_dict`` is, so it loads with any number of processes through :func:`load_full_state`.
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    sharded = is_sharded(model)
+    opts = _options(cpu_offload=sharded)
+    msd = get_model_state_dict(model, options=opts) if sharded else model.state_dict()
+    osd = get_optimizer_state_dict(model, opt, options=opts) if opt is not None else None
+    return msd, osd
+
+
+def load_full_state(model: nn.Module, opt: torch.optim.Optimizer | None, model_state: dict,
+                    opt_state: dict | None) -> None:
+    """Load what :func:`full_state` returned (read by every rank) into ``model`` and ``opt``.
+
+    A sharded model keeps only its rank's shard of each full tensor (no communication).
+
+    Raises:
+        RuntimeError: missing or unexpected keys (as ``load_state_dict``).
+    """
+    from torch.distributed.checkpoint.state_dict import (
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    if is_sharded(model):
+        set_model_state_dict(model, model_state, options=_options())
+    else:
+        model.load_state_dict(model_state)
+    if opt is not None and opt_state is not None:
+        set_optimizer_state_dict(model, opt, opt_state, options=_options())

@@ -1,0 +1,1 @@
+"""Workflow glue: the pipeline's config, scales, studies, committed results, the cluster."""
