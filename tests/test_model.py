@@ -92,6 +92,16 @@ def _copy_weights(dst: LM, src: LM) -> None:
     dst.load_state_dict(src.state_dict())
 
 
+def test_the_plan_is_the_one_lm_forward_documents() -> None:
+    """LM.forward's docstring draws YOCO-U's plan at L = 4, T = 3: three loops of the same two self layers, each
+    loop with its own window slots, then one kv application and two cross layers reading its one slot."""
+    cfg = C.yocou(n_layers=4, window=W, n_loops=3, **KW)
+    got = [(a.kind, a.stage, a.loop, a.layer, a.slot, a.window) for a in C.expand_plan(cfg)]
+    selfs = [("self", 0, t, i, 2 * t + i, W) for t in range(3) for i in range(2)]
+    assert got == selfs + [("kv", 1, 0, -1, 6, None), ("cross", 1, 0, 0, 6, None), ("cross", 1, 0, 1, 6, None)]
+    assert "kv    stage 1                     slot 6" in LM.forward.__doc__
+
+
 def test_yocou_one_loop_equals_yoco() -> None:
     a, b = C.yocou(n_layers=4, window=W, n_loops=1, **KW), C.yoco(n_layers=4, window=W, **KW)
     ma, mb = _model(a), _model(b, seed=5)

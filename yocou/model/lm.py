@@ -472,7 +472,20 @@ class LM(nn.Module):
 
     def forward(self, input_ids_BN: torch.Tensor, *, cache: KVCache | None = None, last_only: bool = False,
                 compute_logits: bool = True, return_hidden: bool = False) -> ForwardOut:
-        """Run the model over tokens.
+        """Run the model over tokens: embed, then every application of ``self.plan`` in order, then the head.
+
+        YOCO-U is this loop over its plan (:func:`~yocou.model.config.expand_plan`); with L = 4 layers split into a
+        self-decoder and a cross-decoder of 2 each, window W and T = 3 loops (the paper's Figure 1)::
+
+            self  stage 0 loop 0 layers 0,1   slots 0,1   sliding window W
+            self  stage 0 loop 1 layers 0,1   slots 2,3   the same weights, their own window caches
+            self  stage 0 loop 2 layers 0,1   slots 4,5   (T loops: only these window caches grow with T)
+            kv    stage 1                     slot 6      K̂V̂ made once, from the last loop's output
+            cross stage 1 layers 0,1          slot 6      every cross layer reads that one global cache
+
+        YOCO is the same with T = 1, RINS loops global self-attention layers, the Transformer has one self
+        stage. The ``kv`` step writes the one global cache (``cache.write_shared``), the ``cross`` steps read it
+        (``cache.read_shared``); without a cache (training) it is held in ``shared_kv`` for this call.
 
         Args:
             input_ids_BN: token ids ``[B, N]`` (int64).
