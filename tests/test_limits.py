@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import yocou.model.config as C
+from yocou.model.cache import require_cache_memory
 from yocou.utils import memory
 from yocou.utils.io import atomic_path
 
@@ -38,7 +39,8 @@ def test_available_memory_is_meminfo_or_less() -> None:
 
 
 def test_a_model_too_large_is_refused_with_both_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
-    from yocou.model.lm import LM
+    """The entry points' constructor (new_model) checks the weights; LM() itself reads no memory state."""
+    from yocou.model.lm import LM, new_model
 
     cfg = C.preset("yocou-smoke")
     with torch.device("meta"):
@@ -46,38 +48,43 @@ def test_a_model_too_large_is_refused_with_both_numbers(monkeypatch: pytest.Monk
     need = n_params * 4  # fp32 weights
     _small(monkeypatch, need - 1)
     with pytest.raises(memory.MemoryRefusal) as e:
-        LM(cfg)
+        new_model(cfg)
     msg = str(e.value)
     assert "\n" not in msg and f"({need:,} bytes)" in msg and f"({need - 1:,} bytes) are available" in msg, msg
     assert "a test's limit" in msg and "YOCOU_NO_MEMORY_CHECK" in msg
+    LM(cfg)  # the constructor does not check
     _small(monkeypatch, need)  # exactly enough: allowed
-    LM(cfg)
+    new_model(cfg)
     monkeypatch.setenv("YOCOU_NO_MEMORY_CHECK", "1")
     monkeypatch.setattr(memory, "available_bytes", lambda device="cpu": (1, "a test's limit"))
-    LM(cfg)  # the escape hatch
+    new_model(cfg)  # the escape hatch
 
 
 def test_a_cache_too_large_is_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
+    """LM.new_cache checks the cache's bytes before allocating; KVCache() itself reads no memory state."""
     from yocou.model.cache import KVCache
+    from yocou.model.lm import LM
 
     cfg = C.preset("yoco-smoke")
+    _small(monkeypatch, 1)
+    with pytest.raises(memory.MemoryRefusal, match=r"not allocating the KV cache of .*batch 1, max_len 64"):
+        LM(cfg).new_cache(1, 64)
+    KVCache(cfg, 1, 64)  # the constructor does not check
     # by hand: the cross-decoder's one global K and V (n_kv_heads x head_dim per token) plus each self-decoder
     # layer's sliding window (K and V over `window` tokens), fp32, batch 2, 10**7 tokens
     n, b = 10**7, 2
     lower = 2 * b * n * cfg.n_kv_heads * cfg.head_dim * 4
     _small(monkeypatch, lower - 1)
     with pytest.raises(memory.MemoryRefusal, match=r"not allocating the KV cache of .*batch 2, max_len 10000000"):
-        KVCache(cfg, b, n, dtype=torch.float32, device="cpu")
+        require_cache_memory(cfg, b, n, dtype=torch.float32, device="cpu")
     m = re.search(r"needs [\d.]+ \w+ \(([\d,]+) bytes\)", str(_refusal(cfg, b, n, monkeypatch)))
     assert m and int(m.group(1).replace(",", "")) >= lower
 
 
 def _refusal(cfg, b, n, monkeypatch) -> memory.MemoryRefusal:
-    from yocou.model.cache import KVCache
-
     _small(monkeypatch, 1)
     try:
-        KVCache(cfg, b, n, dtype=torch.float32, device="cpu")
+        require_cache_memory(cfg, b, n, dtype=torch.float32, device="cpu")
     except memory.MemoryRefusal as e:
         return e
     raise AssertionError("no refusal")

@@ -32,12 +32,12 @@ def _cmd_kv(a: argparse.Namespace) -> int:
     if a.measure:
         from yocou.model.accounting import param_count
         from yocou.model.generate import prefill
-        from yocou.model.lm import LM
+        from yocou.model.lm import new_model
 
         if param_count(cfg) > 200_000_000:
             raise ValueError(f"--measure is for small presets; {a.preset} has {param_count(cfg):,} parameters")
         torch.manual_seed(0)
-        model = LM(cfg).eval()
+        model = new_model(cfg).eval()
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
         cache = model.new_cache(a.batch, a.seq_len, dtype=tdtype)
         from yocou.utils.memory import require
@@ -237,7 +237,7 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     from yocou.model.accounting import kv_cache_bytes
     from yocou.model.config import config_from_dict
     from yocou.model.generate import prefill
-    from yocou.model.lm import LM
+    from yocou.model.lm import new_model
     from yocou.utils.io import atomic_write_json, provenance
 
     tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
@@ -251,7 +251,7 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
         except (ValueError, TypeError, KeyError) as e:
             raise type(e)(f"{rc_path}: model: {e}") from None
         torch.manual_seed(0)
-        model = LM(cfg).eval()
+        model = new_model(cfg).eval()
         for n in a.seq_lens:
             cache = model.new_cache(1, n, dtype=tdtype)
             ids = torch.randint(0, cfg.vocab_size, (1, n))

@@ -211,7 +211,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     from safetensors.torch import save_file
 
     from yocou.model.hf import is_llama_compatible, llama_state_dict
-    from yocou.model.lm import LM
+    from yocou.model.lm import new_model
     from yocou.training.train import read_checkpoint
     from yocou.utils.io import provenance, remove_stale_temps, sha256_file, writer_tag
 
@@ -272,7 +272,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
                          f"{cfg.vocab_size}: not the run's tokenizer (pass --tokenizer with the one it trained on)")
 
     with torch.device("meta"):  # no random init: the checkpoint's tensors become the parameters (assign)
-        model = LM(cfg)
+        model = new_model(cfg)
     try:
         model.load_state_dict(ck["model"], assign=True)
     except RuntimeError as e:

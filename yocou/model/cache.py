@@ -33,6 +33,22 @@ class Slot:
     window: int | None = None
 
 
+def require_cache_memory(cfg: ModelConfig, batch_size: int, max_len: int, *, dtype: torch.dtype = torch.float32,
+                         device: torch.device | str = "cpu") -> None:
+    """Refuse a cache whose bytes (:func:`yocou.model.accounting.kv_cache_bytes`) do not fit on ``device``, before
+    allocating it. Called by :meth:`yocou.model.lm.LM.new_cache`, not by :class:`KVCache`'s constructor.
+
+    Raises:
+        yocou.utils.memory.MemoryRefusal: one line with the bytes needed and available.
+    """
+    from yocou.model.accounting import kv_cache_bytes
+    from yocou.utils.memory import require
+
+    if torch.device(device).type != "meta":
+        require(kv_cache_bytes(cfg, max_len, batch_size=batch_size, dtype=dtype),
+                f"the KV cache of {cfg.name} (batch {batch_size}, max_len {max_len}, {dtype})", device)
+
+
 class KVCache:
     """Per-batch cache passed explicitly into :meth:`yocou.model.lm.LM.forward`.
 
@@ -58,12 +74,6 @@ class KVCache:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {max_len}")
-        from yocou.model.accounting import kv_cache_bytes
-        from yocou.utils.memory import require
-
-        if torch.device(device).type != "meta":
-            require(kv_cache_bytes(cfg, max_len, batch_size=batch_size, dtype=dtype),
-                    f"the KV cache of {cfg.name} (batch {batch_size}, max_len {max_len}, {dtype})", device)
         self.cfg = cfg
         self.batch_size = batch_size
         self.max_len = max_len

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from yocou.model.cache import KVCache
+from yocou.model.cache import KVCache, require_cache_memory
 from yocou.model.config import Application, ModelConfig, early_exit_index, expand_plan
 
 
@@ -410,8 +410,16 @@ class ForwardOut:
     hidden: list[torch.Tensor] = field(default_factory=list)
 
 
-def _require_param_memory(cfg: ModelConfig) -> None:
-    """Refuse (:func:`yocou.utils.memory.require`) a model whose weights alone do not fit on the default device."""
+def require_param_memory(cfg: ModelConfig) -> None:
+    """Refuse a model whose weights alone do not fit on the default device, before allocating them.
+
+    Called by the entry points (:func:`new_model`, training, loading, the CLIs), not by :class:`LM`'s constructor,
+    so building a model reads no system state. fp32 bytes per parameter at the default dtype.
+
+    Raises:
+        yocou.utils.memory.MemoryRefusal: one line with the bytes needed and available (``YOCOU_NO_MEMORY_CHECK=1``
+            skips the check).
+    """
     from yocou.model.accounting import dtype_bytes, param_count
     from yocou.utils.memory import require
 
@@ -422,6 +430,17 @@ def _require_param_memory(cfg: ModelConfig) -> None:
                 f"the weights of {cfg.name} ({n:,} parameters, d_model {cfg.d_model})", device)
 
 
+def new_model(cfg: ModelConfig) -> LM:
+    """``LM(cfg)`` for an entry point: its weights checked against the memory there first
+    (:func:`require_param_memory`).
+
+    Raises:
+        yocou.utils.memory.MemoryRefusal: the weights do not fit.
+    """
+    require_param_memory(cfg)
+    return LM(cfg)
+
+
 class LM(nn.Module):
     """Decoder-only LM for every variant of :mod:`yocou.model.config`.
 
@@ -430,7 +449,6 @@ class LM(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        _require_param_memory(cfg)
         self.cfg = cfg
         self.plan = expand_plan(cfg)
         self.exit_at = early_exit_index(self.plan)
@@ -561,6 +579,12 @@ class LM(nn.Module):
 
     def new_cache(self, batch_size: int, max_len: int, *, dtype: torch.dtype | None = None,
                   fill: float = 0.0) -> KVCache:
-        """Allocate a :class:`KVCache` for this model on its device."""
+        """Allocate a :class:`KVCache` for this model on its device, its bytes checked against the memory there
+        first (:func:`yocou.model.cache.require_cache_memory`).
+
+        Raises:
+            yocou.utils.memory.MemoryRefusal: the cache does not fit.
+        """
         p = next(self.parameters())
+        require_cache_memory(self.cfg, batch_size, max_len, dtype=dtype or p.dtype, device=p.device)
         return KVCache(self.cfg, batch_size, max_len, dtype=dtype or p.dtype, device=p.device, fill=fill)

@@ -48,7 +48,7 @@ from yocou.model.config import (
     config_from_dict,
     construct,
 )
-from yocou.model.lm import LM
+from yocou.model.lm import LM, new_model
 from yocou.training import parallel
 from yocou.utils import memory
 from yocou.utils.io import atomic_path, atomic_write_json, atomic_write_text, provenance
@@ -322,7 +322,7 @@ def build_model(model_cfg: ModelConfig, tc: TrainConfig, device: torch.device, w
     ``torchrun`` with ``tc.fsdp``, FSDP2 sharding (:mod:`yocou.training.parallel`). Build the optimizer after this: it
     must hold the sharded parameters."""
     torch.manual_seed(tc.seed)
-    model = LM(model_cfg).to(device)
+    model = new_model(model_cfg).to(device)
     if tc.activation_checkpointing:
         parallel.apply_activation_checkpointing(model)
     if tc.fsdp and world > 1:
@@ -1008,7 +1008,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
         FileNotFoundError: no such file.
     """
     ck = read_checkpoint(path, map_location=device)
-    model = LM(config_from_dict(ck["model_config"])).to(device)
+    model = new_model(config_from_dict(ck["model_config"])).to(device)
     try:
         model.load_state_dict(ck["model"])
     except RuntimeError as e:

@@ -18,7 +18,6 @@ check their ``snakemake.input`` against ``snakemake.output`` through :func:`chec
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import sys
 import tempfile

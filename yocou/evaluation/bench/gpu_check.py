@@ -43,7 +43,7 @@ import torch
 from yocou.model import accounting
 from yocou.model import config as C
 from yocou.model.generate import decode_step, prefill
-from yocou.model.lm import LM
+from yocou.model.lm import LM, new_model
 from yocou.utils.io import atomic_write_json, provenance
 
 #: Relative-error bounds (``max|a - b| / max|b|``) of the named checks; ``kv_bytes`` is exact. The MoE
@@ -87,7 +87,7 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def _model(cfg: C.ModelConfig, device: torch.device, dtype: torch.dtype) -> LM:
     torch.manual_seed(0)
-    m = LM(cfg).eval()
+    m = new_model(cfg).eval()
     with torch.no_grad():  # perturbed norms: a norm applied twice or skipped shows in the logits
         for p in m.parameters():
             if p.ndim == 1:

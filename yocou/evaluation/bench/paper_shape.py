@@ -67,7 +67,7 @@ from yocou.evaluation.bench.profile import loadavg_1m
 from yocou.model import accounting
 from yocou.model.config import ModelConfig, _check_types, construct
 from yocou.model.generate import decode_step, prefill
-from yocou.model.lm import LM, rope_inv_freq
+from yocou.model.lm import LM, new_model, rope_inv_freq
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.memory import available_bytes, format_bytes
 
@@ -237,7 +237,7 @@ def build_pair(base: ModelConfig, looped: ModelConfig, *, seed: int, dtype: torc
     if dev.type == "cuda":
         torch.cuda.manual_seed(seed)
     with dev:  # initialised where it runs (1.9B parameters: no copy through the host)
-        a = LM(base).to(dtype=dtype).eval()
+        a = new_model(base).to(dtype=dtype).eval()
     sd = a.state_dict()
     with torch.device("meta"):
         b = LM(looped)

@@ -46,7 +46,7 @@ import torch
 from yocou.model import accounting
 from yocou.model.config import ModelConfig, _check_types, config_from_dict, construct
 from yocou.model.generate import decode_step, prefill
-from yocou.model.lm import LM
+from yocou.model.lm import LM, new_model
 from yocou.utils.io import atomic_write_json, provenance
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
@@ -288,7 +288,7 @@ def profile_models(cfgs: Mapping[str, ModelConfig], pc: ProfileConfig, *, device
     models = {}
     for name, cfg in cfgs.items():
         torch.manual_seed(pc.seed)
-        models[name] = LM(cfg).to(device=dev, dtype=TORCH_DTYPES[pc.dtype]).eval()
+        models[name] = new_model(cfg).to(device=dev, dtype=TORCH_DTYPES[pc.dtype]).eval()
     gen = torch.Generator().manual_seed(pc.seed)
     for _ in range(pc.warmup):
         for m in models.values():

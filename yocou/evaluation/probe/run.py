@@ -51,7 +51,7 @@ from yocou.model.config import (
     preset,
     swiglu_hidden,
 )
-from yocou.model.lm import LM
+from yocou.model.lm import new_model
 from yocou.training.train import TrainConfig, batch_generator, build_optimizer, lr_at
 from yocou.utils.io import atomic_write_json, provenance
 
@@ -322,7 +322,7 @@ def run_probe(variant: str, settings: ProbeSettings, *, seed: int, out: str | os
     tc = _train_config(settings, seed, steps, warmup)
     t_wall, t_cpu = time.perf_counter(), time.process_time()
     torch.manual_seed(seed)
-    model = LM(cfg)
+    model = new_model(cfg)
     opt = build_optimizer(model, tc)
     curve: list[dict[str, float]] = []
     bar = tqdm(total=steps, disable=not progress, desc=f"probe {name} seed {seed}", unit="step", dynamic_ncols=True)
