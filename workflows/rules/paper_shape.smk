@@ -48,7 +48,8 @@ rule paper_shape_serving:
         raw=f"{PS_RES}/raw.json",
         # the batched decode measured on this CPU, the figure's last panel, where it is committed
         batched=[f"{PS_RES}/batched/raw.json"] if os.path.exists(f"{PS_RES}/batched/raw.json") else [],
-        code=[f"{PKG}/evaluation/analysis/serving.py", f"{PKG}/evaluation/bench/hardware.py", f"{PKG}/model/accounting.py",
+        code=[f"{PKG}/evaluation/analysis/serving.py", f"{PKG}/results/summarize/paper_shape.py",
+              f"{PKG}/evaluation/bench/hardware.py", f"{PKG}/model/accounting.py",
               f"{PKG}/results/reported/table09.csv"],
     output:
         png=in_report(f"{PS_FIG}/fig7_serving.png", "serving"),
@@ -74,7 +75,8 @@ rule paper_shape_batched:
     input:
         batched=f"{PS_RES}/batched/raw.json",
         raw=f"{PS_RES}/raw.json",
-        code=[f"{PKG}/evaluation/analysis/serving.py", f"{PKG}/evaluation/bench/hardware.py", f"{PKG}/model/accounting.py"],
+        code=[f"{PKG}/evaluation/analysis/serving.py", f"{PKG}/results/summarize/paper_shape.py",
+              f"{PKG}/evaluation/bench/hardware.py", f"{PKG}/model/accounting.py"],
     output:
         rows=multiext(f"{PS_RES}/serving_measured", ".csv", ".md", ".json"),
         ratios=multiext(f"{PS_RES}/serving_measured_ratios", ".csv", ".json"),

@@ -271,7 +271,7 @@ def measured_batched(raw: Mapping, model: Machine) -> tuple[list[dict], list[dic
     Raises:
         ValueError: a measured decode row lacks a field the table reads (naming it).
     """
-    import statistics
+    from yocou.results.summarize.paper_shape import decode_rate
 
     cfgs = _raw_models(raw)
     rows: dict[tuple[str, int, int], dict] = {}
@@ -279,17 +279,14 @@ def measured_batched(raw: Mapping, model: Machine) -> tuple[list[dict], list[dic
         if r.get("kind") != "decode" or r.get("status") != "measured":
             continue
         try:
-            v, n, b, secs, tokens = r["variant"], r["seq_len"], r.get("batch", 1), r["seconds"], r["tokens"]
-            step_bytes = r["read_bytes_per_application"]
+            v, n, b = r["variant"], r["seq_len"], r.get("batch", 1)
+            rate = decode_rate(r)
         except KeyError as e:
             raise ValueError(f"raw.json: a measured decode row lacks {e}") from None
-        tps = tokens / statistics.median(secs)
-        half = (tokens / min(secs) - tokens / max(secs)) / 2
-        bw = statistics.mean(r["triad_beside_bytes_per_s"]) if r.get("triad_beside_bytes_per_s") else math.nan
-        steps_per_s = tps / b
-        rows[(v, n, b)] = {"variant": v, "seq_len": n, "batch": b, "tokens_per_s": tps, "half_range": half,
-                           "block": "+".join(sorted([v, *r.get("interleaved_with", [])])),
-                           "triad_beside_gb_s": bw / 1e9, "of_bandwidth_beside": step_bytes * steps_per_s / bw,
+        rows[(v, n, b)] = {"variant": v, "seq_len": n, "batch": b, "tokens_per_s": rate["tokens_per_s"],
+                           "half_range": rate["half_range"], "block": rate["block"],
+                           "triad_beside_gb_s": rate["triad_beside_gb_s"],
+                           "of_bandwidth_beside": rate["of_bandwidth_beside"],
                            "model_tokens_per_s": decode_model(cfgs[v], n - r.get("n_decode", 0) // 2, b,
                                                               model)["tokens_per_s"]}
     ratios = []

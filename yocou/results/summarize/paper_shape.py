@@ -41,7 +41,8 @@ import pandas as pd
 from yocou.results.readers import read_json
 from yocou.results.tidy import NO_SEED, tidy_frame
 
-__all__ = ["BATCHED_STUDY", "RATIOS", "STUDY", "VARIANTS", "read_raw", "summarize_batched", "summarize_paper_shape"]
+__all__ = ["BATCHED_STUDY", "RATIOS", "STUDY", "VARIANTS", "decode_rate", "read_raw", "summarize_batched",
+           "summarize_paper_shape"]
 
 STUDY = "efficiency_paper_shape"
 BATCHED_STUDY = "efficiency_paper_shape_batched"
@@ -258,6 +259,22 @@ def summarize_paper_shape(raw: str | Path) -> pd.DataFrame:
     return tidy_frame(out, where=f"{STUDY} from {raw}")
 
 
+def decode_rate(r: dict[str, Any]) -> dict[str, Any]:
+    """One measured decode row of a paper-shape ``raw.json`` as rates: ``tokens_per_s`` (B x tokens over the median
+    seconds), ``half_range`` (half the range of the repeats' tokens/s), ``triad_beside_gb_s`` (mean of the STREAM
+    triad bandwidths measured right before and after its block, GB/s; NaN where the row has none),
+    ``of_bandwidth_beside`` (bytes a step must read, a looped stage's weights at each application, times steps/s,
+    over that bandwidth) and ``block`` (the variants measured interleaved, joined by ``+``). Shared by the tidy
+    study (:func:`summarize_batched`) and the serving tables (:func:`yocou.evaluation.analysis.serving.measured_batched`).
+    """
+    tps = r["tokens"] / statistics.median(r["seconds"])
+    beside = r.get("triad_beside_bytes_per_s")
+    gbs = statistics.mean(beside) / 1e9 if beside else math.nan
+    return {"tokens_per_s": tps, "half_range": _rate_se(r), "triad_beside_gb_s": gbs,
+            "of_bandwidth_beside": r["read_bytes_per_application"] * tps / r.get("batch", 1) / (gbs * 1e9),
+            "block": "+".join(sorted([r["variant"], *(r.get("interleaved_with") or [])]))}
+
+
 def summarize_batched(raw: str | Path) -> pd.DataFrame:
     """Tidy study ``efficiency_paper_shape_batched`` from a batched measurement's ``raw.json``
     (``workflows/studies/paper_shape_batched.yaml``: decode rows with ``batch`` and ``triad_beside_bytes_per_s``).
@@ -289,15 +306,15 @@ def summarize_batched(raw: str | Path) -> pd.DataFrame:
         if r.get("kv_bytes_measured") != r.get("kv_bytes_formula"):
             raise ValueError(f"{raw}: rows[{i}] ({v}, N={n}, B={b}): cache of {r.get('kv_bytes_measured')} bytes, "
                              f"formula {r.get('kv_bytes_formula')}")
-        tps, se, gbs = r["tokens"] / statistics.median(r["seconds"]), _rate_se(r), statistics.mean(beside) / 1e9
-        block = "+".join(sorted([v, *(r.get("interleaved_with") or [])]))
+        rate = decode_rate(r)
+        tps, se, gbs, block = rate["tokens_per_s"], rate["half_range"], rate["triad_beside_gb_s"], rate["block"]
         kw = {"study": BATCHED_STUDY, "run": v, "role": v, "seed": NO_SEED, "axis": "seq_len",
               "axis_value": float(n), "n": len(r["seconds"]), **extra, "detail": f"block {block}, batch {b}"}
         out += [{**kw, "metric": f"decode_tokens_per_s_b{b}", "value": tps, "stderr": se, "unit": "tokens/s"},
                 {**kw, "metric": f"decode_tokens_per_s_per_triad_b{b}", "value": tps / gbs, "stderr": se / gbs,
                  "unit": "tokens/s per GB/s"},
                 {**kw, "metric": f"decode_bandwidth_fraction_b{b}", "stderr": math.nan, "unit": "fraction",
-                 "value": r["read_bytes_per_application"] * tps / b / (gbs * 1e9)}]
+                 "value": rate["of_bandwidth_beside"]}]
     if not out:
         raise ValueError(f"{raw}: no measured decode row")
     return tidy_frame(out, where=f"{BATCHED_STUDY} from {raw}")
