@@ -338,6 +338,7 @@ def _run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_yocou_audit_exit_codes_and_report(src, tmp_path):
     from yocou.cli import main
 
@@ -422,6 +423,7 @@ def test_yocou_audit_rejects_an_unknown_scale_naming_the_scales(tmp_path, monkey
         assert f"audit ({scale})" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_read(tmp_path, capsys):
     """A results folder copied away from ``results/`` loses the studies read beside it (the paper-shape efficiency
     rows): the audit says which table it did not find and how many rows it leaves "not run", instead of turning them
@@ -444,6 +446,7 @@ def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_re
     assert "note:" not in capsys.readouterr().out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit, field", [
     (lambda c: [], "expected a mapping"),
     (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": "eleven"}}}, "seeds.core"),

@@ -40,6 +40,7 @@ def _seed_means(pts: pd.DataFrame, variant: str, split: str, tokens: int) -> flo
     return float(sel[split].mean())
 
 
+@pytest.mark.slow
 def test_a_complete_ladder_gives_decided_rows_with_their_regime(tmp_path: Path) -> None:
     pts = _points(noise=0.002)          # YOCO-U's law lies below YOCO's at every budget
     res = _write(tmp_path, pts)
@@ -82,6 +83,7 @@ def test_no_ladder_gives_no_rows(tmp_path: Path) -> None:
     assert AL.verdicts(tmp_path) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("edit, field", [
     (lambda d: d["decisions"][0].pop("gap"), "decisions.0.gap"),
     (lambda d: d.update(regime="x"), "regime"),

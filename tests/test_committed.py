@@ -137,6 +137,7 @@ def _no_compute(res, jobs):
                     "ladder_fits") for n in jobs), jobs   # ladder_fits renders the committed points (the audit reads it)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", sorted(HABIT_TARGETS))
 def test_render_targets_under_snakemakes_habits_plan_no_compute_job_on_a_clone(committed_tree, target):
     """The target, then --forcerun of its rule, -f, -R of a rule it depends on, --forceall: render jobs only, no
@@ -150,6 +151,7 @@ def test_render_targets_under_snakemakes_habits_plan_no_compute_job_on_a_clone(c
     assert not (committed_tree / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_missing_render_output_is_rendered_and_summary_and_list_changes_work(committed_tree):
     (committed_tree / "figures/tiny/fig2.png").unlink(missing_ok=True)
     res, jobs = _plan(committed_tree, "figures/tiny/fig2.png")
@@ -161,6 +163,7 @@ def test_a_missing_render_output_is_rendered_and_summary_and_list_changes_work(c
         assert res.returncode == 0 and "Traceback" not in res.stdout + res.stderr, (habit, res.stderr[-2000:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [[], ["--forcerun", "table1", "table1"], ["-R", "fig2", "fig3"]])
 def test_a_command_with_no_target_renders_or_lists_and_never_computes(committed_tree, args):
     """No target (or one an option swallowed: --forcerun and -R take every word after them): in render mode the
@@ -180,6 +183,7 @@ def test_a_command_with_no_target_renders_or_lists_and_never_computes(committed_
         assert not (committed_tree / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committed_tree):
     res, jobs = _plan(committed_tree, "table3", "--config", "train={lr: 0.003}")
     assert res.returncode == 0, res.stderr[-2000:]
@@ -193,6 +197,7 @@ def test_a_change_results_depend_on_recomputes_and_render_only_does_not(committe
     assert "mode=render: the config differs" in out and "train.lr" in out
 
 
+@pytest.mark.slow
 def test_reproduce_all_refuses_in_render_mode_and_computes_with_mode_compute(committed_tree):
     run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "reproduce_all"], cwd=committed_tree,
                          capture_output=True, text=True)
@@ -231,6 +236,7 @@ def test_planned_jobs_reads_snakemakes_job_stats_table():
     assert planned_jobs("Nothing to be done (all requested files are present and up to date).") == {}
 
 
+@pytest.mark.slow
 def test_a_forced_re_render_of_the_tables_writes_what_is_committed(tmp_path):
     """On a clone of HEAD, Tables 2, 3 and 5 re-rendered in render mode from the committed tidy tables equal the
     committed files byte for byte: their budget notes read the committed tidy runs table, and a write that differs

@@ -46,6 +46,7 @@ def _key(msg: str) -> dict[str, str]:
     return dict(re.findall(r"(\w+)='([^']*)'", m.group(1)))
 
 
+@pytest.mark.slow
 def test_every_committed_table_reads_complete() -> None:
     tables = sorted(ROOT.glob("results/*/tidy/*.csv"))
     assert len(tables) >= 15
@@ -53,6 +54,7 @@ def test_every_committed_table_reads_complete() -> None:
         assert len(read_tidy(t)) > 0, t
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keep", ["half", "header"])
 def test_a_cut_tidy_table_stops_the_audit_naming_study_file_and_first_missing_key(
         keep: str, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -109,6 +111,7 @@ def test_a_csv_without_its_json_is_refused(tmp_path: Path) -> None:
         read_tidy(tmp_path / "kv.csv")
 
 
+@pytest.mark.slow
 def test_a_lost_table_is_an_error_where_the_pipeline_made_the_folder(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     r = _copy(tmp_path)

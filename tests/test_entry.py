@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from yocou.utils.entry import EXIT_USER_ERROR, InputTypeError, run_main
+from yocou.utils.validation import FieldError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,6 +75,7 @@ def test_bugs_keep_their_traceback_and_status_passes_through(monkeypatch: pytest
         run_main(bad, [])
 
 
+@pytest.mark.slow
 def test_pipeline_cli_bad_input(tmp_path: Path) -> None:
     res = _run("yocou.workflow.pipeline", "--config", str(tmp_path / "missing.yaml"), "--variant", "yocou",
                "--out", str(tmp_path / "run.json"))
@@ -162,10 +164,13 @@ def test_missing_config_fields_are_user_errors(tmp_path: Path, capsys: pytest.Ca
     rc.write_text(json.dumps({"model": preset("yocou-smoke").to_dict(), "train": {"steps": 1}}))
     assert main(["train", "--run-config", str(rc), "--data", "x", "--out", str(tmp_path / "o")]) == EXIT_USER_ERROR
     err = capsys.readouterr().err
-    assert err.startswith("yocou train: error: TrainConfig is missing required field(s) ['batch_size', 'seq_len']")
-    with pytest.raises(InputTypeError, match=r"TrainConfig is missing"):
+    assert err.startswith("yocou train: error: TrainConfig.batch_size: missing") and "TrainConfig.seq_len" in err
+    assert err.count("\n") == 1
+    with pytest.raises(FieldError) as e:
         train_config_from_dict({})
+    assert e.value.field == "TrainConfig.steps" and isinstance(e.value, InputTypeError)
     bad = preset("yocou-smoke").to_dict()
     del bad["stages"][0]["n_layers"]
-    with pytest.raises(InputTypeError, match=r"Stage stages\[0\] is missing required field\(s\) \['n_layers'\]"):
+    with pytest.raises(FieldError) as e:
         config_from_dict(bad)
+    assert e.value.field == "ModelConfig.stages[0].n_layers"

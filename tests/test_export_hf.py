@@ -276,6 +276,7 @@ print("RESULT " + json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_exported_folder_loads_where_yocou_cannot_be_imported(runs: dict, tok_path: Path,
                                                               tmp_path: Path) -> None:
     """A fresh ``python -I -S`` process (no PYTHONPATH, no .pth files, so no editable yocou; cwd outside the
@@ -591,6 +592,7 @@ def test_export_writes_the_longest_eval_length_a_readable_folder_and_a_model_car
     assert "4.1250" not in card4 and "Not recorded for this checkpoint" in card4
 
 
+@pytest.mark.slow
 def test_lm_eval_cli_hf_needs_only_pretrained_and_trust_remote_code(runs: dict, tok_path: Path,
                                                                      tmp_path: Path) -> None:
     """``lm_eval --model hf --model_args pretrained=OUT,trust_remote_code=True`` with the task pack's

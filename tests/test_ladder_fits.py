@@ -70,6 +70,7 @@ def test_paired_t_and_holm_by_hand() -> None:
     assert h[1] == {"p_adjusted": None, "level": None}
 
 
+@pytest.mark.slow
 def test_analysis_decides_past_the_bigram_and_gates_before_it() -> None:
     rules = _rules()
     res = LF.analyse(_points(noise=0.002), rules)
@@ -85,6 +86,7 @@ def test_analysis_decides_past_the_bigram_and_gates_before_it() -> None:
         assert d["verdict_unadjusted"] in ("same direction", "opposite", "no difference", "inconclusive")
 
 
+@pytest.mark.slow
 def test_equal_flops_stays_inside_the_measured_range_and_saving_is_censored_when_not_reached() -> None:
     res = LF.analyse(_points(noise=0.002), _rules())
     for e in res["equal_flops"]:
@@ -100,6 +102,7 @@ def test_equal_flops_stays_inside_the_measured_range_and_saving_is_censored_when
         assert t["censored"] and t["saving"] is None
 
 
+@pytest.mark.slow
 def test_write_fits_writes_report_json_and_figure(tmp_path: Path) -> None:
     pts = tmp_path / "points.csv"
     _points().to_csv(pts, index=False)
@@ -120,6 +123,7 @@ def test_bad_rules_name_the_key(tmp_path: Path) -> None:
         LF.read_rules(p)
 
 
+@pytest.mark.slow
 def test_points_short_of_the_planned_budget_are_interim_not_decisions(tmp_path: Path) -> None:
     """While the ladder trains, the points stop short of its largest budget: the rules decide there only, so every
     decision is interim (the same gaps and intervals as a complete analysis of those points), and the report says

@@ -127,6 +127,7 @@ def test_a_full_disk_mid_write_leaves_nothing_and_names_the_path(tmp_path: Path,
     assert target.read_bytes() == b"the previous checkpoint"
 
 
+@pytest.mark.slow
 def test_the_audit_writes_all_its_files_or_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture) -> None:
     import yocou.results.audit.report as report

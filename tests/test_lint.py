@@ -22,6 +22,7 @@ def _lint(cwd: Path, *args: str) -> subprocess.CompletedProcess:
                           text=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scale", ["tiny", "smoke"])
 def test_lint_is_clean(tmp_path: Path, scale: str) -> None:
     res = _lint(workflow_copy(tmp_path), "--config", f"scale={scale}")
@@ -38,6 +39,7 @@ def test_conda_env_is_the_one_environment_yml_names() -> None:
     assert m.group(1) == yaml.safe_load((ROOT / "environment.yml").read_text())["name"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--unlock"], ["--list-rules"]])
 def test_commands_that_make_no_job_need_no_cores(tmp_path: Path, args: list[str]) -> None:
     """`snakemake --unlock` (the README's resume step) and `--list-rules` work without `--cores`: the rules that take

@@ -333,6 +333,7 @@ def test_render_table3_layout(tmp_path):
     json.loads((tmp_path / "table3.json").read_text())
 
 
+@pytest.mark.slow
 def test_importing_our_model_first_leaves_lm_evals_own_models_registered() -> None:
     """lm-eval registers its built-in models (hf, ...) lazily, only while its registry is empty: importing
     yocou.evaluation.lmeval.model first must not hide them."""

@@ -253,6 +253,7 @@ def test_multiple_choice_scores_equal_the_full_forward_and_the_cheat_always_choo
         assert rec["choice_correct"] == int(full(r["answer_ids"]) > max(want))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["1", "two", "true"])
 def test_a_bad_n_choices_fails_in_one_line_naming_the_field(tmp_path, bad) -> None:
     import os

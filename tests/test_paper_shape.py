@@ -23,6 +23,7 @@ from yocou.evaluation.bench.hardware import decode_read_bytes, prefill_flops
 from yocou.model.accounting import kv_cache_bytes
 from yocou.model.lm import LM
 from yocou.results.summarize.paper_shape import read_raw, summarize_paper_shape
+from yocou.utils.validation import FieldError
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "workflows/config/smoke.yaml"
@@ -73,6 +74,7 @@ def test_a_pair_shares_every_tensor_and_computes_what_separate_models_compute(cf
         torch.testing.assert_close(b(x).logits_BNV, ref(x).logits_BNV, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_the_study_rows_carry_the_formulas_bytes_and_flops(cfgs, result: Path) -> None:
     d = read_raw(result)
     rows = d["rows"]
@@ -212,14 +214,15 @@ def test_the_renderer_draws_and_writes_the_tables(result: Path, tmp_path: Path) 
 
 
 def test_bad_study_configs_name_the_field() -> None:
-    with pytest.raises(ValueError, match="unknown paper-shape study key"):
-        PS.study_config_from_dict({"decode_lens": [16], "prefill_lens": [16], "repeat": 3})
-    with pytest.raises(ValueError, match="decode_lens"):
-        PS.study_config_from_dict({"decode_lens": [4], "prefill_lens": [16], "n_decode": 8})
-    with pytest.raises(ValueError, match="headroom_bytes"):
-        PS.study_config_from_dict({"decode_lens": [16], "prefill_lens": [16], "headroom_bytes": -1})
+    for extra, field in (({"repeat": 3}, "repeat"), ({"decode_lens": [4], "n_decode": 8}, "decode_lens"),
+                         ({"headroom_bytes": -1}, "headroom_bytes"), ({"dtype": "fp8"}, "dtype"),
+                         ({"decode_batches": [2, 2]}, "decode_batches")):
+        with pytest.raises(FieldError) as e:
+            PS.study_config_from_dict({"decode_lens": [16], "prefill_lens": [16], **extra})
+        assert e.value.field == f"PaperShapeConfig.{field}"
 
 
+@pytest.mark.slow
 def test_the_target_renders_from_a_committed_measurement_without_planning_it(tmp_path: Path) -> None:
     wf = workflow_copy(tmp_path)
     (wf / "results/paper_shape").mkdir(parents=True)
@@ -315,6 +318,7 @@ def test_the_audit_reads_the_batched_decode_at_its_stated_batch(tmp_path: Path) 
         math.log(rate("yoco", 32768, 4, True) / rate("transformer", 32768, 4, True)))
 
 
+@pytest.mark.slow
 def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_path: Path) -> None:
     """Decode at B > 1: each row's cache holds B sequences (B times the formula's bytes, measured), reads
     the weights once per step and B sequences' keys and values, counts B tokens a step, and has the triad bandwidth
@@ -360,5 +364,6 @@ def test_batched_decode_rows_carry_b_caches_and_the_bandwidth_beside(cfgs, tmp_p
     (tmp_path / "bare.json").write_text(json.dumps(bare))
     with pytest.raises(ValueError, match=r"bare.json: rows\[\d+\] .*triad_beside_bytes_per_s"):
         summarize_batched(tmp_path / "bare.json")
-    with pytest.raises(ValueError, match="decode_batches must be distinct batch sizes >= 1"):
+    with pytest.raises(FieldError) as e:
         _study(decode_batches=[0])
+    assert e.value.field == "PaperShapeConfig.decode_batches[0]"

@@ -300,6 +300,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.slow
 def test_cli_trains_and_summarizes(tmp_path: Path) -> None:
     for variant in ("transformer", "yoco"):
         subprocess.run([sys.executable, "-m", "yocou.evaluation.probe", "train", "--variant", variant, "--scale", "smoke",

@@ -215,6 +215,7 @@ def test_figure_4_is_decided_within_the_training_length(src, tmp_path):
     assert "at 512" in v.ours and v.verdict == "differs" and v.verdict != OPPOSITE
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (TINY / "tidy" / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
 def test_the_counts_keep_consistency_apart_from_reproduction(tmp_path):
     """The audit of the committed tiny results, summary.json: `consistency` counts the checks of the paper's numbers

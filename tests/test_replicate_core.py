@@ -46,6 +46,7 @@ def _replica(tmp_path: Path, shift: float) -> Path:
     return rep
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (TIDY / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
 def test_replica_shift_moves_exactly_the_rows_that_read_it(tmp_path: Path) -> None:
     rep = _replica(tmp_path, SHIFT)
@@ -93,6 +94,7 @@ def _core_runs() -> list[str]:
     return sorted(t.loc[t["seed"] >= 0, "run"].unique())
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (TIDY / "heldout_ppl.csv").is_file(), reason="committed tiny results absent")
 def test_bad_replicas_are_refused_in_one_line(tmp_path: Path, capsys) -> None:
     """Exit status 2 and one line naming the file: tables older than the runs, a core run the replica did not

@@ -67,6 +67,7 @@ def slurm_dry_run(tmp_path_factory: pytest.TempPathFactory) -> str:
     return _snakemake(wd, "-n", "reproduce_all", "--config", "scale=paper", "--profile", "workflows/profiles/slurm")
 
 
+@pytest.mark.slow
 def test_paper_dry_run_plans_the_full_dag(tmp_path: Path, slurm_dry_run: str) -> None:
     """Every rule of the smoke DAG (the one CI runs end to end) is planned at paper scale too, but the
     learning-rate study, which the paper config does not configure (no lr_sensitivity: section)."""

@@ -82,6 +82,7 @@ def test_the_paper_ratios_are_table_9s() -> None:
     assert p[("yoco", "transformer", 262144)] == pytest.approx(318 / 137)
 
 
+@pytest.mark.slow
 def test_the_cli_writes_tables_and_figure_and_refuses_a_bad_raw(tmp_path: Path) -> None:
     out, fig = tmp_path / "serving", tmp_path / "fig.png"
     res = subprocess.run([sys.executable, "-m", "yocou.evaluation.analysis.serving", "--out", str(out), "--figure", str(fig)],

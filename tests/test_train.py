@@ -407,6 +407,7 @@ def test_no_function_in_train_py_is_over_60_lines() -> None:
     assert not too_long, too_long
 
 
+@pytest.mark.slow
 def test_two_trainers_on_one_folder_the_second_refuses_naming_the_pid(tmp_path: Path, token_dir: Path) -> None:
     """Real processes: while one trainer runs, a second on the same --out refuses in one line naming the holder's
     PID (and `python -m yocou.utils.runlock` says the same, as the train rule of a second snakemake does); the first

@@ -15,6 +15,7 @@ from yocou.data.tokens import TokenStream
 from yocou.evaluation.ppl import token_nll
 from yocou.model import config as C
 from yocou.training.train import TrainConfig, heldout_split_name, load_model, train
+from yocou.utils.validation import FieldError
 
 MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
                 head_dim=16, d_ff=64)
@@ -111,10 +112,10 @@ def test_evaluation_changes_nothing_and_resume_stays_exact(tmp_path: Path, token
 def test_eval_every_needs_heldout_streams_and_valid_fields(tmp_path: Path, token_dir: Path) -> None:
     with pytest.raises(ValueError, match="eval_every is 4 but no held-out token files"):
         train(MODEL, _tc(), token_dir / "train.bin", tmp_path, progress=False)
-    with pytest.raises(ValueError, match="eval_every must be >= 0"):
-        _tc(eval_every=-1)
-    with pytest.raises(ValueError, match="eval_tokens >= 2"):
-        _tc(eval_tokens=1)
+    for field, value in (("eval_every", -1), ("eval_tokens", 1)):
+        with pytest.raises(FieldError) as e:
+            _tc(**{field: value})
+        assert e.value.field == f"TrainConfig.{field}"
     assert heldout_split_name("runs/tiny/tokens/heldout_code.bin") == "code"
     assert (TrainConfig(steps=1, batch_size=1, seq_len=2).eval_every,
             TrainConfig(steps=1, batch_size=1, seq_len=2).eval_tokens) == (0, 16384)

@@ -14,6 +14,7 @@ import torch
 
 from yocou.model import config as C
 from yocou.training.train import TrainConfig, branch_mismatch, lr_at, train
+from yocou.utils.validation import FieldError
 
 MODEL = C.yocou(n_layers=2, window=8, n_loops=2, vocab_size=300, d_model=32, n_heads=2, n_kv_heads=1,
                 head_dim=16, d_ff=64)
@@ -46,8 +47,9 @@ def test_wsd_rates_by_hand() -> None:
     (dict(schedule="wsd", cooldown_steps=-1), "cooldown_steps"),
 ])
 def test_bad_cooldown_is_refused_naming_the_field(kw: dict, field: str) -> None:
-    with pytest.raises(ValueError, match=f"TrainConfig.{field}"):
+    with pytest.raises(FieldError) as e:
         TrainConfig(steps=10, batch_size=1, seq_len=4, **kw)
+    assert e.value.field == f"TrainConfig.{field}"
 
 
 def test_branch_equals_a_fresh_run_that_cools_down_there(tmp_path: Path, token_dir: Path) -> None:

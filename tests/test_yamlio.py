@@ -57,6 +57,7 @@ def test_the_shipped_yaml_has_no_duplicated_key():
         load_yaml(f)
 
 
+@pytest.mark.slow
 def test_planning_refuses_a_scale_file_or_configfile_with_a_duplicated_key(tmp_path):
     wd = workflow_copy(tmp_path)
     cfg = wd / "workflows/config/smoke.yaml"

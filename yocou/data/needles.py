@@ -40,12 +40,20 @@ unchanged (the option is not applied at all).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import Field
 
 from yocou.results.evaldefs import protocol
+from yocou.utils.validation import (
+    Bool,
+    Float,
+    NonNegInt,
+    PosInt,
+    config_dataclass,
+    from_mapping,
+)
 
 _P = protocol("niah")
 PREFIX, NEEDLE, NEEDLE_BOOK = _P["prefix"], _P["needle"], _P["needle_book"]
@@ -69,7 +77,7 @@ if _shared:
 NEEDLE_STREAM = 0x6E656564  # "need"
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class NeedleMix:
     """``train.needle_mix`` (see the module docstring).
 
@@ -80,25 +88,14 @@ class NeedleMix:
         prefix: begin a needle sequence with the eval's prompt prefix (``niah.prefix``), as every eval prompt does.
     """
 
-    fraction: float = 0.0
-    min_distance: int = 0
-    max_distance: int | None = None
-    prefix: bool = True
+    fraction: Annotated[Float, Field(ge=0, lt=1)] = 0.0
+    min_distance: NonNegInt = 0
+    max_distance: PosInt | None = None
+    prefix: Bool = True
 
     def __post_init__(self) -> None:
-        from yocou.model.config import _check_types
-        from yocou.utils.entry import InputTypeError
-
-        try:
-            _check_types(self)
-        except InputTypeError as e:
-            raise InputTypeError(str(e).replace("NeedleMix.", "TrainConfig.needle_mix.", 1)) from None
-        if not 0.0 <= self.fraction < 1.0:
-            raise ValueError(f"TrainConfig.needle_mix.fraction must be in [0, 1), got {self.fraction}")
-        if self.min_distance < 0:
-            raise ValueError(f"TrainConfig.needle_mix.min_distance must be >= 0, got {self.min_distance}")
         if self.max_distance is not None and self.max_distance < max(1, self.min_distance):
-            raise ValueError(f"TrainConfig.needle_mix.max_distance must be null or >= max(1, min_distance="
+            raise ValueError(f"NeedleMix.max_distance must be null or >= max(1, min_distance="
                              f"{self.min_distance}), got {self.max_distance}")
 
     @property
@@ -107,14 +104,13 @@ class NeedleMix:
 
 
 def needle_mix_from_dict(d: Any) -> NeedleMix:
-    """A :class:`NeedleMix` from its mapping; ValueError naming ``train.needle_mix`` for unknown keys, wrong types
-    or values out of range."""
-    from yocou.model.config import checked_keys, construct
+    """A :class:`NeedleMix` from its mapping (``train.needle_mix``).
 
-    if isinstance(d, NeedleMix):
-        return d
-    d = checked_keys(NeedleMix, d, "TrainConfig.needle_mix (a mapping or null)", "TrainConfig.needle_mix")
-    return construct(NeedleMix, d, "(train.needle_mix)")
+    Raises:
+        yocou.utils.validation.FieldError: not a mapping, an unknown key, a wrong type or a value out of range,
+            naming the field.
+    """
+    return from_mapping(NeedleMix, d, "TrainConfig.needle_mix")
 
 
 class NeedleMixer:

@@ -23,16 +23,24 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
-import typing
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any, Literal, Mapping
 
-from yocou.utils.entry import InputTypeError
+from yocou.utils.validation import (
+    Bool,
+    Float,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    Str,
+    config_dataclass,
+    from_mapping,
+)
 
 StageKind = Literal["self", "cross"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class Stage:
     """One stage of the layer stack.
 
@@ -53,28 +61,19 @@ class Stage:
     """
 
     kind: StageKind
-    n_layers: int
-    n_loops: int = 1
-    window: int | None = None
-    kv_per_loop: bool = False
+    n_layers: PosInt
+    n_loops: PosInt = 1
+    window: PosInt | None = None
+    kv_per_loop: Bool = False
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        if self.kind not in ("self", "cross"):
-            raise ValueError(f"Stage.kind must be 'self' or 'cross', got {self.kind!r}")
-        if self.n_layers < 1:
-            raise ValueError(f"Stage.n_layers must be >= 1, got {self.n_layers}")
-        if self.n_loops < 1:
-            raise ValueError(f"Stage.n_loops must be >= 1, got {self.n_loops}")
-        if self.window is not None and self.window < 1:
-            raise ValueError(f"Stage.window must be >= 1 or None, got {self.window}")
         if self.kind == "cross" and self.window is not None:
             raise ValueError("Stage.window must be None for a 'cross' stage (cross attention is global)")
         if self.kind == "self" and self.kv_per_loop:
             raise ValueError("Stage.kv_per_loop applies to 'cross' stages only")
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class ModelConfig:
     """Every hyperparameter of a model, frozen and keyword-only.
 
@@ -102,39 +101,32 @@ class ModelConfig:
         moe_aux_weight: weight of the load-balancing loss [assume].
     """
 
-    name: str = "model"
-    vocab_size: int
-    d_model: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    d_ff: int
+    name: Str = "model"
+    vocab_size: PosInt
+    d_model: PosInt
+    n_heads: PosInt
+    n_kv_heads: PosInt
+    head_dim: PosInt
+    d_ff: PosInt
     stages: tuple[Stage, ...]
-    rope_theta: float = 10000.0
-    cross_rope: bool = False
-    norm_eps: float = 1e-6
-    init_std: float = 0.02
-    init_scaled_out: bool = True
-    n_experts: int = 0
-    top_k: int = 0
-    d_expert: int = 0
-    d_shared_expert: int = 0
-    moe_aux_weight: float = 0.01
+    rope_theta: PosFloat = 10000.0
+    cross_rope: Bool = False
+    norm_eps: PosFloat = 1e-6
+    init_std: PosFloat = 0.02
+    init_scaled_out: Bool = True
+    n_experts: NonNegInt = 0
+    top_k: NonNegInt = 0
+    d_expert: NonNegInt = 0
+    d_shared_expert: NonNegInt = 0
+    moe_aux_weight: Float = 0.01
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        for f in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"ModelConfig.{f} must be >= 1, got {getattr(self, f)}")
         if self.n_heads % self.n_kv_heads:
             raise ValueError(
                 f"ModelConfig.n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})"
             )
         if self.head_dim % 2:
             raise ValueError(f"ModelConfig.head_dim must be even for RoPE, got {self.head_dim}")
-        for f in ("norm_eps", "init_std", "rope_theta"):
-            if getattr(self, f) <= 0:
-                raise ValueError(f"ModelConfig.{f} must be > 0, got {getattr(self, f)}")
         if not self.stages:
             raise ValueError("ModelConfig.stages must hold at least one Stage")
         if self.stages[0].kind != "self":
@@ -164,109 +156,14 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _check_types(obj: Any) -> None:
-    """Reject wrong types with the field's name (bools are not ints here)."""
-    hints = typing.get_type_hints(type(obj))
-    cls = type(obj).__name__
-    for f in fields(obj):
-        value = getattr(obj, f.name)
-        hint = hints[f.name]
-        if not _type_ok(value, hint):
-            raise InputTypeError(f"{cls}.{f.name} must be {_hint_name(hint)}, got {type(value).__name__} "
-                                 f"({value!r})")
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{cls}.{f.name} must be a finite number, got {value!r}")
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
-    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
-        return any(_type_ok(value, h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if origin is Literal:
-        return value in typing.get_args(hint)
-    if origin is tuple:
-        args = typing.get_args(hint)
-        return isinstance(value, tuple) and all(_type_ok(v, args[0]) for v in value)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _hint_name(hint: Any) -> str:
-    """A type hint in words: ``one of ['cosine', 'linear']`` for a Literal, ``int or None`` for a union."""
-    origin = typing.get_origin(hint)
-    if origin is Literal:
-        return f"one of {list(typing.get_args(hint))}"
-    if origin is typing.Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
-        return " or ".join(_hint_name(h) for h in typing.get_args(hint))
-    if hint is type(None):
-        return "None"
-    if origin is tuple:  # tuple[int, ...]: say what the items must be
-        return f"a list of {_hint_name(typing.get_args(hint)[0])}"
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
-
-
-def checked_keys(cls: type, d: Any, what: str, name: str | None = None) -> dict[str, Any]:
-    """``dict(d)`` once ``d`` is a mapping whose keys are all fields of the dataclass ``cls``.
-
-    Raises:
-        InputTypeError: ``d`` is not a mapping (``what`` names it).
-        ValueError: unknown keys, naming them (``name``, default ``cls.__name__``) and the allowed ones.
-    """
-    if not isinstance(d, Mapping):
-        raise InputTypeError(f"{what} must be a mapping, got {type(d).__name__}")
-    allowed = {f.name for f in fields(cls)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"unknown {name or cls.__name__} key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    return dict(d)
-
-
 def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
-    """Build a :class:`ModelConfig` from a plain mapping (e.g. YAML).
+    """Build a :class:`ModelConfig` from a plain mapping (e.g. YAML); its ``stages`` may be mappings.
 
     Raises:
-        ValueError: an unknown key, naming it and the allowed keys.
-        TypeError: a value of the wrong type or a missing field, naming it (:class:`yocou.utils.entry.InputTypeError`,
-            also a ``ValueError``).
+        yocou.utils.validation.FieldError: not a mapping, an unknown or missing key, a wrong type or a value out
+            of range, naming the field (``ModelConfig.stages[0].n_layers``).
     """
-    d = checked_keys(ModelConfig, d, "model config")
-    if "stages" in d:
-        if not isinstance(d["stages"], (list, tuple)):
-            raise InputTypeError("ModelConfig.stages must be a list of stage mappings")
-        stages = []
-        s_allowed = {f.name for f in fields(Stage)}
-        for i, s in enumerate(d["stages"]):
-            if isinstance(s, Stage):
-                stages.append(s)
-                continue
-            if not isinstance(s, Mapping):
-                raise InputTypeError(f"ModelConfig.stages[{i}] must be a mapping, got {type(s).__name__}")
-            bad = set(s) - s_allowed
-            if bad:
-                raise ValueError(f"unknown Stage key(s) {sorted(bad)} in stages[{i}]; allowed: {sorted(s_allowed)}")
-            stages.append(construct(Stage, s, f"stages[{i}]"))
-        d["stages"] = tuple(stages)
-    return construct(ModelConfig, d)
-
-
-def construct(cls: type, d: Mapping[str, Any], where: str = "") -> Any:
-    """``cls(**d)`` for a config dataclass whose keys were checked: a missing required field raises
-    :class:`yocou.utils.entry.InputTypeError` naming it (a bare ``TypeError`` from the call otherwise)."""
-    missing = [f.name for f in fields(cls) if f.init and f.name not in d
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise InputTypeError(f"{cls.__name__}{' ' + where if where else ''} is missing required field(s) "
-                             f"{missing}")
-    return cls(**d)
+    return from_mapping(ModelConfig, d, "model config")
 
 
 # ---------------------------------------------------------------------------

@@ -27,7 +27,6 @@ Command line (what the rules of ``workflows/rules/ladder.smk`` call)::
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path

@@ -33,29 +33,34 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Literal, Mapping
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from pydantic import Field, Strict
 
-from yocou.data.needles import NeedleMix, needle_mix_from_dict
+from yocou.data.needles import NeedleMix
 from yocou.model import accounting
-from yocou.model.config import (
-    ModelConfig,
-    _check_types,
-    checked_keys,
-    config_from_dict,
-    construct,
-)
+from yocou.model.config import ModelConfig, config_from_dict
 from yocou.model.lm import LM, new_model
 from yocou.training import parallel
 from yocou.utils import memory
 from yocou.utils.io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from yocou.utils.runlock import LOCK_NAME, RunLock
+from yocou.utils.validation import (
+    Bool,
+    Float,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    config_dataclass,
+    from_mapping,
+)
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class TrainConfig:
     """Optimisation settings. [assume] fields follow the YOCO code (docs/design.md section 6).
 
@@ -103,56 +108,35 @@ class TrainConfig:
             ``yocou train --tokenizer``).
     """
 
-    seed: int = 0
-    steps: int
-    batch_size: int
-    seq_len: int
-    lr: float = 1e-3
-    min_lr_ratio: float = 0.1
-    warmup_steps: int = 0
+    seed: Annotated[int, Strict(), Field(ge=0, lt=2**32)] = 0
+    steps: PosInt
+    batch_size: PosInt
+    seq_len: PosInt
+    lr: PosFloat = 1e-3
+    min_lr_ratio: Annotated[Float, Field(ge=0, le=1)] = 0.1
+    warmup_steps: NonNegInt = 0
     schedule: Literal["cosine", "linear", "constant", "wsd"] = "cosine"
-    cooldown_steps: int = 0
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    eps: float = 1e-8
-    grad_clip: float = 1.0
+    cooldown_steps: NonNegInt = 0
+    weight_decay: NonNegFloat = 0.1
+    beta1: Annotated[Float, Field(ge=0, lt=1)] = 0.9
+    beta2: Annotated[Float, Field(ge=0, lt=1)] = 0.95
+    eps: PosFloat = 1e-8
+    grad_clip: NonNegFloat = 1.0
     dtype: Literal["bf16", "fp32"] = "bf16"
-    grad_accum: int = 1
-    log_every: int = 10
-    ckpt_every: int = 100
-    compile: bool = False
-    stop_at_flops: float = 0.0
-    snapshot_steps: tuple[int, ...] = ()
-    fsdp: bool = False
-    activation_checkpointing: bool = False
-    tensorboard: bool = False
-    eval_every: int = 0
-    eval_tokens: int = 16384
+    grad_accum: PosInt = 1
+    log_every: PosInt = 10
+    ckpt_every: PosInt = 100
+    compile: Bool = False
+    stop_at_flops: NonNegFloat = 0.0
+    snapshot_steps: tuple[PosInt, ...] = ()
+    fsdp: Bool = False
+    activation_checkpointing: Bool = False
+    tensorboard: Bool = False
+    eval_every: NonNegInt = 0
+    eval_tokens: Annotated[int, Strict(), Field(ge=2)] = 16384
     needle_mix: NeedleMix | None = None
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        for f in ("steps", "batch_size", "seq_len", "grad_accum", "log_every", "ckpt_every"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"TrainConfig.{f} must be >= 1, got {getattr(self, f)}")
-        if self.eval_every < 0 or self.eval_tokens < 2:
-            raise ValueError(f"TrainConfig.eval_every must be >= 0 and eval_tokens >= 2, got {self.eval_every}, "
-                             f"{self.eval_tokens}")
-        if not 0 <= self.seed < 2**32:
-            raise ValueError(f"TrainConfig.seed must be in [0, 2^32 - 1], got {self.seed}")
-        if self.lr <= 0:
-            raise ValueError(f"TrainConfig.lr must be > 0, got {self.lr}")
-        for f, lo, hi, closed in (("min_lr_ratio", 0.0, 1.0, True), ("beta1", 0.0, 1.0, False),
-                                  ("beta2", 0.0, 1.0, False)):
-            v = getattr(self, f)
-            if not (lo <= v <= hi if closed else lo <= v < hi):
-                raise ValueError(f"TrainConfig.{f} must be in [{lo:g}, {hi:g}{']' if closed else ')'}, got {v}")
-        for f in ("weight_decay", "grad_clip", "stop_at_flops"):
-            if getattr(self, f) < 0:
-                raise ValueError(f"TrainConfig.{f} must be >= 0, got {getattr(self, f)}")
-        if self.eps <= 0:
-            raise ValueError(f"TrainConfig.eps must be > 0, got {self.eps}")
         if not 0 <= self.warmup_steps <= self.steps:
             raise ValueError(f"TrainConfig.warmup_steps must be in [0, steps={self.steps}], got {self.warmup_steps}")
         if self.cooldown_steps and self.schedule != "wsd":
@@ -164,7 +148,7 @@ class TrainConfig:
         if self.batch_size % self.grad_accum:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) must be a multiple of grad_accum "
                              f"({self.grad_accum})")
-        bad = [s for s in self.snapshot_steps if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= self.steps]
+        bad = [s for s in self.snapshot_steps if s > self.steps]
         if bad:
             raise ValueError(f"TrainConfig.snapshot_steps must be optimizer steps in [1, steps={self.steps}], got "
                              f"{bad[0]!r}")
@@ -223,12 +207,7 @@ class NonFiniteLossError(FloatingPointError, ValueError):
 def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
     """Build a :class:`TrainConfig`; unknown keys raise ValueError naming them, a missing or wrongly typed field
     :class:`yocou.utils.entry.InputTypeError` (a TypeError and a ValueError)."""
-    d = checked_keys(TrainConfig, d, "train config")
-    if isinstance(d.get("snapshot_steps"), list):  # JSON / YAML give lists
-        d["snapshot_steps"] = tuple(d["snapshot_steps"])
-    if d.get("needle_mix") is not None:
-        d["needle_mix"] = needle_mix_from_dict(d["needle_mix"])
-    return construct(TrainConfig, d)
+    return from_mapping(TrainConfig, d, "train config")
 
 
 def lr_at(step: int, tc: TrainConfig) -> float:

@@ -50,9 +50,8 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -65,11 +64,20 @@ from yocou.evaluation.bench.hardware import (
 )
 from yocou.evaluation.bench.profile import loadavg_1m
 from yocou.model import accounting
-from yocou.model.config import ModelConfig, _check_types, construct
+from yocou.model.config import ModelConfig
 from yocou.model.generate import decode_step, prefill
 from yocou.model.lm import LM, new_model, rope_inv_freq
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.memory import available_bytes, format_bytes
+from yocou.utils.validation import (
+    Bool,
+    Int,
+    NonNegInt,
+    PosInt,
+    Str,
+    config_dataclass,
+    from_mapping,
+)
 
 __all__ = [
     "PAIRS",
@@ -87,7 +95,7 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 PAIRS = (("transformer", "rins"), ("yoco", "yocou"))
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class PaperShapeConfig:
     """Settings of the paper-shape study (``workflows/studies/paper_shape.yaml``).
 
@@ -112,46 +120,35 @@ class PaperShapeConfig:
             variants of a pair), so each row can be normalised by the bandwidth beside it, not the run's median.
     """
 
-    decode_lens: tuple[int, ...]
-    prefill_lens: tuple[int, ...]
-    n_decode: int = 8
-    repeats_decode: int = 5
-    repeats_prefill: int = 2
-    repeats_check: int = 5
-    chunk_size: int = 512
-    headroom_bytes: int = 2 * 2 ** 30
-    triad_elems: int = 1 << 27
-    matmul_n: int = 4096
-    limit_repeats: int = 5
-    threads: int | None = None
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "fp32"
-    decode_batches: tuple[int, ...] = (1,)
-    triad_beside: bool = False
+    decode_lens: tuple[PosInt, ...]
+    prefill_lens: tuple[PosInt, ...]
+    n_decode: PosInt = 8
+    repeats_decode: PosInt = 5
+    repeats_prefill: PosInt = 2
+    repeats_check: PosInt = 5
+    chunk_size: PosInt = 512
+    headroom_bytes: NonNegInt = 2 * 2 ** 30
+    triad_elems: PosInt = 1 << 27
+    matmul_n: PosInt = 4096
+    limit_repeats: PosInt = 5
+    threads: PosInt | None = None
+    seed: Int = 0
+    device: Str = "cpu"
+    dtype: Literal["fp32", "bf16"] = "fp32"
+    decode_batches: tuple[PosInt, ...] = (1,)
+    triad_beside: Bool = False
 
     def __post_init__(self) -> None:
-        _check_types(self)
         b = self.decode_batches
-        if not b or len(set(b)) != len(b) or min(b) < 1:
+        if not b or len(set(b)) != len(b):
             raise ValueError(f"PaperShapeConfig.decode_batches must be distinct batch sizes >= 1, got {b}")
         for f in ("decode_lens", "prefill_lens"):
             v = getattr(self, f)
             if not v or len(set(v)) != len(v) or min(v) <= self.n_decode:
                 raise ValueError(f"PaperShapeConfig.{f} must be distinct lengths, each > n_decode "
                                  f"({self.n_decode}), got {v}")
-        for f in ("n_decode", "repeats_decode", "repeats_prefill", "repeats_check", "chunk_size", "triad_elems",
-                  "matmul_n", "limit_repeats"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"PaperShapeConfig.{f} must be >= 1, got {getattr(self, f)}")
-        if self.headroom_bytes < 0:
-            raise ValueError(f"PaperShapeConfig.headroom_bytes must be >= 0, got {self.headroom_bytes}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"PaperShapeConfig.threads must be >= 1 or None, got {self.threads}")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"PaperShapeConfig.device must be cpu or cuda[:i], got {self.device!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"PaperShapeConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -159,16 +156,12 @@ class PaperShapeConfig:
 
 
 def study_config_from_dict(d: Mapping[str, Any]) -> PaperShapeConfig:
-    """Build a :class:`PaperShapeConfig`; unknown keys raise ValueError naming them."""
-    allowed = {f.name for f in dataclasses.fields(PaperShapeConfig)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"unknown paper-shape study key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    d = dict(d)
-    for f in ("decode_lens", "prefill_lens", "decode_batches"):
-        if isinstance(d.get(f), list):
-            d[f] = tuple(d[f])
-    return construct(PaperShapeConfig, d)
+    """Build a :class:`PaperShapeConfig` from a mapping (the study's YAML).
+
+    Raises:
+        yocou.utils.validation.FieldError: an unknown or missing key, a wrong type or a value out of range.
+    """
+    return from_mapping(PaperShapeConfig, d, "paper-shape study")
 
 
 def paper_shape_configs(paper_config: str | Path) -> dict[str, ModelConfig]:

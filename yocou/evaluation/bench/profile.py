@@ -38,21 +38,27 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
 
 from yocou.model import accounting
-from yocou.model.config import ModelConfig, _check_types, config_from_dict, construct
+from yocou.model.config import ModelConfig, config_from_dict
 from yocou.model.generate import decode_step, prefill
 from yocou.model.lm import LM, new_model
 from yocou.utils.io import atomic_write_json, provenance
+from yocou.utils.validation import (
+    Int,
+    NonNegInt,
+    PosInt,
+    config_dataclass,
+    from_mapping,
+)
 
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class ProfileConfig:
     """Settings of one profiling run (config ``eval.profile``).
 
@@ -68,43 +74,32 @@ class ProfileConfig:
         seed: seeds the random init and the prompt.
     """
 
-    seq_lens: tuple[int, ...]
-    n_decode: int = 32
-    repeats: int = 3
-    warmup: int = 1
-    chunk_size: int = 512
+    seq_lens: tuple[PosInt, ...]
+    n_decode: PosInt = 32
+    repeats: PosInt = 3
+    warmup: NonNegInt = 1
+    chunk_size: PosInt = 512
     dtype: Literal["bf16", "fp32", "fp16"] = "bf16"
-    batch_size: int = 1
-    threads: int | None = None
-    seed: int = 0
+    batch_size: PosInt = 1
+    threads: PosInt | None = None
+    seed: Int = 0
 
     def __post_init__(self) -> None:
-        _check_types(self)
         if not self.seq_lens:
             raise ValueError("ProfileConfig.seq_lens must name at least one length")
-        for f in ("n_decode", "repeats", "chunk_size", "batch_size"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"ProfileConfig.{f} must be >= 1, got {getattr(self, f)}")
-        if self.warmup < 0:
-            raise ValueError(f"ProfileConfig.warmup must be >= 0, got {self.warmup}")
         if len(set(self.seq_lens)) != len(self.seq_lens):
             raise ValueError(f"ProfileConfig.seq_lens must be distinct (each length is one row), got {self.seq_lens}")
         if min(self.seq_lens) <= self.n_decode:
             raise ValueError(f"ProfileConfig.seq_lens must all exceed n_decode={self.n_decode}, got {self.seq_lens}")
-        if self.threads is not None and self.threads < 1:
-            raise ValueError(f"ProfileConfig.threads must be >= 1 or None, got {self.threads}")
 
 
 def profile_config_from_dict(d: Mapping[str, Any]) -> ProfileConfig:
-    """Build a :class:`ProfileConfig`; unknown keys raise ValueError naming them."""
-    allowed = {f.name for f in dataclasses.fields(ProfileConfig)}
-    unknown = set(d) - allowed
-    if unknown:
-        raise ValueError(f"unknown ProfileConfig key(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
-    d = dict(d)
-    if "seq_lens" in d:
-        d["seq_lens"] = tuple(d["seq_lens"])
-    return construct(ProfileConfig, d)
+    """Build a :class:`ProfileConfig` from a mapping (``eval.profile``).
+
+    Raises:
+        yocou.utils.validation.FieldError: an unknown or missing key, a wrong type or a value out of range.
+    """
+    return from_mapping(ProfileConfig, d, "ProfileConfig")
 
 
 # ---------------------------------------------------------------------------

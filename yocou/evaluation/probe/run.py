@@ -25,7 +25,6 @@ import math
 import os
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +39,21 @@ from yocou.evaluation.probe.tasks import (
     chance_level,
     hops_of,
     make_batch,
-    task_config_from_dict,
 )
 from yocou.model import accounting
-from yocou.model.config import (
-    ModelConfig,
-    _check_types,
-    checked_keys,
-    construct,
-    preset,
-    swiglu_hidden,
-)
+from yocou.model.config import ModelConfig, preset, swiglu_hidden
 from yocou.model.lm import new_model
 from yocou.training.train import TrainConfig, batch_generator, build_optimizer, lr_at
 from yocou.utils.io import atomic_write_json, provenance
+from yocou.utils.validation import (
+    FieldError,
+    NonNegFloat,
+    NonNegInt,
+    PosFloat,
+    PosInt,
+    config_dataclass,
+    from_mapping,
+)
 
 __all__ = [
     "EVAL_SEED_BASE",
@@ -77,7 +77,7 @@ VARIANTS = ("transformer", "yoco", "yocou", "rins")
 _LOOPED = ("yocou", "rins")
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class ProbeSettings:
     """Everything of a probe run but the variant, its loops and the seed.
 
@@ -98,43 +98,31 @@ class ProbeSettings:
         log_every: steps between the loss-curve points kept in the result.
     """
 
-    d_model: int
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    d_ff: int
-    window: int
+    d_model: PosInt
+    n_layers: PosInt
+    n_heads: PosInt
+    n_kv_heads: PosInt
+    head_dim: PosInt
+    d_ff: PosInt
+    window: PosInt
     task: TaskConfig
-    init_std: float = 0.1
-    steps: int
-    batch_size: int
-    lr: float = 3e-3
-    warmup_steps: int = 0
-    weight_decay: float = 0.1
-    grad_clip: float = 1.0
-    eval_sequences: int = 256
-    eval_batch_size: int = 32
-    eval_seed: int = 0
-    log_every: int = 25
+    init_std: PosFloat = 0.1
+    steps: PosInt
+    batch_size: PosInt
+    lr: PosFloat = 3e-3
+    warmup_steps: NonNegInt = 0
+    weight_decay: NonNegFloat = 0.1
+    grad_clip: NonNegFloat = 1.0
+    eval_sequences: PosInt = 256
+    eval_batch_size: PosInt = 32
+    eval_seed: NonNegInt = 0
+    log_every: PosInt = 25
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        for f in ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "window", "steps",
-                  "batch_size", "eval_sequences", "eval_batch_size", "log_every"):
-            if getattr(self, f) < 1:
-                raise ValueError(f"{f} must be >= 1, got {getattr(self, f)}")
-        if self.init_std <= 0:
-            raise ValueError(f"init_std must be > 0, got {self.init_std}")
-        for f in ("lr", "weight_decay", "grad_clip"):
-            if getattr(self, f) < 0 or (f == "lr" and self.lr == 0):
-                raise ValueError(f"{f} must be {'> 0' if f == 'lr' else '>= 0'}, got {getattr(self, f)}")
-        if self.eval_seed < 0:
-            raise ValueError(f"eval_seed must be >= 0, got {self.eval_seed}")
-        if not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"warmup_steps must be in [0, steps={self.steps}], got {self.warmup_steps}")
+        if self.warmup_steps > self.steps:
+            raise ValueError(f"ProbeSettings.warmup_steps must be in [0, steps={self.steps}], got {self.warmup_steps}")
         if self.task.min_distance <= self.window:
-            raise ValueError(f"task.min_distance ({self.task.min_distance}) must exceed window ({self.window}): "
+            raise ValueError(f"ProbeSettings.task.min_distance ({self.task.min_distance}) must exceed window ({self.window}): "
                              f"the probe asks for retrieval beyond the sliding window")
 
     def size(self) -> dict[str, Any]:
@@ -155,13 +143,19 @@ def settings_from_dict(d: Mapping[str, Any], base: ProbeSettings | None = None) 
         ValueError: an unknown key (naming it and the allowed ones), a wrongly typed or missing field
             (:class:`yocou.utils.entry.InputTypeError`), or an impossible setting (naming it).
     """
-    d = checked_keys(ProbeSettings, d, "probe settings")
+    if not isinstance(d, Mapping):
+        raise FieldError(f"probe settings: expected a mapping, got {type(d).__name__} ({d!r})", "probe settings")
+    d = dict(d)
     merged = base.to_dict() if base is not None else {}
-    task = {**merged.get("task", {}), **dict(d.pop("task", {}) or {})}
+    task = d.pop("task", None) or {}
+    if not isinstance(task, Mapping):
+        raise FieldError(f"ProbeSettings.task: expected a mapping, got {type(task).__name__} ({task!r})",
+                         "ProbeSettings.task")
+    task = {**merged.get("task", {}), **task}
     merged.update(d)
     if task:
-        merged["task"] = task_config_from_dict(task)
-    return construct(ProbeSettings, merged)
+        merged["task"] = task
+    return from_mapping(ProbeSettings, merged, "probe settings")
 
 
 def _scale(d_model: int, n_layers: int, n_heads: int, window: int, task: TaskConfig, **kw: Any) -> ProbeSettings:

@@ -51,12 +51,12 @@ vocabulary is lower still.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import torch
+from pydantic import Field
 
-from yocou.model.config import _check_types, checked_keys, construct
+from yocou.utils.validation import Float, Int, config_dataclass, from_mapping
 
 __all__ = [
     "FILLER",
@@ -271,7 +271,7 @@ def hops_of(input_ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return torch.where(is_hop, prev - HOP + 1, torch.zeros_like(prev))
 
 
-@dataclass(frozen=True, kw_only=True)
+@config_dataclass
 class TaskConfig:
     """The probe's task settings: one sequence length for both tasks.
 
@@ -287,24 +287,21 @@ class TaskConfig:
         mqar_fraction: the share of each training batch that is MQAR (the rest is k-hop; rounded, first rows).
     """
 
-    seq_len: int
-    min_distance: int
-    n_pairs: int = 16
-    mqar_queries: int = 16
-    n_keys: int = KEYS[1]
-    n_values: int = VALUES[1]
-    n_chains: int = 8
-    chain_len: int = 4
-    khop_queries: int = 8
-    hops: tuple[int, ...] = field(default=(1, 2, 3, 4))
-    n_nodes: int = NODES[1]
-    n_filler: int = FILLER[1]
-    mqar_fraction: float = 0.5
+    seq_len: Int
+    min_distance: Int
+    n_pairs: Int = 16
+    mqar_queries: Int = 16
+    n_keys: Int = KEYS[1]
+    n_values: Int = VALUES[1]
+    n_chains: Int = 8
+    chain_len: Int = 4
+    khop_queries: Int = 8
+    hops: tuple[Int, ...] = (1, 2, 3, 4)
+    n_nodes: Int = NODES[1]
+    n_filler: Int = FILLER[1]
+    mqar_fraction: Annotated[Float, Field(ge=0, le=1)] = 0.5
 
     def __post_init__(self) -> None:
-        _check_types(self)
-        if not 0.0 <= self.mqar_fraction <= 1.0:
-            raise ValueError(f"mqar_fraction must be in [0, 1], got {self.mqar_fraction}")
         g = torch.Generator().manual_seed(0)
         self.batch("mqar", 1, g)  # raises the generators' ValueError for impossible settings
         self.batch("khop", 1, g)
@@ -369,7 +366,4 @@ def task_config_from_dict(d: Mapping[str, Any]) -> TaskConfig:
         ValueError: an unknown key (naming it and the allowed ones), a missing or wrongly typed field
             (:class:`yocou.utils.entry.InputTypeError`), or an impossible setting (the generators' ValueError).
     """
-    d = checked_keys(TaskConfig, d, "task config")
-    if isinstance(d.get("hops"), list):
-        d["hops"] = tuple(d["hops"])
-    return construct(TaskConfig, d)
+    return from_mapping(TaskConfig, d, "task config")
