@@ -172,7 +172,7 @@ def test_sliding_window_matches_slow_reference(n: int) -> None:
     m = _model(cfg)
     layer = m.stages[0][0]
     x = torch.randn(1, n, KW["d_model"])
-    from yocou.model.lm import apply_rope, rope_cos_sin
+    from yocou.model.layers import apply_rope, rope_cos_sin
     with torch.no_grad():
         out = layer(x, m.plan[0], torch.arange(n), rope_cos_sin(torch.arange(n), 12, 10000.0, x.dtype), None, 0)
         h = layer.attn_norm(x)
@@ -292,7 +292,7 @@ def test_moe_routed_equals_dense_masked_reference() -> None:
 
 
 def test_moe_one_expert_top1_equals_dense_swiglu() -> None:
-    from yocou.model.lm import SwiGLU
+    from yocou.model.layers import SwiGLU
     cfg = C.yoco(n_layers=2, window=W, **{**KW, "n_experts": 1, "top_k": 1, "d_expert": 32})
     moe = _model(cfg).stages[0][0].ffn
     dense = SwiGLU(KW["d_model"], 32)
@@ -335,7 +335,7 @@ def test_rope_frequencies_stay_fp32_when_the_model_is_cast() -> None:
 def test_causal_attend_matches_slow_reference(n: int) -> None:
     """Causal grouped-query attention (including the two-call split used on CPU for N in [256, 512]) equals
     softmax(QKᵀ/√d + causal mask)·V computed in float64 with repeated key heads, in value and gradient."""
-    from yocou.model.lm import attend
+    from yocou.model.attention import attend
 
     g = torch.Generator().manual_seed(n)
     B, H, G, Dh = 2, 4, 2, 16
@@ -359,7 +359,7 @@ def test_fused_linear_both_paths_match_float64_reference() -> None:
     """``fused_linear``'s training path (a matmul per weight block) and its inference path (one matmul, split)
     give ``x @ W.T`` split into the row blocks, computed in float64; the training path's gradients of ``x`` and
     ``W`` equal the float64 ones, and the inference path records no graph."""
-    from yocou.model.lm import fused_linear
+    from yocou.model.layers import fused_linear
 
     g = torch.Generator().manual_seed(7)
     sizes = [96, 48, 48]

@@ -23,7 +23,7 @@ from yocou.evaluation.bench.profile import (
 )
 from yocou.model import config as C
 from yocou.model.accounting import kv_cache_bytes
-from yocou.model.lm import position_mask, window_attend
+from yocou.model.attention import position_mask, window_attend
 from yocou.utils.validation import FieldError
 
 KW = dict(vocab_size=64, d_model=32, n_heads=4, n_kv_heads=2, head_dim=8, d_ff=64)

@@ -13,7 +13,6 @@ import math
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
 from torch.utils.flop_counter import (
     FlopCounterMode,
     sdpa_backward_flop_count,
@@ -154,7 +153,7 @@ def test_forward_flops_dense_convention_match_torch_counter(name: str, monkeypat
     SDPA a causal flag or a window mask for all N keys; window layers kept in one masked call here) equals
     ``forward_flops_per_token(attention="dense")``; the backward under the stock formula is 2 × the matmuls
     + 2.5 × the attention (the fused backward's recomputation of the scores counted), the documented factor."""
-    monkeypatch.setattr("yocou.model.lm.WINDOW_BLOCKED_MIN", N)  # N < N·W: window layers in one masked call
+    monkeypatch.setattr("yocou.model.attention.WINDOW_BLOCKED_MIN", N)  # N < N·W: window layers in one masked call
     cfg = flop_variants()[name]
     (mm_f, attn_f), (mm_b, attn_b) = _counted_training_step(cfg, STOCK)
     n_tok = B * N

@@ -5,6 +5,11 @@ that the export copies into the folder; they import only torch and transformers 
 ``yocou.export`` does not import them.
 """
 
-from yocou.export.folder import REMOTE_CODE_FILES, export_hf, find_tokenizer
+from yocou.export.folder import (
+    REMOTE_CODE_FILES,
+    REMOTE_CODE_SOURCES,
+    export_hf,
+    find_tokenizer,
+)
 
-__all__ = ["REMOTE_CODE_FILES", "export_hf", "find_tokenizer"]
+__all__ = ["REMOTE_CODE_FILES", "REMOTE_CODE_SOURCES", "export_hf", "find_tokenizer"]

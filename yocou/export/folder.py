@@ -6,7 +6,7 @@ What :func:`export_hf` writes into ``OUT_DIR``:
 - ``config.json`` and ``generation_config.json``. The plain Transformer becomes a native
   ``LlamaForCausalLM`` (``model_type: llama``, fused matrices split as :mod:`yocou.model.hf` does); every other
   variant a ``YocouForCausalLM`` whose code ships in the folder (``configuration_yocou.py``,
-  ``modeling_yocou.py``, named in ``auto_map``; load with ``trust_remote_code=True``). Its config holds the
+  ``modeling_yocou.py``, named in ``auto_map``, and ``yocou_layers.py``, the package's own layers; load with ``trust_remote_code=True``). Its config holds the
   architecture as ``stages``, like :class:`yocou.model.config.ModelConfig`.
 - The tokenizer: for a ``tokenizers`` BPE (the trained ``tokenizer.json``, ``gpt2-offline``)
   ``tokenizer.json`` and ``tokenizer_config.json`` (``AutoTokenizer`` reads them); for ``cl100k_base``,
@@ -45,11 +45,15 @@ import torch
 
 from yocou.model.config import ModelConfig, config_from_dict
 
-__all__ = ["REMOTE_CODE_FILES", "eval_max_length", "export_hf", "find_tokenizer", "model_card"]
+__all__ = ["REMOTE_CODE_FILES", "REMOTE_CODE_SOURCES", "eval_max_length", "export_hf", "find_tokenizer", "model_card"]
 
-#: The remote-code files copied from this package into an exported folder of a non-Transformer variant.
-REMOTE_CODE_FILES = ("configuration_yocou.py", "modeling_yocou.py")
 _HERE = Path(__file__).resolve().parent
+#: The remote-code files of an exported folder of a non-Transformer variant, and where in this package each is copied
+#: from: the wrapper and its config, and the model's own layers (``yocou/model/layers.py``, torch only).
+REMOTE_CODE_SOURCES = {"configuration_yocou.py": _HERE / "configuration_yocou.py",
+                       "modeling_yocou.py": _HERE / "modeling_yocou.py",
+                       "yocou_layers.py": _HERE.parent / "model" / "layers.py"}
+REMOTE_CODE_FILES = tuple(REMOTE_CODE_SOURCES)
 
 
 def find_tokenizer(run_dir: str | os.PathLike) -> Path:
@@ -322,8 +326,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         for name, data in tok_files.items():
             (tmp / name).write_bytes(data)
         if not llama:
-            for name in REMOTE_CODE_FILES:
-                shutil.copyfile(_HERE / name, tmp / name)
+            for name, source in REMOTE_CODE_SOURCES.items():
+                shutil.copyfile(source, tmp / name)
         _write_json(tmp / "yocou_export.json", record)
         n_params = sum(v.numel() for v in state.values())
         (tmp / "README.md").write_text(model_card(run_dir, record, n_params, max_len, max_len_source,

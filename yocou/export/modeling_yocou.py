@@ -2,12 +2,15 @@
 
 Copied, unchanged, into every folder that ``yocou export-hf`` writes for a variant other than the plain
 Transformer (YOCO, YOCO-U, RINS, Loop, Upper Loop with or without shared KV, their MoE forms). It imports
-only torch, transformers and the ``configuration_yocou.py`` beside it, so the folder loads without the yocou
-package::
+only torch, transformers, the ``configuration_yocou.py`` beside it and ``yocou_layers.py``, which is yocou's own
+``yocou/model/layers.py`` copied unchanged, so the folder loads without the yocou package::
 
     model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
 
-It re-implements yocou's forward pass (``yocou.model.lm.LM``) and its cached decoding, and reads yocou's weights
+The layers (RMSNorm, RoPE, SwiGLU, MoE) are yocou's code. The rest of yocou's forward pass (``yocou.model.lm.LM``)
+is written here a second time, because transformers' ``generate`` needs what yocou's model does not have:
+padding masks with per-row positions, and a cache that grows, reorders its rows for beam search and crops for
+assisted decoding (docs/design.md section 10). Tests hold the two to exactly equal logits. It reads yocou's weights
 under the same names, behind a ``model.`` prefix (``model.stages.0.1.wqkv.weight``, ``lm_head.weight``).
 
 Shape legend: B batch, N sequence length, D hidden size, H query heads, G key/value heads, Dh head dim,
@@ -48,36 +51,21 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_yocou import YocouConfig
 
+try:  # in an exported folder: yocou's own layers (yocou/model/layers.py), copied beside this file unchanged
+    from .yocou_layers import MoE, RMSNorm, SwiGLU, apply_rope
+    from .yocou_layers import rope_cos_sin as _rope_cos_sin
+except ImportError:  # imported from the yocou package itself (transformers ignores imports inside try blocks)
+    from yocou.model.layers import MoE, RMSNorm, SwiGLU, apply_rope
+    from yocou.model.layers import rope_cos_sin as _rope_cos_sin
+
 __all__ = ["KVBuffer", "YocouCache", "YocouConfig", "YocouForCausalLM", "YocouModel", "YocouPreTrainedModel"]
-
-
-class RMSNorm(nn.Module):
-    """``x / sqrt(mean(x²) + eps) · weight``, normalised in fp32; ``[..., D] -> [..., D]``."""
-
-    def __init__(self, d: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
 
 
 def rope_cos_sin(pos_BN: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype
                  ) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE tables ``[B, 1, N, Dh]`` for positions ``pos_BN``: angle ``pos · theta^(-2i/Dh)``, halves repeated."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=pos_BN.device, dtype=torch.float32) / head_dim))
-    ang_BNF = pos_BN.float()[..., None] * inv_freq
-    emb = torch.cat([ang_BNF, ang_BNF], dim=-1)[:, None]
-    return emb.cos().to(dtype), emb.sin().to(dtype)
-
-
-def apply_rope(x_BHND: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate ``x`` by position: ``x·cos + rotate_half(x)·sin``, with ``rotate_half([a, b]) = [-b, a]``."""
-    h = x_BHND.shape[-1] // 2
-    return x_BHND * cos + torch.cat([-x_BHND[..., h:], x_BHND[..., :h]], dim=-1) * sin
+    """RoPE tables ``[B, 1, N, Dh]`` for per-row positions ``pos_BN`` (yocou's tables, a head axis added)."""
+    cos, sin = _rope_cos_sin(pos_BN, head_dim, theta, dtype)
+    return cos[:, None], sin[:, None]
 
 
 def attend(q_BHND: torch.Tensor, k_BGND: torch.Tensor, v_BGND: torch.Tensor, allowed_BNN: torch.Tensor | None
@@ -111,58 +99,12 @@ def visibility(n: int, key_ok_BN: torch.Tensor, window: int | None) -> torch.Ten
     return (ok_NN[None] & key_ok_BN[:, None, :]) | torch.eye(n, dtype=torch.bool, device=key_ok_BN.device)[None]
 
 
-class SwiGLU(nn.Module):
-    """``w2(silu(x W1) * x W3)``, ``[..., D] -> [..., D]``; ``w13`` holds W1 (gate) and W3 (up) stacked
-    as rows ``[W1; W3]`` (yocou's fused layout)."""
-
-    def __init__(self, d_model: int, d_ff: int) -> None:
-        super().__init__()
-        self.w13 = nn.Linear(d_model, 2 * d_ff, bias=False)
-        self.w2 = nn.Linear(d_ff, d_model, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.w13(x).chunk(2, dim=-1)
-        return self.w2(F.silu(gate) * up)
-
-
-class MoE(nn.Module):
-    """Routed SwiGLU experts plus an optional shared expert; ``[B, N, D] -> [B, N, D]``.
-
-    Router: softmax over E experts in fp32, the top k kept and their weights renormalised to sum to 1; a
-    token's output is the weighted sum of its k experts' outputs plus the shared expert's.
-    """
-
-    def __init__(self, config: YocouConfig) -> None:
-        super().__init__()
-        self.top_k = config.num_experts_per_tok
-        self.router = nn.Linear(config.hidden_size, config.num_experts, bias=False)
-        self.experts = nn.ModuleList(SwiGLU(config.hidden_size, config.expert_intermediate_size)
-                                     for _ in range(config.num_experts))
-        d_shared = config.shared_expert_intermediate_size
-        self.shared = SwiGLU(config.hidden_size, d_shared) if d_shared else None
-
-    def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
-        B, N, D = x_BND.shape
-        x_TD = x_BND.reshape(-1, D)
-        probs_TE = torch.softmax(self.router(x_TD).float(), dim=-1)
-        w_Tk, idx_Tk = probs_TE.topk(self.top_k, dim=-1)
-        w_Tk = w_Tk / w_Tk.sum(-1, keepdim=True)
-        out_TD = torch.zeros_like(x_TD)
-        token_Tk = torch.arange(x_TD.shape[0], device=x_TD.device)[:, None].expand_as(idx_Tk)
-        for e, expert in enumerate(self.experts):
-            chosen = idx_Tk == e
-            if not chosen.any():
-                continue
-            t = token_Tk[chosen]
-            out_TD.index_add_(0, t, expert(x_TD[t]) * w_Tk[chosen][:, None].to(x_TD.dtype))
-        if self.shared is not None:
-            out_TD = out_TD + self.shared(x_TD)
-        return out_TD.reshape(B, N, D)
-
-
 def make_ffn(config: YocouConfig) -> nn.Module:
     """The FFN of a block: MoE when ``num_experts > 0``, else a dense SwiGLU of ``intermediate_size``."""
-    return MoE(config) if config.num_experts else SwiGLU(config.hidden_size, config.intermediate_size)
+    if config.num_experts:
+        return MoE(config.hidden_size, config.num_experts, config.num_experts_per_tok,
+                   config.expert_intermediate_size, config.shared_expert_intermediate_size)
+    return SwiGLU(config.hidden_size, config.intermediate_size)
 
 
 class SelfLayer(nn.Module):

@@ -142,7 +142,7 @@ class KVCache:
         A prefill chunk (``C > 1``) gets ``(k, v, n_hist)``: the ring's valid entries
         in position order (positions ``pos - n_hist .. pos - 1``, ``n_hist = min(pos, W)``)
         followed by the chunk, ``[B, H_kv, n_hist + C, D_h]``, as
-        :func:`yocou.model.lm.window_attend` takes them; the chunk's last ``min(C, W)``
+        :func:`yocou.model.attention.window_attend` takes them; the chunk's last ``min(C, W)``
         entries are then written into the ring. A decode step (``C == 1``) writes first
         and gets the ring's ``min(pos + 1, W)`` valid entries, which are exactly the W
         keys its query sees (in ring order: attention does not depend on key order),

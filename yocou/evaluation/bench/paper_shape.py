@@ -66,7 +66,8 @@ from yocou.evaluation.bench.profile import loadavg_1m
 from yocou.model import accounting
 from yocou.model.config import ModelConfig
 from yocou.model.generate import decode_step, prefill
-from yocou.model.lm import LM, new_model, rope_inv_freq
+from yocou.model.layers import rope_inv_freq
+from yocou.model.lm import LM, new_model
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.memory import available_bytes, format_bytes
 from yocou.utils.validation import (
