@@ -40,9 +40,9 @@ def test_a_filled_cache_has_the_real_caches_bytes_and_reads_only_filled_position
     assert filled.pos == real.pos == n
     for s in filled.slots.values():
         if s.window is None:  # positions a prefill would not have written keep their NaN fill
-            assert torch.isfinite(s.k_BHSD[:, :, :n]).all() and torch.isnan(s.k_BHSD[:, :, n:]).all()
+            assert torch.isfinite(s.k_BGSD[:, :, :n]).all() and torch.isnan(s.k_BGSD[:, :, n:]).all()
         else:
-            assert torch.isfinite(s.k_BHSD).all()
+            assert torch.isfinite(s.k_BGSD).all()
     with torch.no_grad():
         logits = decode_step(model, torch.tensor([3]), filled)
     assert torch.isfinite(logits).all()  # no unwritten (NaN) position was read

@@ -9,7 +9,8 @@ the forms that are fastest where each is used.
   :func:`attend`.
 - :func:`full_attend`: a forward without a cache (training, scoring) picks among them.
 
-Shape legend: B batch, H query heads, G key/value heads, N queries, K keys (S: keys of a window span), Dh head dim.
+Shape suffixes as in :mod:`yocou.model` (B batch, N queries, K keys, S slot capacity, C chunk, H query heads, G
+key/value heads, D the feature axis: d_model or the head dim, T flattened tokens, E experts).
 """
 
 from __future__ import annotations
@@ -29,8 +30,8 @@ CPU_FLASH_KV_SPLIT = 512
 
 WINDOW_BLOCKED_MIN = 4
 """A full forward (training) runs sliding-window attention in blocks (:func:`window_attend`, linear in N)
-from ``N >= WINDOW_BLOCKED_MIN · window``, below that as one masked call, which is faster there (fwd+bwd in
-bf16 on this CPU, W = 128: 24 vs 38 ms at N = 256, equal at N = 512, 135 vs 37 ms at N = 2048)."""
+from ``N >= WINDOW_BLOCKED_MIN · window``, below that as one masked call, which is faster there (measured:
+``benchmarks/README.md``, "The model's kernels")."""
 
 
 def attend(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *, causal: bool = False,
@@ -40,10 +41,10 @@ def attend(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *, 
     ``causal``: the plain causal pattern with N == K. ``mask_NK``: boolean
     ``[N, K]``, True where the query may attend (see :func:`position_mask`).
     Neither: every key is visible (a decode step on a global slot).
-    Returns ``[B, H, N, Dh]``.
+    Returns ``[B, H, N, D]``.
 
     When every key is visible, the ``H / G`` query heads of a key head are folded
-    into its query rows (``[B, G, (H/G)·N, Dh]``): exact, and on CPU in bf16 many
+    into its query rows (``[B, G, M, D]``, M = (H/G)·N): exact, and on CPU in bf16 many
     times faster for a decode step than ``enable_gqa`` with one query row.
     ``causal`` on CPU with ``CPU_FLASH_KV_SPLIT / 2 <= N <= CPU_FLASH_KV_SPLIT``
     runs as two calls that skip the keys no query of the first half sees (exact).
@@ -59,8 +60,8 @@ def attend(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *, 
         # PyTorch's CPU flash kernel scores keys in blocks of CPU_FLASH_KV_SPLIT and skips only whole blocks
         # past the diagonal, so up to that length a causal call costs as much as a dense one. Two calls never
         # score the quarter that no query sees (queries [0, N/2) against keys [N/2, N)): queries [0, N/2) over
-        # keys [0, N/2) (causal), queries [N/2, N) over all N keys with the causal mask. Exact; forward +
-        # backward per layer at the tiny shape (B 8, N 512, bf16, 2 threads, torch 2.13): 43 -> 34 ms.
+        # keys [0, N/2) (causal), queries [N/2, N) over all N keys with the causal mask. Exact (measured:
+        # benchmarks/README.md, "The model's kernels").
         h = N // 2
         mask = position_mask(torch.arange(h, N, device=q_BHND.device), torch.arange(N, device=q_BHND.device), None)
         return torch.cat([
@@ -100,7 +101,8 @@ def window_attend(q_BHND: torch.Tensor, k_BGSD: torch.Tensor, v_BGSD: torch.Tens
     (default ``min(W, N)``); each block attends over a span of ``block + W - 1`` keys
     with one fixed band mask (the left padding of a short history masked out).
 
-    Shapes: ``q [B, H, N, Dh]``, ``k, v [B, G, n_hist + N, Dh]`` -> ``[B, H, N, Dh]``.
+    Shapes: ``q [B, H, N, D]``, ``k, v [B, G, n_hist + N, D]`` -> ``[B, H, N, D]``; inside, Q queries per block, J
+    blocks, X = B·J block rows, S = Q + W - 1 keys per block.
 
     Raises:
         ValueError: the keys are not ``n_hist + N`` long.
@@ -122,7 +124,7 @@ def window_attend(q_BHND: torch.Tensor, k_BGSD: torch.Tensor, v_BGSD: torch.Tens
         k = F.pad(k, (0, 0, n_pad, n_tail))
         v = F.pad(v, (0, 0, n_pad, n_tail))
     S = Q + W - 1
-    # [B, G, n_blocks, Dh, S] -> [B·n_blocks, G, S, Dh]
+    # [B, G, J, D, S] -> [X, G, S, D]
     k_XGSD = k.unfold(2, S, Q).permute(0, 2, 1, 4, 3).reshape(B * n_blocks, G, S, Dh)
     v_XGSD = v.unfold(2, S, Q).permute(0, 2, 1, 4, 3).reshape(B * n_blocks, G, S, Dh)
     q = F.pad(q_BHND, (0, 0, 0, n_tail)) if n_tail else q_BHND
@@ -182,7 +184,7 @@ def full_attend(q_BHND: torch.Tensor, k_BGND: torch.Tensor, v_BGND: torch.Tensor
     a sliding window of ``window`` keys (each query sees itself and the ``window - 1`` before it). Blocked
     (:func:`window_attend`, linear in N) from ``N >= WINDOW_BLOCKED_MIN · window``, else one :func:`attend` call.
 
-    Shapes: ``q [B, H, N, Dh]``, ``k, v [B, G, N, Dh]`` -> ``[B, H, N, Dh]``.
+    Shapes: ``q [B, H, N, D]``, ``k, v [B, G, N, D]`` -> ``[B, H, N, D]``.
     """
     N = q_BHND.shape[2]
     if window is not None and N >= WINDOW_BLOCKED_MIN * window:

@@ -1,6 +1,7 @@
 """The explicit KV cache of one batch of sequences (docs/design.md sections 4-5).
 
-Shape legend: B batch, H_kv key/value heads, S slot capacity (tokens), D_h head dim.
+Shape suffixes as in :mod:`yocou.model` (B batch, N queries, K keys, S slot capacity, C chunk, H query heads, G
+key/value heads, D the feature axis: d_model or the head dim, T flattened tokens, E experts).
 
 Slot kinds, one per cache-writing :class:`~yocou.model.config.Application` of the plan:
 
@@ -25,11 +26,11 @@ from yocou.model.config import Application, ModelConfig, expand_plan
 
 @dataclass
 class Slot:
-    """One cache slot: ``k_BHSD`` and ``v_BHSD`` of shape ``[B, H_kv, S, D_h]``."""
+    """One cache slot: ``k_BGSD`` and ``v_BGSD`` of shape ``[B, G, S, D]``."""
 
     kind: str  # "global" | "window" | "shared"
-    k_BHSD: torch.Tensor
-    v_BHSD: torch.Tensor
+    k_BGSD: torch.Tensor
+    v_BGSD: torch.Tensor
     window: int | None = None
 
 
@@ -98,13 +99,13 @@ class KVCache:
 
     def nbytes(self) -> int:
         """Bytes held by all K and V tensors of the cache."""
-        return sum(s.k_BHSD.nbytes + s.v_BHSD.nbytes for s in self.slots.values())
+        return sum(s.k_BGSD.nbytes + s.v_BGSD.nbytes for s in self.slots.values())
 
     def nbytes_by_kind(self) -> dict[str, int]:
         """Bytes per slot kind (``global``, ``window``, ``shared``)."""
         out: dict[str, int] = {}
         for s in self.slots.values():
-            out[s.kind] = out.get(s.kind, 0) + s.k_BHSD.nbytes + s.v_BHSD.nbytes
+            out[s.kind] = out.get(s.kind, 0) + s.k_BGSD.nbytes + s.v_BGSD.nbytes
         return out
 
     def check_room(self, n_new: int) -> None:
@@ -116,7 +117,7 @@ class KVCache:
             )
 
     # -- reads and writes used by the attention modules ---------------------
-    def write_and_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
+    def write_and_read(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Global or shared slot: store a chunk's keys/values at positions ``pos .. pos+C-1`` and return what its
         queries see: ``(k_BHKD, v_BHKD, kpos_K)``, the keys and values at positions ``0 .. pos+C-1`` (K = pos+C)
@@ -129,19 +130,19 @@ class KVCache:
         slot = self.slots[app.slot]
         if slot.kind not in ("global", "shared"):
             raise ValueError(f"write_and_read: slot {app.slot} is a {slot.kind} slot; window slots use window_read")
-        C = k_BHCD.shape[2]
-        slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
-        slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
-        kpos = torch.arange(pos + C, device=k_BHCD.device)
-        return slot.k_BHSD[:, :, :pos + C], slot.v_BHSD[:, :, :pos + C], kpos
+        C = k_BGCD.shape[2]
+        slot.k_BGSD[:, :, pos:pos + C] = k_BGCD
+        slot.v_BGSD[:, :, pos:pos + C] = v_BGCD
+        kpos = torch.arange(pos + C, device=k_BGCD.device)
+        return slot.k_BGSD[:, :, :pos + C], slot.v_BGSD[:, :, :pos + C], kpos
 
-    def window_read(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int
+    def window_read(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int
                     ) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Sliding-window slot: store a chunk at positions ``pos .. pos+C-1``; return what it attends over.
 
         A prefill chunk (``C > 1``) gets ``(k, v, n_hist)``: the ring's valid entries
         in position order (positions ``pos - n_hist .. pos - 1``, ``n_hist = min(pos, W)``)
-        followed by the chunk, ``[B, H_kv, n_hist + C, D_h]``, as
+        followed by the chunk, ``[B, G, n_hist + C, D]``, as
         :func:`yocou.model.attention.window_attend` takes them; the chunk's last ``min(C, W)``
         entries are then written into the ring. A decode step (``C == 1``) writes first
         and gets the ring's ``min(pos + 1, W)`` valid entries, which are exactly the W
@@ -151,45 +152,45 @@ class KVCache:
         slot = self.slots[app.slot]
         W = slot.window
         assert slot.kind == "window" and W is not None
-        C = k_BHCD.shape[2]
+        C = k_BGCD.shape[2]
         if C == 1:
             i = pos % W
-            slot.k_BHSD[:, :, i:i + 1] = k_BHCD
-            slot.v_BHSD[:, :, i:i + 1] = v_BHCD
+            slot.k_BGSD[:, :, i:i + 1] = k_BGCD
+            slot.v_BGSD[:, :, i:i + 1] = v_BGCD
             n = min(pos + 1, W)
-            return slot.k_BHSD[:, :, :n], slot.v_BHSD[:, :, :n], -1
+            return slot.k_BGSD[:, :, :n], slot.v_BGSD[:, :, :n], -1
         n_hist = min(pos, W)
         if n_hist:
             start = (pos - n_hist) % W
             if start == 0:
-                k_hist, v_hist = slot.k_BHSD[:, :, :n_hist], slot.v_BHSD[:, :, :n_hist]
+                k_hist, v_hist = slot.k_BGSD[:, :, :n_hist], slot.v_BGSD[:, :, :n_hist]
             else:  # the ring wraps: oldest entry at index start
-                k_hist = torch.cat([slot.k_BHSD[:, :, start:], slot.k_BHSD[:, :, :start]], dim=2)
-                v_hist = torch.cat([slot.v_BHSD[:, :, start:], slot.v_BHSD[:, :, :start]], dim=2)
-            k_all = torch.cat([k_hist.to(k_BHCD.dtype), k_BHCD], dim=2)
-            v_all = torch.cat([v_hist.to(v_BHCD.dtype), v_BHCD], dim=2)
+                k_hist = torch.cat([slot.k_BGSD[:, :, start:], slot.k_BGSD[:, :, :start]], dim=2)
+                v_hist = torch.cat([slot.v_BGSD[:, :, start:], slot.v_BGSD[:, :, :start]], dim=2)
+            k_all = torch.cat([k_hist.to(k_BGCD.dtype), k_BGCD], dim=2)
+            v_all = torch.cat([v_hist.to(v_BGCD.dtype), v_BGCD], dim=2)
         else:
-            k_all, v_all = k_BHCD, v_BHCD
+            k_all, v_all = k_BGCD, v_BGCD
         n_keep = min(C, W)
         first = pos + C - n_keep  # first position kept; it lands at ring index first % W
         i0 = first % W
         n_a = min(n_keep, W - i0)
-        slot.k_BHSD[:, :, i0:i0 + n_a] = k_BHCD[:, :, C - n_keep:C - n_keep + n_a]
-        slot.v_BHSD[:, :, i0:i0 + n_a] = v_BHCD[:, :, C - n_keep:C - n_keep + n_a]
+        slot.k_BGSD[:, :, i0:i0 + n_a] = k_BGCD[:, :, C - n_keep:C - n_keep + n_a]
+        slot.v_BGSD[:, :, i0:i0 + n_a] = v_BGCD[:, :, C - n_keep:C - n_keep + n_a]
         if n_a < n_keep:
-            slot.k_BHSD[:, :, :n_keep - n_a] = k_BHCD[:, :, C - n_keep + n_a:]
-            slot.v_BHSD[:, :, :n_keep - n_a] = v_BHCD[:, :, C - n_keep + n_a:]
+            slot.k_BGSD[:, :, :n_keep - n_a] = k_BGCD[:, :, C - n_keep + n_a:]
+            slot.v_BGSD[:, :, :n_keep - n_a] = v_BGCD[:, :, C - n_keep + n_a:]
         return k_all, v_all, n_hist
 
-    def write_shared(self, app: Application, k_BHCD: torch.Tensor, v_BHCD: torch.Tensor, pos: int) -> None:
+    def write_shared(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int) -> None:
         """Store K̂V̂ rows of a chunk at positions ``pos .. pos+C-1`` in a ``shared`` slot."""
         slot = self.slots[app.slot]
-        C = k_BHCD.shape[2]
-        slot.k_BHSD[:, :, pos:pos + C] = k_BHCD
-        slot.v_BHSD[:, :, pos:pos + C] = v_BHCD
+        C = k_BGCD.shape[2]
+        slot.k_BGSD[:, :, pos:pos + C] = k_BGCD
+        slot.v_BGSD[:, :, pos:pos + C] = v_BGCD
 
     def read_shared(self, slot_id: int, end: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """K̂V̂ of positions ``0 .. end-1`` and those positions."""
         slot = self.slots[slot_id]
-        return (slot.k_BHSD[:, :, :end], slot.v_BHSD[:, :, :end],
-                torch.arange(end, device=slot.k_BHSD.device))
+        return (slot.k_BGSD[:, :, :end], slot.v_BGSD[:, :, :end],
+                torch.arange(end, device=slot.k_BGSD.device))

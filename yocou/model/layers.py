@@ -4,8 +4,8 @@ RMSNorm, rotary position embeddings (RoPE), the fused linear maps, the SwiGLU FF
 The module imports torch alone: ``yocou export-hf`` copies it, unchanged, into every exported folder of a
 non-Transformer variant (as ``yocou_layers.py``), so the exported model computes these layers with this code.
 
-Shape legend: B batch, N sequence length, D d_model, H heads, Dh head dim, T tokens (B·N), E experts, k experts per
-token.
+Shape suffixes as in :mod:`yocou.model` (B batch, N queries, K keys, S slot capacity, C chunk, H query heads, G
+key/value heads, D the feature axis: d_model or the head dim, T flattened tokens, E experts).
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ def fused_linear(x: torch.Tensor, weight: torch.Tensor, sizes: list[int]) -> lis
     decode step) one matmul, split: fewer operators. When a gradient will flow (training), one matmul per
     row block of ``weight`` instead: each output is contiguous, so the backward needs no ``cat`` of strided
     activation gradients (only the small weight slices are gathered) and elementwise ops on the pieces run
-    on dense memory; same parameters, same math up to rounding. Effect at the tiny shape (fp32, one thread,
-    ``benchmarks/hf_llama_peer.py``, ours / HF training step): 1.010 before this path, 1.039 after.
+    on dense memory; same parameters, same math up to rounding (measured: ``benchmarks/README.md``, "The model's
+    kernels").
     """
     if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad):
         return [F.linear(x, w) for w in weight.split(sizes, dim=0)]

@@ -1,8 +1,7 @@
 """The decoder: one module for every variant, driven by the plan of the config.
 
-Shape legend: B batch, N sequence (or chunk) length, K attended keys, D d_model,
-H query heads, G key/value heads, Dh head dim, V vocabulary, F SwiGLU inner size,
-E experts.
+Shape suffixes as in :mod:`yocou.model` (B batch, N queries, K keys, S slot capacity, C chunk, H query heads, G
+key/value heads, D the feature axis: d_model or the head dim, T flattened tokens, E experts).
 
 Building block (docs/design.md section 2): pre-norm residual blocks
 ``h = x + Mix(RMSNorm(x))``, ``out = h + SwiGLU(RMSNorm(h))``, no biases, RoPE
@@ -201,8 +200,8 @@ class LM(nn.Module):
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         # Precomputed once (as Llama does): under torch.compile a frequency computed in the forward is
-        # fused into, and recomputed by, every kernel that applies RoPE (a pow per element; about 2% of a
-        # compiled training step at the tiny shape, benchmarks/hf_llama_peer.py). Not in the state dict.
+        # fused into, and recomputed by, every kernel that applies RoPE (a pow per element; benchmarks/README.md,
+        # "The model's kernels"). Not in the state dict.
         self.register_buffer("rope_inv_freq", rope_inv_freq(cfg.head_dim, cfg.rope_theta), persistent=False)
         self.reset_parameters()
 

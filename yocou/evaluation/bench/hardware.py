@@ -233,7 +233,7 @@ def fill_cache(cache: KVCache, n_ctx: int, *, generator: torch.Generator | None 
         raise ValueError(f"fill_cache: n_ctx must be in 0..{cache.max_len - 1} (max_len - 1), got {n_ctx}")
     for slot in cache.slots.values():
         n = n_ctx if slot.window is None else min(n_ctx, slot.window)
-        for t in (slot.k_BHSD, slot.v_BHSD):
+        for t in (slot.k_BGSD, slot.v_BGSD):
             t[:, :, :n].normal_(generator=generator)
     cache.pos = n_ctx
     return cache

@@ -59,13 +59,13 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 def _repeat_cache(model: LM, cache: KVCache, n: int, max_len: int) -> KVCache:
     """A new cache of batch ``n`` holding ``n`` copies of the batch-1 ``cache`` (same ``pos``)."""
-    big = model.new_cache(n, max_len, dtype=next(iter(cache.slots.values())).k_BHSD.dtype
+    big = model.new_cache(n, max_len, dtype=next(iter(cache.slots.values())).k_BGSD.dtype
                           if cache.slots else None)
     for sid, s in cache.slots.items():
         t = big.slots[sid]
-        S = min(s.k_BHSD.shape[2], t.k_BHSD.shape[2])
-        t.k_BHSD[:, :, :S].copy_(s.k_BHSD[:, :, :S].expand(n, -1, -1, -1))
-        t.v_BHSD[:, :, :S].copy_(s.v_BHSD[:, :, :S].expand(n, -1, -1, -1))
+        S = min(s.k_BGSD.shape[2], t.k_BGSD.shape[2])
+        t.k_BGSD[:, :, :S].copy_(s.k_BGSD[:, :, :S].expand(n, -1, -1, -1))
+        t.v_BGSD[:, :, :S].copy_(s.v_BGSD[:, :, :S].expand(n, -1, -1, -1))
     big.pos = cache.pos
     return big
 
