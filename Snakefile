@@ -42,12 +42,12 @@ except ValueError as _e:
 configfile: _SCALE_FILE
 
 
-# Variant keys first (yocou.model.config is light): a typo such as `n_loop:` names variants.<name>.<key> and the keys
+# Variant keys first (yocou.workflow.variants is light): a typo such as `n_loop:` names variants.<name>.<key> and the keys
 # its preset takes, where the schema's message would not list them. Then the schema, in one line naming the key
 # (yocou.workflow.wfconfig): strings that --config leaves in nested values are read as the numbers they are, every
 # default of the schema is filled here (the one place defaults live, also inside cluster jobs), and every
 # model size must be known. Parsing writes nothing: jobs get their settings through params.
-from yocou.model.config import check_variants
+from yocou.workflow.variants import check_variants
 
 try:
     check_variants(config)

@@ -139,7 +139,7 @@ def test_kv_cli_measure_equals_analytic(capsys) -> None:
 def test_check_variant_names_a_preset_that_is_not_a_name(preset: object) -> None:
     """variants.<name>.preset of the wrong type fails naming the field (a list used to raise a bare
     'unhashable type' TypeError at planning)."""
-    from yocou.model.config import check_variant
+    from yocou.workflow.variants import check_variant
 
     with pytest.raises(ValueError, match=r"variants\.v\.preset|variants\.v: missing key 'preset'"):
         check_variant("v", {"preset": preset})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,9 +13,9 @@ import pytest
 import yaml
 from conftest import workflow_copy
 
-from yocou.model.config import variant_keys
 from yocou.workflow.pipeline import resolve_run
 from yocou.workflow.scales import SCALE_PATTERN, check_scale_name
+from yocou.workflow.variants import variant_keys
 from yocou.workflow.wfconfig import crossover_runs, pipeline_runs, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,7 +210,7 @@ def test_train_key_typo_fails_at_planning_naming_it(tmp_path: Path, where: str) 
 def test_model_overrides_keys_are_checked_for_every_variant() -> None:
     """model.overrides applies to every variant: a typo, or a key one preset does not take (window for the
     Transformer), is refused naming model.overrides.<key>; a key every preset takes passes."""
-    from yocou.model.config import check_variants
+    from yocou.workflow.variants import check_variants
 
     variants = {"transformer": {"preset": "transformer"}, "yocou": {"preset": "yocou", "n_loops": 3}}
     check_variants({"variants": variants, "model": {"overrides": {"rope_theta": 5e5, "d_model": 64}}})

@@ -16,8 +16,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from yocou.model.accounting import train_flops_per_token
-from yocou.model.config import ModelConfig, check_variant, config_from_dict, preset
+from yocou.model.config import ModelConfig, config_from_dict, preset
 from yocou.training.train import train_config_from_dict
+from yocou.workflow.variants import check_variant
 
 # Fields of ModelConfig that docs/design.md marks [assume]; logged with every run.
 ASSUMPTION_FIELDS = ("init_std", "init_scaled_out", "norm_eps", "cross_rope", "moe_aux_weight")
@@ -64,7 +65,7 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
 
     Raises:
         ValueError: unknown variant, a missing or unknown preset, a key of ``variants.<variant>`` that its
-            preset does not take (:func:`yocou.model.config.check_variant`), or an ``equal_flops_to`` that names no
+            preset does not take (:func:`yocou.workflow.variants.check_variant`), or an ``equal_flops_to`` that names no
             other variant or whose step falls outside the run.
     """
     if variant not in cfg.get("variants", {}):
