@@ -37,6 +37,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
+import pandera.pandas as pa
 
 from yocou.results.readers import ResultFileError, read_json
 from yocou.utils.io import atomic_write_json, atomic_write_text, provenance
@@ -71,45 +72,44 @@ def tidy_frame(rows: Iterable[Mapping[str, Any]], *, where: str = "tidy rows") -
     return _validate(df, where)
 
 
+def _finite_or_nan(lo: float) -> pa.Check:
+    return pa.Check(lambda s: s.isna() | (np.isfinite(s) & (s >= lo)), error=f"NaN or a finite number >= {lo:g}")
+
+
+#: The tidy columns as a pandera schema: the one declaration of their types and ranges. A study may add columns
+#: after them (``strict=False``); the key's uniqueness is checked after it (``axis2`` joins the key where present).
+SCHEMA = pa.DataFrameSchema(
+    {**{c: pa.Column(str, pa.Check.str_length(min_value=1, error="a non-empty string"))
+        for c in ("study", "run", "role", "metric", "unit")},
+     "seed": pa.Column(float, pa.Check(lambda s: s == s.round(), error="an integer"), coerce=True),
+     "axis": pa.Column(str),
+     "axis_value": pa.Column(float, nullable=True, coerce=True),
+     "value": pa.Column(float, pa.Check(lambda s: np.isfinite(s), error="a finite number"), coerce=True),
+     "stderr": pa.Column(float, _finite_or_nan(0), nullable=True, coerce=True),
+     "n": pa.Column(float, _finite_or_nan(1), nullable=True, coerce=True)},
+    checks=[pa.Check(lambda df: ((df["axis"] == "") & df["axis_value"].isna())
+                     | ((df["axis"] != "") & np.isfinite(df["axis_value"])),
+                     error="axis_value: a finite number when axis is set, NaN when it is not")],
+    strict=False)
+
+
 def _validate(df: pd.DataFrame, where: str) -> pd.DataFrame:
+    """``df`` with the :data:`COLUMNS` first, validated by :data:`SCHEMA` (numbers coerced to float, ``seed`` to
+    int), then its key checked for duplicates; ValueError in one line naming ``where``, the row and the column."""
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"{where}: missing column(s) {missing}; expected {list(COLUMNS)}")
     df = df[list(COLUMNS) + [c for c in df.columns if c not in COLUMNS]].copy()
-    for c in _TEXT:
-        df[c] = df[c].fillna("") if c == "axis" else df[c]
-        bad = [i for i, v in df[c].items() if not isinstance(v, str) or (c != "axis" and not v)]
+    df["axis"] = df["axis"].fillna("")
+    for c in ("seed", "axis_value", "value", "stderr", "n"):  # coercion would read True as 1
+        bad = [i for i, v in df[c].items() if isinstance(v, (bool, np.bool_))]
         if bad:
-            raise ValueError(f"{where}: row {bad[0]}: column {c!r} must be a non-empty string, got {df[c][bad[0]]!r}")
-    for c in ("axis_value", "value", "stderr", "n", "seed"):
-        bad = [i for i, v in df[c].items() if isinstance(v, bool)]
-        if bad:
-            raise ValueError(f"{where}: row {bad[0]}: column {c!r} = {df[c][bad[0]]!r}, expected a number, not a "
-                             "boolean")
-    for c in ("axis_value", "value", "stderr", "n"):
-        try:
-            df[c] = pd.to_numeric(df[c], errors="raise").astype(float)
-        except (ValueError, TypeError) as e:
-            raise ValueError(f"{where}: column {c!r} must be numeric ({e})") from None
-    checks = (("value", df["value"].map(math.isfinite), "a finite number"),
-              ("stderr", df["stderr"].map(lambda v: math.isnan(v) or (math.isfinite(v) and v >= 0)),
-               "NaN or a finite number >= 0"),
-              ("n", df["n"].map(lambda v: math.isnan(v) or (math.isfinite(v) and v >= 1)), "NaN or >= 1"),
-              ("axis_value", [(a == "") == math.isnan(v) or (a != "" and math.isfinite(v))
-                              for a, v in zip(df["axis"], df["axis_value"])],
-               "a finite number when axis is set, NaN when it is not"))
-    for col, ok, what in checks:
-        bad = [i for i, good in zip(df.index, ok) if not good]
-        if bad:
-            raise ValueError(f"{where}: row {bad[0]}: {col} = {df[col][bad[0]]!r}, expected {what}")
+            raise ValueError(f"{where}: row {bad[0]}: {c} = {df[c][bad[0]]!r}, expected a number, not a boolean")
     try:
-        seed = pd.to_numeric(df["seed"], errors="raise")
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{where}: column 'seed' must be an integer ({e})") from None
-    frac = [i for i, v in seed.items() if not (math.isfinite(float(v)) and float(v) == int(float(v)))]
-    if frac:
-        raise ValueError(f"{where}: row {frac[0]}: seed = {float(seed[frac[0]])!r}, expected an integer")
-    df["seed"] = seed.astype(int)
+        df = SCHEMA.validate(df, lazy=True)
+    except pa.errors.SchemaErrors as e:
+        raise ValueError(f"{where}: {_schema_error(e)}") from None
+    df["seed"] = df["seed"].astype(int)
     key = list(KEY)
     if "axis2" in df.columns:
         df["axis2"] = df["axis2"].fillna("").astype(str)
@@ -120,6 +120,21 @@ def _validate(df: pd.DataFrame, where: str) -> pd.DataFrame:
         r = df[dup].iloc[0]
         raise ValueError(f"{where}: two rows share the key {dict((k, r[k]) for k in key)}")
     return df.reset_index(drop=True)
+
+
+def _schema_error(e: pa.errors.SchemaErrors) -> str:
+    """pandera's first failure in one line: ``row <i>: <column> = <value>, expected <what>``, or ``column <c>: ...``
+    for a failure of a whole column."""
+    fc = e.failure_cases.iloc[0]
+    col, idx, check = fc["column"], fc["index"], str(fc["check"])
+    case = fc["failure_case"].item() if isinstance(fc["failure_case"], np.generic) else fc["failure_case"]
+    if check.startswith(("dtype(", "coerce_dtype(")):  # a value of the wrong type
+        check = "a string" if col in _TEXT else "a number"
+    if fc["schema_context"] == "DataFrameSchema":  # a check across columns: its message names them
+        return f"row {idx}: {check}"
+    if pd.isna(idx):
+        return f"column {col!r}: expected {check}, got {case!r}"
+    return f"row {idx}: {col} = {case!r}, expected {check}"
 
 
 def write_tidy(df: pd.DataFrame | Iterable[Mapping[str, Any]], stem: str | Path, *,
