@@ -171,6 +171,23 @@ def test_a_tidy_row_with_a_float_seed_or_a_boolean_value_is_refused(tmp_path: Pa
         read_tidy(tmp_path / "kv.json")
 
 
+@pytest.mark.parametrize(("fault", "column"), [
+    ({"value": math.inf}, "value"), ({"stderr": -0.5}, "stderr"), ({"n": 0}, "n"), ({"axis": "T"}, "axis_value"),
+    ({"axis_value": 3.0}, "axis_value"), ({"run": ""}, "run"), ({"run": 3}, "run"), ({"value": "x"}, "value"),
+    ({"seed": 1.5}, "seed"),
+])
+def test_the_tidy_schema_names_the_file_row_and_column(fault: dict, column: str) -> None:
+    from yocou.results.tidy import tidy_frame
+
+    base = {"study": "s", "run": "r", "role": "r", "metric": "m", "value": 1.0, "unit": "u"}
+    with pytest.raises(ValueError) as e:
+        tidy_frame([base, {**base, "metric": "m2", **fault}], where="t.csv")
+    msg = str(e.value)
+    assert msg.startswith(f"t.csv: row 1: {column}") and "expected" in msg and "\n" not in msg, msg
+    ok = tidy_frame([base, {**base, "metric": "m2", "axis": "T", "axis_value": 2, "seed": 3.0, "n": 1}])
+    assert list(ok["seed"]) == [-1, 3] and ok["axis_value"].isna().tolist() == [True, False]
+
+
 def test_lmeval_task_options_are_checked_and_match_the_schema() -> None:
     from yocou.evaluation.lmeval.pack import TASK_OPTIONS, check_tasks
 

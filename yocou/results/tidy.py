@@ -89,7 +89,7 @@ SCHEMA = pa.DataFrameSchema(
      "n": pa.Column(float, _finite_or_nan(1), nullable=True, coerce=True)},
     checks=[pa.Check(lambda df: ((df["axis"] == "") & df["axis_value"].isna())
                      | ((df["axis"] != "") & np.isfinite(df["axis_value"])),
-                     error="axis_value: a finite number when axis is set, NaN when it is not")],
+                     error="axis_value: expected a finite number when axis is set, NaN when it is not")],
     strict=False)
 
 
