@@ -167,6 +167,9 @@ def test_groups_cover_the_heavy_rules() -> None:
     heavy = {"train", "ppl", "downstream", "niah", "longppl", "angular", "profile", "kv_measure"}
     assert heavy <= RULES and all(timing.group_of(r) in ("training", "evaluation") for r in heavy)
     assert timing.group_of("train") == "training" and timing.group_of("eqflops_model") == timing.OTHER
+    # the ladder's and the probe's trainings are training too (their jobs were once filed under "other")
+    assert {timing.group_of(r) for r in ("ladder_train_stable", "ladder_train", "probe_train")} == {"training"}
+    assert {timing.group_of(r) for r in ("ladder_ppl", "ladder_baselines")} == {"evaluation"}
     assert all(r in RULES for rules in timing.GROUPS.values() for r in rules)
 
 

@@ -62,9 +62,9 @@ MISSING = ("NA", "-", "")
 
 #: Rule groups in report order; a rule not named here is "summarize/render/other".
 GROUPS: dict[str, frozenset[str]] = {
-    "training": frozenset({"train"}),
+    "training": frozenset({"train", "ladder_train_stable", "ladder_train", "probe_train"}),
     "evaluation": frozenset({"ppl", "downstream", "eval_pack", "niah_prompts", "niah", "longppl", "angular",
-                             "profile", "kv_measure"}),
+                             "profile", "kv_measure", "ladder_ppl", "ladder_baselines"}),
     "data": frozenset({"corpus", "tokenizer", "tokens"}),
 }
 OTHER = "summarize/render/other"
