@@ -188,6 +188,16 @@ def test_the_tidy_schema_names_the_file_row_and_column(fault: dict, column: str)
     assert list(ok["seed"]) == [-1, 3] and ok["axis_value"].isna().tolist() == [True, False]
 
 
+def test_a_tidy_table_of_no_rows_is_valid_and_typed(tmp_path: Path) -> None:
+    """A header-only file has no row to check; its numbers come back as numbers (it used to be refused for its
+    untyped text columns, which stopped the audit's message about the rows it lacks)."""
+    from yocou.results.tidy import COLUMNS, read_tidy
+
+    (tmp_path / "t.csv").write_text(",".join(COLUMNS) + "\n")
+    df = read_tidy(tmp_path / "t.csv", complete=False)
+    assert df.empty and list(df.columns) == list(COLUMNS) and str(df["value"].dtype) == "float64"
+
+
 def test_lmeval_task_options_are_checked_and_match_the_schema() -> None:
     from yocou.evaluation.lmeval.pack import TASK_OPTIONS, check_tasks
 

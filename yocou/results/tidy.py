@@ -105,6 +105,8 @@ def _validate(df: pd.DataFrame, where: str) -> pd.DataFrame:
         bad = [i for i, v in df[c].items() if isinstance(v, (bool, np.bool_))]
         if bad:
             raise ValueError(f"{where}: row {bad[0]}: {c} = {df[c][bad[0]]!r}, expected a number, not a boolean")
+    if df.empty:  # no rows to check (a header-only file, say): pandas has typed none of the columns
+        return df.astype({c: float for c in ("axis_value", "value", "stderr", "n")} | {"seed": int})
     try:
         df = SCHEMA.validate(df, lazy=True)
     except pa.errors.SchemaErrors as e:
