@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib.util
 import json
 import shutil
 import site
@@ -109,6 +110,9 @@ def test_exported_logits_equal_yocou_forward(runs: dict, name: str) -> None:
     else:
         assert type(hf).__name__ == "YocouForCausalLM"
         assert set(REMOTE_CODE_FILES) <= files
+        # the exported layers are the package's own code, byte for byte (one definition of the layers' math)
+        layers = Path(importlib.util.find_spec("yocou.model.layers").origin)
+        assert (hf_dir / "yocou_layers.py").read_bytes() == layers.read_bytes()
     assert next(hf.parameters()).dtype == torch.float32
     for B, N, seed in ((2, 5 * W + 3, 1), (3, W - 1, 2)):
         ids = _ids(model.cfg.vocab_size, B, N, seed)

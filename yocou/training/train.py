@@ -205,8 +205,13 @@ class NonFiniteLossError(FloatingPointError, ValueError):
 
 
 def train_config_from_dict(d: Mapping[str, Any]) -> TrainConfig:
-    """Build a :class:`TrainConfig`; unknown keys raise ValueError naming them, a missing or wrongly typed field
-    :class:`yocou.utils.entry.InputTypeError` (a TypeError and a ValueError)."""
+    """Build a :class:`TrainConfig` from a mapping (YAML / JSON; ``snapshot_steps`` may be a list, ``needle_mix`` a
+    mapping).
+
+    Raises:
+        yocou.utils.validation.FieldError: not a mapping, an unknown or missing key, a wrong type, a value out of
+            range or a rule across fields broken, naming the field (``TrainConfig.lr``).
+    """
     return from_mapping(TrainConfig, d, "train config")
 
 

@@ -67,11 +67,10 @@ def _message(cls: type, e: ValidationError) -> tuple[str, str]:
     lines, first = [], None
     for err in e.errors(include_url=False):
         field = _dotted(cls.__name__, err["loc"])
-        first = first or field
         kind, msg = err["type"], err["msg"].removeprefix("Value error, ")
         if kind == "value_error" and not err["loc"]:  # a rule across fields (__post_init__): its message names one
-            named = msg.split()[0].rstrip(":,") if msg.startswith(f"{cls.__name__}.") else None
-            first = first if first != field else (named or field)
+            named = msg.startswith(f"{cls.__name__}.")
+            field = msg.split()[0].rstrip(":,") if named else field
             lines.append(msg if named else f"{cls.__name__}: {msg}")
         elif kind == "unexpected_keyword_argument":
             lines.append(f"{field}: unknown key; allowed: {_allowed(cls, err['loc'])}")
@@ -79,6 +78,7 @@ def _message(cls: type, e: ValidationError) -> tuple[str, str]:
             lines.append(f"{field}: missing (a required field)")
         else:
             lines.append(f"{field}: {msg}, got {err['input']!r}")
+        first = first or field
     return "; ".join(lines), first or cls.__name__
 
 

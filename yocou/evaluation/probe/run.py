@@ -140,8 +140,8 @@ def settings_from_dict(d: Mapping[str, Any], base: ProbeSettings | None = None) 
     key by key).
 
     Raises:
-        ValueError: an unknown key (naming it and the allowed ones), a wrongly typed or missing field
-            (:class:`yocou.utils.entry.InputTypeError`), or an impossible setting (naming it).
+        yocou.utils.validation.FieldError: not a mapping, an unknown or missing key, a wrong type, a value out of
+            range or an impossible setting, naming the field (``ProbeSettings.task.seq_len``).
     """
     if not isinstance(d, Mapping):
         raise FieldError(f"probe settings: expected a mapping, got {type(d).__name__} ({d!r})", "probe settings")

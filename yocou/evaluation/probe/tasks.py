@@ -363,7 +363,7 @@ def task_config_from_dict(d: Mapping[str, Any]) -> TaskConfig:
     """Build a :class:`TaskConfig` from a plain mapping (JSON / YAML: ``hops`` may be a list).
 
     Raises:
-        ValueError: an unknown key (naming it and the allowed ones), a missing or wrongly typed field
-            (:class:`yocou.utils.entry.InputTypeError`), or an impossible setting (the generators' ValueError).
+        yocou.utils.validation.FieldError: not a mapping, an unknown or missing key, a wrong type or an impossible
+            setting (the generators' message), naming the field.
     """
     return from_mapping(TaskConfig, d, "task config")
