@@ -1,15 +1,19 @@
 """Validating readers of the result files that renderers and studies read back (JSON, JSONL, CSV).
 
-Every reader checks what it returns: types, finiteness, ranges and, for training logs, unique increasing
-steps. A file it cannot use raises :class:`ResultFileError` (a ``ValueError``) with one line,
-``<file>: <row or line>: <what was expected>``, so a truncated or corrupt result never renders as a
-figure with missing or wrong points, and a caller never meets a bare ``KeyError`` or ``TypeError``.
+Every reader checks what it returns: each file's fields are declared once as a pydantic model (types,
+finiteness, ranges); what one field cannot say (unique increasing steps, one row per key, fields that must
+agree) is checked after it. A file it cannot use raises :class:`ResultFileError` (a ``ValueError``) with one
+line, ``<file>: <row or line>: <what was expected>``, and ``.field`` naming the field, so a truncated or
+corrupt result never renders as a figure with missing or wrong points, and a caller never meets a bare
+``KeyError`` or ``TypeError``.
 
 * :func:`read_json`, :func:`read_jsonl`, :func:`read_csv`: parse, naming the file and the position on error.
 * :func:`read_metrics`: a run's ``metrics.jsonl`` (:func:`yocou.training.train.train`).
 * :func:`read_profile`: ``profile.json`` (:mod:`yocou.evaluation.bench.profile`).
 * :func:`read_ppl`: a held-out perplexity result (``yocou ppl``).
 * :func:`read_summary`: a run's ``summary.json``.
+* :func:`read_kv_measure`, :func:`read_longppl`, :func:`read_angular`, :func:`read_niah`: the evaluations' results.
+* :func:`number`, :func:`text`: one field of a file whose layout its own reader checks.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Annotated, Any, Iterable, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = ["ResultFileError", "read_json", "read_jsonl", "read_csv", "read_metrics", "read_profile", "read_ppl",
            "read_summary", "number", "text"]
@@ -27,10 +33,13 @@ Pathish = str | os.PathLike
 
 
 class ResultFileError(ValueError):
-    """A result file that cannot be used; ``str(e)`` is ``"<file>: <where>: <what was expected>"``."""
+    """A result file that cannot be used; ``str(e)`` is ``"<file>: <where>: <what was expected>"``.
 
-    def __init__(self, path: Pathish, where: str, expected: str):
-        self.path, self.where, self.expected = Path(path), where, expected
+    Attributes: ``path``; ``where`` (the line, row or object, ``""`` for the whole file); ``field`` (the field
+    at fault, ``None`` where the fault is not one field's); ``expected``."""
+
+    def __init__(self, path: Pathish, where: str, expected: str, *, field: str | None = None):
+        self.path, self.where, self.expected, self.field = Path(path), where, expected, field
         super().__init__(f"{path}: {where}: {expected}" if where else f"{path}: {expected}")
 
 
@@ -147,42 +156,229 @@ def _object(d: Any, path: Pathish, where: str, what: str) -> dict:
     return d
 
 
-def _rows(d: dict, key: str, path: Pathish, where: str = "") -> list[dict]:
-    """``d[key]``: a non-empty list of objects."""
-    at = f"{where}.{key}" if where else key
-    rows = d.get(key)
-    if not isinstance(rows, list) or not rows:
-        raise ResultFileError(path, at, f"expected a non-empty list, got {rows!r:.60}")
-    for i, r in enumerate(rows):
-        _object(r, path, f"{at}[{i}]", "an object")
-    return rows
+# ------------------------------------------------------------------------------------------------ declarations
+# Each result file's fields, declared once as a pydantic model (strict: no bool for a number, no float for an
+# integer; extra fields allowed). A failed validation becomes one ResultFileError naming the file, the place and
+# the field (:func:`_check`). What a field declaration cannot say (order, uniqueness, agreement between fields)
+# is checked after it, in the reader.
+
+_Finite = Annotated[float, Field(allow_inf_nan=False)]
+_PosFinite = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_NonNegFinite = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+_Fraction = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+_PosInt = Annotated[int, Field(gt=0)]
+_NonNegInt = Annotated[int, Field(ge=0)]
+_Bit = Annotated[int, Field(ge=0, le=1)]
+_Name = Annotated[str, Field(min_length=1)]
+_T = TypeVar("_T")
+_NonEmpty = Annotated[list[_T], Field(min_length=1)]
 
 
-def _splits(d: dict, path: Pathish) -> dict[str, dict]:
-    splits = d.get("splits")
-    if not isinstance(splits, dict) or not splits:
-        raise ResultFileError(path, "splits", "expected a non-empty object of split -> result")
-    for name, s in splits.items():
-        _object(s, path, f"splits.{name}", "an object")
-    return splits
+class _Model(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow")
 
 
-def _flag(row: dict, key: str, path: Pathish, where: str) -> bool:
-    if not isinstance(row.get(key), bool):
-        raise ResultFileError(path, where, f"{key} must be true or false, got {row.get(key)!r}")
-    return row[key]
+class _MetricsRow(_Model):
+    step: _PosInt
+    tokens: _NonNegInt
+    train_flops: _NonNegFinite
+    loss: _Finite
+    heldout_loss: Annotated[dict[str, _Finite], Field(min_length=1)] = None  # absent, or split -> nats/token
 
 
-def _doc_ids(s: dict, path: Pathish, where: str, *, as_strings: bool = False) -> None:
-    """``s["docs"]``: a list of documents, ``{"id": ...}`` objects (or id strings with ``as_strings``)."""
-    docs = s.get("docs")
-    if not isinstance(docs, list):
-        raise ResultFileError(path, where, f"docs must be a list of documents, got {docs!r:.60}")
-    for j, doc in enumerate(docs):
-        if not as_strings:
-            text(doc, "id", path, f"{where}.docs[{j}]")
-        elif not (isinstance(doc, str) and doc):
-            raise ResultFileError(path, f"{where}.docs[{j}]", f"expected a document id, got {doc!r:.60}")
+class _Repeat(_Model):
+    prefill_s: _PosFinite
+    decode_s: _PosFinite
+
+
+class _ProfileRow(_Model):
+    variant: _Name
+    dtype: _Name
+    device: _Name
+    mem_kind: _Name
+    seq_len: _PosInt
+    prompt_len: _PosInt
+    n_decode: _PosInt
+    n_threads: _PosInt
+    n_repeats: _PosInt
+    prefill_s: _PosFinite
+    prefill_tokens_per_s: _PosFinite
+    ttft_s: _PosFinite
+    decode_s: _PosFinite
+    decode_tokens_per_s: _PosFinite
+    kv_bytes_measured: _PosInt
+    kv_bytes_analytic: _PosInt
+    kv_equal: bool
+    peak_mem_bytes: _NonNegInt
+    peak_mem_delta_bytes: _NonNegInt | None = None
+    prefill_cpu_s: _PosFinite | None = None
+    decode_cpu_s: _PosFinite | None = None
+    loadavg_1m_before: _NonNegFinite | None = None
+    loadavg_1m_after: _NonNegFinite | None = None
+    repeats: list[_Repeat] = []
+
+
+class _Profile(_Model):
+    rows: _NonEmpty[_ProfileRow]
+    provenance: dict = {}
+
+
+class _Doc(_Model):
+    id: _Name
+
+
+class _PplSplit(_Model):
+    ppl: _PosFinite
+    nll: _NonNegFinite
+    n_tokens: _PosInt
+    seq_len: _PosInt
+    max_tokens_per_doc: _PosInt | None = None
+    docs: list[_Doc]
+
+
+class _Ppl(_Model):
+    splits: Annotated[dict[str, _PplSplit], Field(min_length=1)]
+
+
+class _Summary(_Model):
+    steps: _PosInt
+    tokens: _PosInt
+    train_flops: _PosFinite
+    params: _PosInt | None = None
+    active_params_per_token: _PosFinite | None = None
+    train_flops_per_token: _PosFinite | None = None
+
+
+class _KvRow(_Model):
+    variant: _Name
+    dtype: _Name
+    seq_len: _PosInt
+    measured_bytes: _PosInt
+    analytic_bytes: _PosInt
+    equal: bool
+
+
+class _KvMeasure(_Model):
+    rows: _NonEmpty[_KvRow]
+
+
+class _Curve(_Model):
+    length: _PosInt
+    cum_ppl: _PosFinite
+    span_ppl: _PosFinite | None = None  # null: no full span yet
+    extrapolated: bool
+
+
+class _LongSplit(_Model):
+    n_docs: _PosInt
+    docs: list[_Doc]
+    curves: _NonEmpty[_Curve]
+
+
+class _LongPpl(_Model):
+    train_seq_len: _PosInt
+    span: _PosInt
+    lengths: _NonEmpty[_PosInt]
+    splits: Annotated[dict[str, _LongSplit], Field(min_length=1)]
+
+
+class _Application(_Model):
+    kind: _Name
+    index: _PosInt
+    stage: _NonNegInt
+    loop: _NonNegInt
+    layer: _NonNegInt
+    window: _PosInt | None = None
+
+
+class _AngularAll(_Model):
+    n_tokens: _PosInt
+    distance: list[_Fraction]
+
+
+class _AngularSplit(_AngularAll):
+    n_windows: _PosInt
+    n_docs: _PosInt
+    docs: list[_Name]
+
+
+class _Angular(_Model):
+    seq_len: _PosInt
+    applications: _NonEmpty[_Application]
+    splits: Annotated[dict[str, _AngularSplit], Field(min_length=1)]
+    all: _AngularAll
+
+
+class _NiahRecord(_Model):
+    task: _Name
+    logp_value: _Finite
+    logp_distractor: _Finite
+    correct: _Bit
+    choice_correct: _Bit = None  # the three multiple-choice fields come together or not at all
+    n_choices: Annotated[int, Field(ge=2)] = None
+    logp_choices: list[_Finite] = None
+
+
+class _NiahCell(_Model):
+    task: _Name
+    logp_value: _Finite
+    logp_distractor: _Finite
+    length: _PosInt
+    depth: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)]
+    n: _PosInt
+    acc: _Fraction
+    choice_acc: _Fraction | None = None
+    gain: _Finite
+
+
+class _Niah(_Model):
+    train_seq_len: _PosInt | None = None
+    records: _NonEmpty[_NiahRecord]
+    cells: _NonEmpty[_NiahCell]
+
+
+_KIND = {"int_type": "an integer", "float_type": "a number", "bool_type": "true or false",
+         "string_type": "a non-empty string", "string_too_short": "a non-empty string",
+         "list_type": "a non-empty list", "too_short": "a non-empty list", "dict_type": "an object",
+         "model_type": "an object", "finite_number": "finite"}
+_BOUND = {"greater_than": ("gt", ">"), "greater_than_equal": ("ge", ">="), "less_than": ("lt", "<"),
+          "less_than_equal": ("le", "<=")}
+
+
+def _place(loc: tuple) -> str:
+    """``("splits", "book", "curves", 2)`` -> ``"splits.book.curves[2]"``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _check(model: type[BaseModel], data: Any, path: Pathish, where: str = "") -> None:
+    """Validate ``data`` against ``model``; the first error as a :class:`ResultFileError` naming ``path``, the
+    place (``where``, then the object the field sits in; ``top level`` for a file's own fields) and the field."""
+    try:
+        model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors(include_url=False)[0]
+        loc = tuple(err["loc"])
+        names = [i for i, part in enumerate(loc) if isinstance(part, str)]
+        cut = names[-1] if names else len(loc)
+        field = loc[cut] if names else None
+        # a field's own place is the object it sits in; an item of a list field keeps its index (distance[2])
+        inner = _place(loc[:cut]) if names and cut == len(loc) - 1 else _place(loc)
+        place = " ".join(x for x in (where, inner) if x) or "top level"
+        v, kind = err.get("input"), err["type"]
+        if kind == "missing":
+            msg = f"expected a field {field!r}"
+        elif kind in _BOUND:
+            key, op = _BOUND[kind]
+            msg = f"{field} must be {op} {err['ctx'][key]:g}, got {v!r}"
+        elif kind in _KIND:
+            got = type(v).__name__ if kind in ("dict_type", "model_type") else f"{v!r:.60}"
+            msg = f"{field} must be {_KIND[kind]}, got {got}"
+        else:
+            msg = f"{field}: {err['msg']}"
+        raise ResultFileError(path, place, msg, field=None if field is None else str(field)) from None
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -204,39 +400,19 @@ def read_metrics(path: Pathish) -> list[dict]:
     prev: tuple[int, dict] | None = None
     for i, r in rows:
         where = f"line {i}"
-        step = number(r, "step", p, where, integer=True, positive=True)
-        number(r, "tokens", p, where, integer=True, minimum=0)
-        number(r, "train_flops", p, where, minimum=0)
-        number(r, "loss", p, where)
-        if "heldout_loss" in r:  # train-time held-out NLL per split (yocou.training.train.HeldoutEval)
-            h = r["heldout_loss"]
-            if not isinstance(h, dict) or not h:
-                raise ResultFileError(p, where, f"heldout_loss is {h!r}; expected an object split -> nats/token")
-            for split in h:
-                number(h, split, p, f"{where} heldout_loss")
+        _check(_MetricsRow, r, p, where)
         if prev is not None:
             j, q = prev
-            if step <= q["step"]:
-                raise ResultFileError(p, where, f"step {step} does not follow step {q['step']} of line {j}; "
-                                                "expected strictly increasing steps (duplicated or out-of-order rows)")
+            if r["step"] <= q["step"]:
+                raise ResultFileError(p, where, f"step {r['step']} does not follow step {q['step']} of line {j}; "
+                                                "expected strictly increasing steps (duplicated or out-of-order rows)",
+                                      field="step")
             for k in ("tokens", "train_flops"):
                 if r[k] < q[k]:
                     raise ResultFileError(p, where, f"{k} {r[k]!r} is below {q[k]!r} of line {j}; expected "
-                                                    f"{k} never to decrease")
+                                                    f"{k} never to decrease", field=k)
         prev = (i, r)
     return [r for _, r in rows]
-
-
-#: Profile-row fields: (key, integer, positive, optional).
-_PROFILE_FIELDS = (("seq_len", True, True, False), ("prompt_len", True, True, False), ("n_decode", True, True, False),
-                   ("n_threads", True, True, False), ("n_repeats", True, True, False),
-                   ("prefill_s", False, True, False), ("prefill_tokens_per_s", False, True, False),
-                   ("ttft_s", False, True, False), ("decode_s", False, True, False),
-                   ("decode_tokens_per_s", False, True, False), ("kv_bytes_measured", True, True, False),
-                   ("kv_bytes_analytic", True, True, False), ("peak_mem_bytes", True, False, False),
-                   ("peak_mem_delta_bytes", True, False, True), ("prefill_cpu_s", False, True, True),
-                   ("decode_cpu_s", False, True, True), ("loadavg_1m_before", False, False, True),
-                   ("loadavg_1m_after", False, False, True))
 
 
 def read_profile(path: Pathish) -> tuple[list[dict], dict]:
@@ -250,29 +426,15 @@ def read_profile(path: Pathish) -> tuple[list[dict], dict]:
     """
     p = Path(path)
     d = _object(read_json(p, what="profile"), p, "top level", "an object with 'rows' and 'provenance'")
-    rows = _rows(d, "rows", p)
+    _check(_Profile, d, p)
     seen: dict[tuple[str, int], int] = {}
-    for i, r in enumerate(rows):
-        where = f"rows[{i}]"
-        for k in ("variant", "dtype", "device", "mem_kind"):
-            text(r, k, p, where)
-        for k, integer, positive, optional in _PROFILE_FIELDS:
-            number(r, k, p, where, integer=integer, positive=positive, minimum=None if positive else 0,
-                   optional=optional)
-        _flag(r, "kv_equal", p, where)
-        reps = r.get("repeats", [])
-        if not isinstance(reps, list):
-            raise ResultFileError(p, where, f"repeats must be a list, got {reps!r:.60}")
-        for j, x in enumerate(reps):
-            for k in ("prefill_s", "decode_s"):
-                number(x, k, p, f"{where}.repeats[{j}]", positive=True)
+    for i, r in enumerate(d["rows"]):
         key = (r["variant"], r["seq_len"])
         if key in seen:
-            raise ResultFileError(p, where, f"variant {key[0]!r} at seq_len {key[1]} repeats rows[{seen[key]}]; "
-                                            "expected one row per (variant, seq_len)")
+            raise ResultFileError(p, f"rows[{i}]", f"variant {key[0]!r} at seq_len {key[1]} repeats rows[{seen[key]}]; "
+                                                   "expected one row per (variant, seq_len)", field="variant")
         seen[key] = i
-    prov = d.get("provenance", {})
-    return rows, _object(prov, p, "provenance", "an object")
+    return d["rows"], d.get("provenance", {})
 
 
 def read_ppl(path: Pathish) -> dict:
@@ -285,14 +447,7 @@ def read_ppl(path: Pathish) -> dict:
     """
     p = Path(path)
     d = _object(read_json(p, what="perplexity result"), p, "top level", "an object with 'splits'")
-    for name, s in _splits(d, p).items():
-        where = f"splits.{name}"
-        number(s, "ppl", p, where, positive=True)
-        number(s, "nll", p, where, minimum=0)
-        number(s, "n_tokens", p, where, integer=True, positive=True)
-        number(s, "seq_len", p, where, integer=True, positive=True)
-        number(s, "max_tokens_per_doc", p, where, integer=True, positive=True, optional=True)
-        _doc_ids(s, p, where)
+    _check(_Ppl, d, p)
     return d
 
 
@@ -306,11 +461,11 @@ def read_summary(path: Pathish, require: Iterable[str] = ()) -> dict:
     """
     p = Path(path)
     d = _object(read_json(p, what="run summary"), p, "top level", "an object")
-    req = set(require)
-    for k, integer in (("steps", True), ("tokens", True), ("train_flops", False), ("params", True),
-                       ("active_params_per_token", False), ("train_flops_per_token", False)):
-        optional = k not in ("steps", "tokens", "train_flops") and k not in req
-        number(d, k, p, "top level", integer=integer, positive=True, optional=optional)
+    _check(_Summary, d, p)
+    for k in require:
+        if d.get(k) is None:
+            raise ResultFileError(p, "top level", f"expected a field {k!r}" + (" (it is null)" if k in d else ""),
+                                  field=k)
     return d
 
 
@@ -319,15 +474,8 @@ def read_kv_measure(path: Pathish) -> list[dict]:
     ``measured_bytes`` and ``analytic_bytes`` > 0, ``equal`` a bool."""
     p = Path(path)
     d = _object(read_json(p, what="KV measurement"), p, "top level", "an object with 'rows'")
-    rows = _rows(d, "rows", p)
-    for i, r in enumerate(rows):
-        where = f"rows[{i}]"
-        text(r, "variant", p, where)
-        text(r, "dtype", p, where)
-        for k in ("seq_len", "measured_bytes", "analytic_bytes"):
-            number(r, k, p, where, integer=True, positive=True)
-        _flag(r, "equal", p, where)
-    return rows
+    _check(_KvMeasure, d, p)
+    return d["rows"]
 
 
 def read_longppl(path: Pathish) -> dict:
@@ -336,27 +484,14 @@ def read_longppl(path: Pathish) -> dict:
     finite ``cum_ppl`` > 0, a ``span_ppl`` > 0 or null (no full span yet) and ``extrapolated``."""
     p = Path(path)
     d = _object(read_json(p, what="long-context perplexity result"), p, "top level", "an object")
-    for k in ("train_seq_len", "span"):
-        number(d, k, p, "top level", integer=True, positive=True)
-    lengths = d.get("lengths")
-    if not isinstance(lengths, list) or not lengths:
-        raise ResultFileError(p, "lengths", f"expected a non-empty list of lengths, got {lengths!r:.60}")
-    for i in range(len(lengths)):
-        number({"length": lengths[i]}, "length", p, f"lengths[{i}]", integer=True, positive=True)
-    for name, s in _splits(d, p).items():
-        where = f"splits.{name}"
-        number(s, "n_docs", p, where, integer=True, positive=True)
-        _doc_ids(s, p, where)
+    _check(_LongPpl, d, p)
+    for name, s in d["splits"].items():
         prev = 0
-        for i, c in enumerate(_rows(s, "curves", p, where)):
-            at = f"{where}.curves[{i}]"
-            n = number(c, "length", p, at, integer=True, positive=True)
-            if n <= prev:
-                raise ResultFileError(p, at, f"length {n} does not follow {prev}; expected strictly increasing lengths")
-            prev = n
-            number(c, "cum_ppl", p, at, positive=True)
-            number(c, "span_ppl", p, at, positive=True, optional=True)
-            _flag(c, "extrapolated", p, at)
+        for i, c in enumerate(s["curves"]):
+            if c["length"] <= prev:
+                raise ResultFileError(p, f"splits.{name}.curves[{i}]", f"length {c['length']} does not follow {prev}; "
+                                      "expected strictly increasing lengths", field="length")
+            prev = c["length"]
     return d
 
 
@@ -365,30 +500,12 @@ def read_angular(path: Pathish) -> dict:
     for ``all``, integer ``n_tokens`` > 0 and one finite distance in [0, 1] per application."""
     p = Path(path)
     d = _object(read_json(p, what="angular-distance result"), p, "top level", "an object")
-    number(d, "seq_len", p, "top level", integer=True, positive=True)
-    apps = _rows(d, "applications", p)
-    for i, a in enumerate(apps):
-        where = f"applications[{i}]"
-        text(a, "kind", p, where)
-        number(a, "index", p, where, integer=True, positive=True)
-        for k in ("stage", "loop", "layer"):
-            number(a, k, p, where, integer=True, minimum=0)
-        number(a, "window", p, where, integer=True, positive=True, optional=True)
-    parts = dict(_splits(d, p))
-    parts["all"] = _object(d.get("all"), p, "all", "an object")
-    for name, s in parts.items():
-        where = "all" if name == "all" else f"splits.{name}"
-        number(s, "n_tokens", p, where, integer=True, positive=True)
-        if name != "all":
-            for k in ("n_windows", "n_docs"):
-                number(s, k, p, where, integer=True, positive=True)
-            _doc_ids(s, p, where, as_strings=True)
-        dist = s.get("distance")
-        if not isinstance(dist, list) or len(dist) != len(apps):
-            raise ResultFileError(p, f"{where}.distance", f"expected one distance per application ({len(apps)}), "
-                                                          f"got {dist!r:.60}")
-        for j in range(len(dist)):
-            number({"distance": dist[j]}, "distance", p, f"{where}.distance[{j}]", minimum=0, maximum=1)
+    _check(_Angular, d, p)
+    n_apps = len(d["applications"])
+    for where, s in [*((f"splits.{k}", v) for k, v in d["splits"].items()), ("all", d["all"])]:
+        if len(s["distance"]) != n_apps:
+            raise ResultFileError(p, where, f"distance must have one value per application ({n_apps}), got "
+                                            f"{len(s['distance'])}", field="distance")
     return d
 
 
@@ -400,38 +517,32 @@ def read_niah(path: Pathish, tasks: Iterable[str] | None = None) -> dict:
     tasks among ``tasks`` where given."""
     p = Path(path)
     d = _object(read_json(p, what="needle-in-a-haystack result"), p, "top level", "an object")
-    number(d, "train_seq_len", p, "top level", integer=True, positive=True, optional=True)
+    _check(_Niah, d, p)
     known = None if tasks is None else set(tasks)
-    choices: set[int] = set()
     for key in ("records", "cells"):
-        for i, r in enumerate(_rows(d, key, p)):
-            where = f"{key}[{i}]"
-            t = text(r, "task", p, where)
-            if known is not None and t not in known:
-                raise ResultFileError(p, where, f"task {t!r} is not one of {sorted(known)}")
-            for k in ("logp_value", "logp_distractor"):
-                number(r, k, p, where)
-            if key == "records":
-                number(r, "correct", p, where, integer=True, minimum=0, maximum=1)
-                if "choice_correct" in r or "n_choices" in r or "logp_choices" in r:
-                    number(r, "choice_correct", p, where, integer=True, minimum=0, maximum=1)
-                    k = number(r, "n_choices", p, where, integer=True, minimum=2)
-                    lpc = r.get("logp_choices")
-                    if not isinstance(lpc, list) or len(lpc) != k - 1 or not all(
-                            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in lpc):
-                        raise ResultFileError(p, f"{where}.logp_choices",
-                                              f"expected {k - 1} finite numbers (n_choices - 1), got {lpc!r}")
-                    if r["choice_correct"] != int(r["logp_value"] > max(lpc)):
-                        raise ResultFileError(p, f"{where}.choice_correct", "disagrees with logp_value and "
-                                              "logp_choices (1 exactly when logp_value is the highest)")
-                    choices.add(k)
-                    if len(choices) > 1:
-                        raise ResultFileError(p, f"{where}.n_choices", f"differs between records ({sorted(choices)})")
-            else:
-                number(r, "length", p, where, integer=True, positive=True)
-                number(r, "depth", p, where, minimum=0, maximum=100)
-                number(r, "n", p, where, integer=True, positive=True)
-                number(r, "acc", p, where, minimum=0, maximum=1)
-                number(r, "choice_acc", p, where, minimum=0, maximum=1, optional=True)
-                number(r, "gain", p, where)
+        for i, r in enumerate(d[key]):
+            if known is not None and r["task"] not in known:
+                raise ResultFileError(p, f"{key}[{i}]", f"task {r['task']!r} is not one of {sorted(known)}",
+                                      field="task")
+    choices: set[int] = set()
+    mc = ("choice_correct", "n_choices", "logp_choices")
+    for i, r in enumerate(d["records"]):
+        where = f"records[{i}]"
+        if not any(k in r for k in mc):
+            continue
+        for k in mc:
+            if r.get(k) is None:
+                raise ResultFileError(p, where, f"expected a field {k!r} (the multiple-choice fields come together)",
+                                      field=k)
+        k = r["n_choices"]
+        if len(r["logp_choices"]) != k - 1:
+            raise ResultFileError(p, where, f"logp_choices must hold n_choices - 1 = {k - 1} numbers, got "
+                                            f"{len(r['logp_choices'])}", field="logp_choices")
+        if r["choice_correct"] != int(r["logp_value"] > max(r["logp_choices"])):
+            raise ResultFileError(p, where, "choice_correct disagrees with logp_value and logp_choices (1 exactly "
+                                            "when logp_value is the highest)", field="choice_correct")
+        choices.add(k)
+        if len(choices) > 1:
+            raise ResultFileError(p, where, f"n_choices differs between records ({sorted(choices)})",
+                                  field="n_choices")
     return d
