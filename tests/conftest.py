@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 
 from yocou.data import encode_corpus, train_tokenizer
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers share the two cores: one torch thread each, or OpenMP's spinning threads oversubscribe them
+    # (the day-to-day loop took 4 min 7 s at two threads per worker). Subprocesses inherit it; Snakemake jobs set
+    # their own OMP_NUM_THREADS from their threads.
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge "
          "boxing matches def return import class for in if else print value key").split()
@@ -44,3 +53,13 @@ def workflow_copy(tmp: Path) -> Path:
         (tmp / name).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if src.is_dir() else shutil.copy)(src, tmp / name)
     return tmp
+
+
+#: Test modules that take minutes, run first: under ``--dist loadscope`` each goes to a worker of its own while the
+#: other worker takes the many short modules, instead of one of them starting last beside an idle worker.
+LONG_FIRST = ("test_pipeline.py", "test_slurm.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))  # stable: the rest keep their order

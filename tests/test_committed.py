@@ -138,16 +138,19 @@ def _no_compute(res, jobs):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", sorted(HABIT_TARGETS))
-def test_render_targets_under_snakemakes_habits_plan_no_compute_job_on_a_clone(committed_tree, target):
-    """The target, then --forcerun of its rule, -f, -R of a rule it depends on, --forceall: render jobs only, no
-    traceback; nothing under runs/ is made."""
-    dep = HABIT_TARGETS[target]
-    for habit in ([], ["--forcerun", target], ["-f"], ["-R", dep], ["--forceall"]):
-        res, jobs = _plan(committed_tree, target, *habit)
-        _no_compute(res, jobs)
-        if habit:
-            assert jobs, (habit, res.stdout[-2000:])  # forcing plans the render jobs again
+@pytest.mark.parametrize("habit", ["none", "--forcerun", "-f", "-R", "--forceall"])
+def test_render_targets_under_snakemakes_habits_plan_no_compute_job_on_a_clone(committed_tree, habit):
+    """Every render target at once (one parse per habit), then --forcerun of their rules, -f, -R of a rule each
+    depends on, --forceall: render jobs only, no traceback, every forced rule planned again; nothing under runs/
+    is made. (A compute job planned for one target is planned for all of them together.)"""
+    targets = sorted(HABIT_TARGETS)
+    deps = sorted(set(HABIT_TARGETS.values()))
+    args = {"none": [], "--forcerun": ["--forcerun", *targets], "-f": ["-f"], "-R": ["-R", *deps],
+            "--forceall": ["--forceall"]}[habit]
+    res, jobs = _plan(committed_tree, *targets, *args)   # targets first: --forcerun and -R take every word after
+    _no_compute(res, jobs)
+    forced = {"none": [], "--forcerun": targets, "-f": targets, "-R": deps, "--forceall": targets}[habit]
+    assert not set(forced) - set(jobs), (habit, sorted(set(forced) - set(jobs)), res.stdout[-2000:])
     assert not (committed_tree / "runs").exists()
 
 

@@ -35,12 +35,21 @@ def _module_commands() -> dict[str, str]:
     return out
 
 
-def test_every_yocou_subcommand_declares_its_paths() -> None:
+#: Options that name a file or folder wherever they occur: each must be declared with a path role.
+PATH_OPTIONS = {"--out", "--model", "--data", "--tokenizer", "--run-config", "--run-configs", "--corpus", "--heldout",
+                "--train", "--init-from", "--results", "--baseline", "--write-baseline", "--figure", "--book",
+                "--prompts", "--tokens-dir", "--pack", "--study", "--points", "--rules", "--bench", "--raw"}
+
+
+def test_every_yocou_subcommand_declares_its_paths_where_it_parses_them() -> None:
+    """Every path option of every ``yocou`` subcommand is a reads/writes/replaces argument (guard), so the
+    check sees it: one declaration per path, beside its help."""
     from yocou.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    missing = [f"yocou {name}" for name in sub.choices if f"yocou {name}" not in guard.COMMANDS]
-    assert not missing, f"add these to yocou.utils.guard.COMMANDS: {missing}"
+    undeclared = [f"yocou {name} {opt}" for name, p in sub.choices.items() for a in p._actions
+                  for opt in a.option_strings if opt in PATH_OPTIONS and getattr(a.type, "__name__", "") != "path"]
+    assert not undeclared, f"declare these with type=guard.reads()/writes()/replaces(): {undeclared}"
 
 
 def test_every_module_entry_point_checks_its_paths() -> None:
@@ -49,13 +58,32 @@ def test_every_module_entry_point_checks_its_paths() -> None:
     for mod, src in mods.items():
         if mod == "yocou.results.audit":  # python -m yocou.results.audit runs yocou.results.audit.report.main
             src = (ROOT / "yocou/results/audit/report.py").read_text()
-        assert "check_command(" in src, f"{mod}: main() must call yocou.utils.guard.check_command after parse_args"
-        assert any(k == f"python -m {mod}" or k.startswith(f"python -m {mod} ") for k in guard.COMMANDS), mod
+        assert "check_args(" in src, f"{mod}: main() must call yocou.utils.guard.check_args after parse_args"
+        for line in re.findall(r"add_argument\((\"--[a-z-]+\".*)", src):
+            opt = line.split('"')[1]
+            if opt in PATH_OPTIONS:
+                assert "type=" in line, f"{mod}: {opt} is not declared with type=guard.reads()/writes()/replaces()"
 
 
-def test_a_command_without_a_declaration_fails() -> None:
-    with pytest.raises(KeyError, match="does not declare its input and output paths"):
-        guard.check_command("python -m yocou.new_tool", argparse.Namespace(out="x"))
+def test_path_roles_are_collected_from_the_parsed_arguments(tmp_path: Path) -> None:
+    """io_paths: each declared argument under its option (or its label), expanded to the files it stands for;
+    an if_exists input only where the path exists; undeclared strings are not paths."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", type=guard.reads())
+    ap.add_argument("--data", type=guard.reads(paths=guard.inside(lambda a: [f"{s}.bin" for s in a.splits])))
+    ap.add_argument("--splits", nargs="+", default=["book", "code"])
+    ap.add_argument("--config", type=guard.reads(if_exists=True))
+    ap.add_argument("--out", type=guard.writes(paths=guard.suffixed(".csv", ".md")))
+    ap.add_argument("out_dir", type=guard.replaces("OUT_DIR"))
+    a = ap.parse_args(["--model", "m.pt", "--data", "tok", "--config", '{"inline": 1}', "--out", "t/x", "dir"])
+    io = guard.io_paths(a)
+    assert io.inputs == {"--model": ["m.pt"], "--data": [os.path.join("tok", "book.bin"), os.path.join("tok", "code.bin")]}
+    assert io.outputs == {"--out": ["t/x.csv", "t/x.md"]} and io.out_dirs == {"OUT_DIR": ["dir"]}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("x: 1")
+    assert guard.io_paths(ap.parse_args(["--config", str(cfg), "d"])).inputs == {"--config": [str(cfg)]}
+    with pytest.raises(ValueError, match="--out .* is the input --model"):
+        guard.check_args(ap.parse_args(["--model", str(cfg.with_suffix(".csv")), "--out", str(cfg), "d"]))
 
 
 def test_every_pipeline_script_starts_with_the_check() -> None:
@@ -133,18 +161,21 @@ def test_an_output_that_is_an_input_is_refused_and_the_input_kept(
     assert after == before  # nothing written, nothing removed, nothing created
 
 
-def test_an_output_folder_snakemake_made_beforehand_is_allowed(tmp_path: Path) -> None:
+def test_an_output_folder_snakemake_made_beforehand_is_allowed(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Snakemake creates the folders of a job's outputs before it starts the job: a command whose ``--out`` is a
-    folder (the equal-FLOPs model, a run) or a file stem (timing) must accept that empty folder."""
+    folder (the equal-FLOPs model, a run) or a file stem (timing) must accept that empty folder: each command
+    passes its check and fails later, on its missing inputs, writing nothing."""
     run, out = tmp_path / "yocou_moe", tmp_path / "yocou_moe_eqflops"
     run.mkdir()
     out.mkdir()
-    guard.check_command("python -m yocou.workflow.studies eqflops", argparse.Namespace(run=str(run), out=str(out)))
-    guard.check_command("yocou train", argparse.Namespace(run_config=None, data=None, heldout=None, tokenizer=None,
-                                                          out=str(out)))
     (tmp_path / "timing").mkdir()
-    guard.check_command("python -m yocou.results.timing", argparse.Namespace(bench=str(run), out=str(tmp_path / "timing"),
-                                                                     scale="smoke"))
+    for line in (["python", "-m", "yocou.workflow.studies", "eqflops", "--run", str(run), "--out", str(out)],
+                 ["yocou", "train", "--run-config", str(tmp_path / "none.json"), "--data", str(tmp_path / "t.bin"),
+                  "--out", str(out)]):
+        rc, err = _run(line, capsys)
+        assert rc == 2 and "refusing" not in err and "would replace" not in err and "cannot write" not in err, err
+    guard.check_args(argparse.Namespace(out=guard.writes(paths=guard.suffixed(".csv", replace=False))(
+        str(tmp_path / "timing"))))
     assert sorted(p.name for p in out.iterdir()) == []
 
 

@@ -76,7 +76,7 @@ def test_eval_threads_set_each_evaluation_job_and_the_profile_keeps_every_core(t
     """eval.threads (evaluation jobs at one thread each): every evaluation job's snakemake threads and OMP_NUM_THREADS are
     eval.threads, at most --cores (null: --cores); the profile, a timing, always takes every core."""
     wd = _workdir(tmp_path)
-    cfg = [] if threads is None else ["eval={threads: %d}" % threads]
+    cfg = ["eval={threads: null}" if threads is None else "eval={threads: %d}" % threads]  # smoke's own is 1
     out = _snakemake(wd, "-n", "-p", "--cores", "2", "reproduce_all", "--config", "scale=smoke", *cfg).stdout
     want = 2 if threads is None else min(threads, 2)
     jobs = out.split("\n\n")

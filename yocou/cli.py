@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -286,7 +287,24 @@ def _cmd_audit(a: argparse.Namespace) -> int:
     return run_from_args(a)
 
 
+_SPLITS = ("train", "heldout_book", "heldout_code")
+_CORPUS_FILES = (*(f"{s}.jsonl" for s in _SPLITS), "manifest.json")
+
+
+def _split_bins(a: argparse.Namespace) -> list[str]:
+    return [f"{s}.bin" for s in a.splits]
+
+
+def _run_files(out: str, a: argparse.Namespace) -> list[str]:
+    """What ``yocou train`` writes in its run folder: its files and any step snapshots already there."""
+    snapshots = sorted(str(p) for p in Path(out).glob("model_step*.pt")) if os.path.isdir(out) else []
+    return [os.path.join(out, n) for n in ("model.pt", "ckpt.pt", "metrics.jsonl", "summary.json", "state.pt")] + \
+        snapshots
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from yocou.utils.guard import inside, reads, replaces, writes
+
     p = argparse.ArgumentParser(prog="yocou", description="Universal YOCO reproduction harness")
     sub = p.add_subparsers(dest="cmd", required=True)
 
@@ -305,15 +323,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_kv_table)
 
     tr = sub.add_parser("train", help="train one model (runs under torchrun too)")
-    tr.add_argument("--run-config", required=True, help="JSON/YAML with 'model' and 'train' sections")
-    tr.add_argument("--data", required=True, help="train.bin token stream")
-    tr.add_argument("--out", required=True, help="run folder")
-    tr.add_argument("--heldout", nargs="+", metavar="BIN",
+    tr.add_argument("--run-config", required=True, type=reads(), help="JSON/YAML with 'model' and 'train' sections")
+    tr.add_argument("--data", required=True, type=reads(), help="train.bin token stream")
+    tr.add_argument("--out", required=True, type=writes(paths=_run_files), help="run folder")
+    tr.add_argument("--heldout", nargs="+", metavar="BIN", type=reads(),
                     help="held-out token streams (heldout_book.bin heldout_code.bin) scored every train.eval_every "
                          "steps into metrics.jsonl as heldout_loss.<book|code>")
-    tr.add_argument("--tokenizer", default=None,
+    tr.add_argument("--tokenizer", default=None, type=reads(),
                     help="the run's tokenizer.json (needed when train.needle_mix.fraction > 0)")
-    tr.add_argument("--init-from", default=None, metavar="STATE",
+    tr.add_argument("--init-from", default=None, metavar="STATE", type=reads(),
                     help="a cooldown branch: start from another run's state.pt (written with --save-state)")
     tr.add_argument("--save-state", action="store_true",
                     help="also write state.pt (model and optimizer state) at the end, for branches to start from")
@@ -321,69 +339,69 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(func=_cmd_train)
 
     c = sub.add_parser("corpus", help="build the corpus (documents, hold-outs, manifest)")
-    c.add_argument("--config", required=True, help="pipeline config: a file, or inline JSON (reads data.corpus)")
-    c.add_argument("--out", required=True)
+    c.add_argument("--config", required=True, type=reads(if_exists=True), help="pipeline config: a file, or inline JSON (reads data.corpus)")
+    c.add_argument("--out", required=True, type=writes(paths=inside(*_CORPUS_FILES)))
     c.set_defaults(func=_cmd_corpus)
 
     tk = sub.add_parser("tokenizer", help="train the BPE tokenizer on the training split")
-    tk.add_argument("--corpus", required=True)
-    tk.add_argument("--config", default=None, help="pipeline config: a file, or inline JSON (reads data.vocab_size)")
+    tk.add_argument("--corpus", required=True, type=reads(paths=inside("train.jsonl")))
+    tk.add_argument("--config", default=None, type=reads(if_exists=True), help="pipeline config: a file, or inline JSON (reads data.vocab_size)")
     tk.add_argument("--vocab-size", type=int, default=None)
-    tk.add_argument("--pretrained", default=None,
+    tk.add_argument("--pretrained", default=None, type=reads(if_exists=True),
                     help="use this tokenizer.json path or name (gpt2-offline, cl100k_base) instead of training")
-    tk.add_argument("--out", required=True)
+    tk.add_argument("--out", required=True, type=writes())
     tk.set_defaults(func=_cmd_tokenizer)
 
     te = sub.add_parser("tokenize", help="encode every split into token streams")
-    te.add_argument("--corpus", required=True)
-    te.add_argument("--tokenizer", required=True)
-    te.add_argument("--out", required=True)
+    te.add_argument("--corpus", required=True, type=reads(paths=inside(*(f"{s}.jsonl" for s in _SPLITS))))
+    te.add_argument("--tokenizer", required=True, type=reads())
+    te.add_argument("--out", required=True, type=writes(paths=inside(*(f"{s}{x}" for s in _SPLITS for x in (".bin", ".offsets.npy", ".json")))))
     te.set_defaults(func=_cmd_tokenize)
 
     km = sub.add_parser("kv-measure", help="measured vs analytic KV bytes after prefill, per run config")
-    km.add_argument("--run-configs", nargs="+", required=True)
+    km.add_argument("--run-configs", nargs="+", required=True, type=reads())
     km.add_argument("--seq-lens", nargs="+", type=int_at_least(1), required=True, help="prompt lengths, each >= 1")
     km.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
-    km.add_argument("--out", required=True)
+    km.add_argument("--out", required=True, type=writes())
     km.set_defaults(func=_cmd_kv_measure)
 
     pp = sub.add_parser("ppl", help="held-out perplexity of a trained model")
-    pp.add_argument("--model", required=True, help="model.pt")
-    pp.add_argument("--data", required=True, help="folder with <split>.bin token streams")
+    pp.add_argument("--model", required=True, type=reads(), help="model.pt")
+    pp.add_argument("--data", required=True, type=reads(paths=inside(_split_bins)), help="folder with <split>.bin token streams")
     pp.add_argument("--splits", nargs="+", default=["heldout_book", "heldout_code"])
     pp.add_argument("--seq-len", type=int_at_least(2), required=True)
     pp.add_argument("--max-tokens", type=int_at_least(2), default=None,
                     help="cap per split: tokens read from its documents in stored order, the last one cut "
                          "(default: all)")
-    pp.add_argument("--tokenizer", default=None,
+    pp.add_argument("--tokenizer", default=None, type=reads(),
                     help="the run's tokenizer.json (or name), for bits/byte; without it no n_bytes/bits_per_byte")
     pp.add_argument("--batch", type=int_at_least(1), default=8)
     pp.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    pp.add_argument("--out", default=None)
+    pp.add_argument("--out", default=None, type=writes())
     pp.set_defaults(func=_cmd_ppl)
 
     bl = sub.add_parser("baselines", help="unigram and Kneser-Ney bigram held-out loss (the trivial references), "
                                           "on the tokens and windows `ppl` scores")
-    bl.add_argument("--train", required=True, help="train.bin token stream the baselines are fitted on")
-    bl.add_argument("--data", required=True, help="folder with <split>.bin held-out token streams")
+    bl.add_argument("--train", required=True, type=reads(), help="train.bin token stream the baselines are fitted on")
+    bl.add_argument("--data", required=True, type=reads(paths=inside(_split_bins)), help="folder with <split>.bin held-out token streams")
     bl.add_argument("--splits", nargs="+", default=["heldout_book", "heldout_code"])
     bl.add_argument("--seq-len", type=int_at_least(2), required=True, help="window length (as for ppl)")
     bl.add_argument("--max-tokens", type=int_at_least(2), default=None, help="cap per split (as for ppl)")
-    bl.add_argument("--tokenizer", default=None, help="the run's tokenizer.json (or name), for bits/byte")
+    bl.add_argument("--tokenizer", default=None, type=reads(), help="the run's tokenizer.json (or name), for bits/byte")
     bl.add_argument("--budget-steps", type=int_at_least(1), default=None,
                     help="training steps of a run: also fit the bigram on that run's training windows")
     bl.add_argument("--budget-batch", type=int_at_least(1), default=None, help="training batch size (sequences)")
     bl.add_argument("--budget-seq-len", type=int_at_least(1), default=None, help="training sequence length")
     bl.add_argument("--budget-seed", type=int_at_least(0), default=0, help="training seed of the replayed windows")
-    bl.add_argument("--out", default=None)
+    bl.add_argument("--out", default=None, type=writes())
     bl.set_defaults(func=_cmd_baselines)
 
     ex = sub.add_parser("export-hf", help="write a trained run as a Hugging Face folder (loads offline with "
                                           "transformers alone)")
-    ex.add_argument("run_dir", metavar="RUN_DIR", help="run folder with model.pt, e.g. runs/tiny/models/yocou")
-    ex.add_argument("out_dir", metavar="OUT_DIR", help="folder to write (must not exist or be empty)")
-    ex.add_argument("--model", default="model.pt", help="checkpoint in RUN_DIR to export (default model.pt)")
-    ex.add_argument("--tokenizer", default=None, help="tokenizer.json path or name (cl100k_base); default "
+    ex.add_argument("run_dir", metavar="RUN_DIR", type=reads("RUN_DIR"), help="run folder with model.pt, e.g. runs/tiny/models/yocou")
+    ex.add_argument("out_dir", metavar="OUT_DIR", type=replaces("OUT_DIR"), help="folder to write (must not exist or be empty)")
+    ex.add_argument("--model", default="model.pt", type=reads(paths=lambda v, a: [os.path.join(a.run_dir, v)]), help="checkpoint in RUN_DIR to export (default model.pt)")
+    ex.add_argument("--tokenizer", default=None, type=reads(), help="tokenizer.json path or name (cl100k_base); default "
                     "RUN_DIR/tokenizer.json, else the pipeline's runs/<scale>/tokenizer.json two folders up")
     ex.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
     ex.add_argument("--max-position-embeddings", type=int_at_least(1), default=None, metavar="N",
@@ -392,10 +410,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.set_defaults(func=_cmd_export_hf)
 
     from yocou.results.audit.args import add_arguments as _audit_arguments
+    from yocou.results.audit.args import extra_paths as _audit_paths
 
     au = sub.add_parser("audit", help="audit the paper's reported numbers: consistency checks, verdicts, report")
     _audit_arguments(au)
-    au.set_defaults(func=_cmd_audit)
+    au.set_defaults(func=_cmd_audit, extra_paths=_audit_paths)
     return p
 
 
@@ -409,11 +428,11 @@ def main(argv: list[str] | None = None) -> int:
         name_too_long,
         report_user_error,
     )
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
     args = build_parser().parse_args(argv)
     try:
-        check_command(f"yocou {args.cmd}", args)
+        check_args(args, args.extra_paths(args) if hasattr(args, "extra_paths") else None)
         return args.func(args)
     except USER_ERRORS as e:
         return report_user_error(f"yocou {args.cmd}", e)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -268,9 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", default=".", help="the repository root (default .)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if RESULTS.md or README.md differ")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import IOPaths, check_args
 
-    check_command("python -m yocou.results.resultsdoc", a)
+    # both paths follow from --root: the committed results read, the two documents written
+    check_args(a, IOPaths({"--root (results)": os.path.join(a.root, "results", a.scale)},
+                          {} if a.check else {"--root": [os.path.join(a.root, n) for n in ("RESULTS.md", "README.md")]}))
     root = Path(a.root)
     try:
         results = results_md(root, a.scale)

@@ -321,18 +321,21 @@ def write_timing(bench_dir: str | Path, out_stem: str | Path, scale: str) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
+    from yocou.utils.guard import reads, suffixed, writes
+
     ap = argparse.ArgumentParser(prog="yocou.results.timing", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", required=True, help="the scale (names the default folders)")
-    ap.add_argument("--bench", help="benchmark folder (default logs/<scale>/bench)")
-    ap.add_argument("--out", help="output stem (default results/<scale>/timing -> timing.{csv,md,json})")
+    ap.add_argument("--bench", type=reads(), help="benchmark folder (default logs/<scale>/bench)")
+    ap.add_argument("--out", type=writes(paths=suffixed(".csv", ".md", ".json", replace=False)), help="output stem (default results/<scale>/timing -> timing.{csv,md,json})")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import IOPaths, check_args
 
     if a.out and (a.out.endswith(("/", os.sep)) or os.path.isdir(a.out)):
         ap.error(f"--out {a.out}: is a folder; expected an output stem such as results/<scale>/timing (it writes "
                  "<stem>.csv, <stem>.md and <stem>.json)")
-    check_command("python -m yocou.results.timing", a)
+    default_out = IOPaths(outputs={"--out": [f"results/{a.scale}/timing.{x}" for x in ("csv", "md", "json")]})
+    check_args(a, None if a.out else default_out)
     try:
         check_scale_name(a.scale, "--scale")
     except ValueError as e:

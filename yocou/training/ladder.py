@@ -240,23 +240,25 @@ def run_config(cfg: Mapping[str, Any], study: LadderStudy, run: str, vocab_size:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.training.ladder {runs,run-config}``: the study's runs, or one run's config."""
+    from yocou.utils.guard import reads, writes
+
     ap = argparse.ArgumentParser(prog="python -m yocou.training.ladder", description=main.__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("runs", help="the planned runs, one per line (kind, name)")
     r.add_argument("--scale", required=True)
-    r.add_argument("--study", default=STUDY_FILE)
+    r.add_argument("--study", default=STUDY_FILE, type=reads())
     rc = sub.add_parser("run-config", help="write one run's config")
-    rc.add_argument("--config", required=True, help="the scale's resolved pipeline config: a file or inline JSON")
+    rc.add_argument("--config", required=True, type=reads(if_exists=True), help="the scale's resolved pipeline config: a file or inline JSON")
     rc.add_argument("--scale", required=True)
-    rc.add_argument("--study", default=STUDY_FILE)
+    rc.add_argument("--study", default=STUDY_FILE, type=reads())
     rc.add_argument("--run", required=True)
-    rc.add_argument("--tokenizer", default=None, help="take vocab_size from this tokenizer")
-    rc.add_argument("--bracket", default=None, help="the bracket summary (bracket.json) with each variant's best rate")
-    rc.add_argument("--out", required=True)
+    rc.add_argument("--tokenizer", default=None, type=reads(), help="take vocab_size from this tokenizer")
+    rc.add_argument("--bracket", default=None, type=reads(), help="the bracket summary (bracket.json) with each variant's best rate")
+    rc.add_argument("--out", required=True, type=writes())
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command(f"python -m yocou.training.ladder {a.cmd}", a)
+    check_args(a)
     study = load_study(a.scale, a.study)
     if study is None:
         raise ValueError(f"--scale {a.scale}: {a.study} has no section for this scale")

@@ -10,9 +10,10 @@ model folder, a corpus or token folder). :func:`check_paths` then refuses, in on
   permission): checked by creating and removing a temporary file in the nearest folder that exists, so that a
   refused command creates nothing.
 
-Writing a new file beside the inputs stays allowed. :data:`COMMANDS` holds the declaration of every command line
-the project has (``yocou <sub>`` and each ``python -m yocou.<module> [<sub>]``); the pipeline's Snakemake scripts
-check their ``snakemake.input`` against ``snakemake.output`` through :func:`check_snakemake`. Standard library only.
+Writing a new file beside the inputs stays allowed. Every command declares each path once, where argparse
+declares the argument (``type=reads()``, ``writes()``, ``replaces()``), and calls :func:`check_args` after
+parsing; the pipeline's Snakemake scripts check their ``snakemake.input`` against ``snakemake.output`` through
+:func:`check_snakemake`. Standard library only.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["COMMANDS", "IOPaths", "check_command", "check_paths", "check_snakemake", "check_writable", "start_script"]
+__all__ = ["IOPaths", "PathArg", "Role", "check_args", "check_paths", "check_snakemake", "check_writable", "inside",
+           "io_paths", "reads", "replaces", "start_script", "suffixed", "writes"]
 
 Pathish = str | os.PathLike
 
@@ -125,146 +127,106 @@ def check_paths(io: IOPaths, *, writable: bool = True) -> None:
             check_writable(out, lab, folder=True)
 
 
-# --- the commands ---------------------------------------------------------------------------------------------
+# --- the commands' arguments -----------------------------------------------------------------------------------
+# A command declares each path where it declares the argument: ``type=reads()`` (a file or folder it reads),
+# ``type=writes()`` (a file it writes) or ``type=replaces()`` (a folder whose contents it replaces). argparse
+# converts the value to a :class:`PathArg` (a ``str`` that knows its role); :func:`check_args` gathers them from
+# the parsed arguments. ``paths`` maps a value to the files it stands for (:func:`inside`, :func:`suffixed`, or a
+# function of the value and the parsed arguments), for a folder whose files a command reads or writes, or a stem.
 
-def _get(a: argparse.Namespace, name: str) -> Any:
-    return getattr(a, name, None)
-
-
-def _in_dir(folder: Any, names: Iterable[str]) -> list[str]:
-    return [os.path.join(folder, n) for n in names] if folder else []
-
-
-_TRAIN_FILES = ("model.pt", "ckpt.pt", "metrics.jsonl", "summary.json", "state.pt")
-_AUDIT_FILES = ("report.md", "report.html", "checks.csv", "verdicts.csv", "claims.csv", "summary.json",
-                "seed_spread.csv", "seed_spread.md", "power.csv", "power.md")
-_SPLITS = ("train", "heldout_book", "heldout_code")
+Expand = Callable[[str, argparse.Namespace], Iterable[str]]
 
 
-def _train(a: argparse.Namespace) -> IOPaths:
-    ins = {"--run-config": a.run_config, "--data": a.data, "--heldout": a.heldout, "--tokenizer": a.tokenizer,
-           "--init-from": _get(a, "init_from")}
-    out = Path(a.out)
-    snapshots = sorted(str(p) for p in out.glob("model_step*.pt")) if out.is_dir() else []
-    return IOPaths(ins, {"--out": [str(out / n) for n in _TRAIN_FILES] + snapshots})
+@dataclass(frozen=True)
+class Role:
+    """What a path argument is to its command: ``kind`` ``in``, ``out`` or ``out_dir``; ``label`` (default: the
+    option, ``--run-config`` for ``run_config``); ``paths`` (default: the value itself); ``if_exists``: an input
+    only where the path exists (an option that takes a file or an inline value or name)."""
+
+    kind: str
+    label: str | None = None
+    paths: Expand | None = None
+    if_exists: bool = False
 
 
-def _audit(a: argparse.Namespace) -> IOPaths:
-    results = a.results or os.path.join("results", a.scale)
-    ins = {"--results (tidy tables)": os.path.join(results, "tidy"), "--baseline": a.baseline,
-           "--figures": a.figures, "--reported-dir": a.reported_dir, "--registry": a.registry}
-    outs: dict[str, Any] = {"--write-baseline": a.write_baseline}
-    if a.out:
-        outs["--out"] = _in_dir(a.out, _AUDIT_FILES)
-    return IOPaths(ins, outs, {"--out": a.out})
+class PathArg(str):
+    """A parsed path argument: the ``str`` itself, with its :class:`Role`."""
+
+    role: Role
 
 
-def _export(a: argparse.Namespace) -> IOPaths:
-    return IOPaths({"RUN_DIR": a.run_dir, "--tokenizer": a.tokenizer,
-                    "--model": os.path.join(a.run_dir, a.model) if a.model else None}, {}, {"OUT_DIR": a.out_dir})
+def _typed(role: Role) -> Callable[[str], PathArg]:
+    def convert(value: str) -> PathArg:
+        out = PathArg(value)
+        out.role = role
+        return out
+
+    convert.__name__ = "path"  # argparse names a type in its messages
+    return convert
 
 
-#: Every command line: ``"yocou <sub>"`` and ``"python -m <module> [<sub>]"`` -> its paths from parsed arguments.
-COMMANDS: dict[str, Callable[[argparse.Namespace], IOPaths]] = {
-    "yocou kv": lambda a: IOPaths(),
-    "yocou kv-table": lambda a: IOPaths(),
-    "yocou train": _train,
-    "yocou corpus": lambda a: IOPaths({"--config": a.config if os.path.isfile(a.config) else None},
-                                      {"--out": _in_dir(a.out, [f"{s}.jsonl" for s in _SPLITS] + ["manifest.json"])}),
-    "yocou tokenizer": lambda a: IOPaths({"--corpus": os.path.join(a.corpus, "train.jsonl"),
-                                          "--config": a.config if a.config and os.path.isfile(a.config) else None,
-                                          "--pretrained": a.pretrained if a.pretrained and os.path.exists(a.pretrained)
-                                          else None},
-                                         {"--out": a.out}),
-    "yocou tokenize": lambda a: IOPaths({"--corpus": _in_dir(a.corpus, [f"{s}.jsonl" for s in _SPLITS]),
-                                         "--tokenizer": a.tokenizer},
-                                        {"--out": _in_dir(a.out, [f"{s}{x}" for s in _SPLITS
-                                                                  for x in (".bin", ".offsets.npy", ".json")])}),
-    "yocou kv-measure": lambda a: IOPaths({"--run-configs": a.run_configs}, {"--out": a.out}),
-    "yocou ppl": lambda a: IOPaths({"--model": a.model, "--tokenizer": a.tokenizer,
-                                    "--data": _in_dir(a.data, [f"{s}.bin" for s in a.splits])}, {"--out": a.out}),
-    "yocou baselines": lambda a: IOPaths({"--train": a.train, "--tokenizer": a.tokenizer,
-                                          "--data": _in_dir(a.data, [f"{s}.bin" for s in a.splits])},
-                                         {"--out": a.out}),
-    "yocou export-hf": _export,
-    "yocou audit": _audit,
-    "python -m yocou.results.audit": _audit,
-    "python -m yocou.results.audit.report": _audit,
-    "python -m yocou.workflow.pipeline": lambda a: IOPaths({"--config": a.config if os.path.isfile(a.config) else None,
-                                                   "--tokenizer": a.tokenizer}, {"--out": a.out}),
-    "python -m yocou.workflow.committed": lambda a: IOPaths({"--config-json": a.config_json}, {"--out": a.out}),
-    "python -m yocou.workflow.studies eqflops": lambda a: IOPaths(
-        {"--run": _in_dir(a.run, ["run_config.json", "summary.json"])},
-        {"--out": _in_dir(a.out, ["model.pt", "summary.json", "run_config.json"])}),
-    "python -m yocou.results.timing": lambda a: IOPaths({"--bench": a.bench}, {"--out": [
-        f"{a.out or f'results/{a.scale}/timing'}.{x}" for x in ("csv", "md", "json")]}),
-    "python -m yocou.utils.runlock": lambda a: IOPaths(),
-    "python -m yocou.training.ladder runs": lambda a: IOPaths({"--study": a.study}),
-    "python -m yocou.training.ladder run-config": lambda a: IOPaths({"--study": a.study, "--tokenizer": a.tokenizer,
-                                                            "--bracket": a.bracket,
-                                                            "--config": a.config if os.path.isfile(a.config)
-                                                            else None}, {"--out": a.out}),
-    "python -m yocou.results.summarize.ladder bracket": lambda a: IOPaths({"--study": a.study, "--ppl-root": a.ppl_root,
-                                                                   "--baseline": a.baseline}, {"--out": [
-        str(Path(a.out).with_suffix(x)) for x in (".json", ".csv", ".md")]}),
-    "python -m yocou.results.summarize.ladder points": lambda a: IOPaths({"--study": a.study, "--run-root": a.run_root,
-                                                                  "--res": a.res, "--data": a.data}, {"--out": [
-        str(Path(a.out).with_suffix(x)) for x in (".json", ".csv", ".md")]}),
-    "python -m yocou.results.summarize.ladder fits": lambda a: IOPaths({"--points": a.points, "--rules": a.rules}, {
-        "--out": [str(Path(a.out).with_suffix(x)) for x in (".json", ".csv", ".md")],
-        "--figure": [str(Path(a.figure).with_suffix(x)) for x in (".png", ".pdf")]}),
-    "python -m yocou.evaluation.probe train": lambda a: IOPaths({"--settings": a.settings if a.settings and
-                                                      os.path.isfile(a.settings) else None}, {"--out": a.out}),
-    "python -m yocou.evaluation.probe summarize": lambda a: IOPaths({"RESULTS": a.results}, {}, {"--out": a.out}),
-    "python -m yocou.results.resultsdoc": lambda a: IOPaths({"--root (results)": os.path.join(a.root, "results", a.scale)},
-                                                    {} if a.check else
-                                                    {"--root": [os.path.join(a.root, "RESULTS.md"),
-                                                                os.path.join(a.root, "README.md")]}),
-    "python -m yocou.workflow.cluster gpu-run": lambda a: IOPaths(),
-    "python -m yocou.workflow.cluster check": lambda a: IOPaths(),
-    "python -m yocou.workflow.cluster resources": lambda a: IOPaths({"--config": a.config if os.path.isfile(a.config)
-                                                            else None}),
-    "python -m yocou.evaluation.lmeval.pack": lambda a: IOPaths({"--heldout-book": a.heldout_book}, {}, {"--out": a.out}),
-    "python -m yocou.evaluation.lmeval.run": lambda a: IOPaths({"--model": a.model, "--tokenizer": a.tokenizer,
-                                                     "--pack": a.pack, "--downstream": a.downstream},
-                                                    {}, {"--out": a.out}),
-    "python -m yocou.evaluation.longctx.niah prompts": lambda a: IOPaths({"--tokenizer": a.tokenizer, "--book": a.book},
-                                                              {"--out": a.out}),
-    "python -m yocou.evaluation.longctx.niah eval": lambda a: IOPaths({"--model": a.model, "--tokenizer": a.tokenizer,
-                                                            "--prompts": a.prompts}, {"--out": a.out}),
-    "python -m yocou.evaluation.longctx.longppl": lambda a: IOPaths({"--model": a.model, "--tokens-dir": _in_dir(
-        a.tokens_dir, [f"{s}{x}" for s in ("heldout_book", "heldout_code") for x in (".bin", ".offsets.npy")])},
-        {"--out": [a.out, str(Path(a.out).with_suffix(".npz"))]}),
-    "python -m yocou.evaluation.analysis.angular": lambda a: IOPaths({"--model": a.model,
-                                                           "--data": _in_dir(a.data, [f"{s}.bin" for s in a.splits])},
-                                                          {"--out": a.out}),
-    "python -m yocou.evaluation.bench.profile": lambda a: IOPaths({"--run-configs": a.run_configs,
-                                                        "--profile-config": a.profile_config}, {"--out": a.out}),
-    "python -m yocou.evaluation.bench.gpu_check": lambda a: IOPaths({}, {}, {"--out": a.out}),
-    "python -m yocou.results.render.pages": lambda a: IOPaths(  # TABLE=PAGE pairs, numbered from 1
-        {f"TABLE {i}": p.partition("=")[0] for i, p in enumerate(a.pairs, 1)},
-        {f"PAGE {i}": p.partition("=")[2] for i, p in enumerate(a.pairs, 1)}),
-    "python -m yocou.evaluation.bench.paper_shape": lambda a: IOPaths({"--paper-config": a.paper_config,
-                                                            "--study-config": a.study_config}, {"--out": a.out}),
-    "python -m yocou.evaluation.analysis.serving": lambda a: IOPaths(
-        {"--raw": a.raw, "--batched": a.batched, "--panel-batched": a.panel_batched, "--table9": a.table9},
-        {"--out": [f"{a.out}{s}{x}" for s in (("_measured", "_measured_ratios") if a.measured_only else
-                                             ("", "_ratios", "_fit", "_measured", "_measured_ratios"))
-                   for x in (".csv", ".md", ".json")],
-         "--figure": None if a.measured_only else [str(Path(a.figure).with_suffix(x)) for x in (".png", ".pdf")]}),
-}
+def reads(label: str | None = None, *, paths: Expand | None = None, if_exists: bool = False) -> Callable[[str], PathArg]:
+    """``type=`` of an argument naming a file or folder the command reads."""
+    return _typed(Role("in", label, paths, if_exists))
 
 
-def check_command(command: str, args: argparse.Namespace) -> None:
-    """:func:`check_paths` for one of :data:`COMMANDS` with its parsed arguments.
+def writes(label: str | None = None, *, paths: Expand | None = None) -> Callable[[str], PathArg]:
+    """``type=`` of an argument naming a file the command writes (or, with ``paths``, the files it stands for)."""
+    return _typed(Role("out", label, paths))
+
+
+def replaces(label: str | None = None) -> Callable[[str], PathArg]:
+    """``type=`` of an argument naming a folder whose contents the command replaces (no input may lie in it)."""
+    return _typed(Role("out_dir", label))
+
+
+def inside(*names: str | Callable[[argparse.Namespace], Iterable[str]]) -> Expand:
+    """``paths=`` for a folder: the named files in it (a name may be a function of the parsed arguments)."""
+    def expand(folder: str, a: argparse.Namespace) -> list[str]:
+        out = []
+        for n in names:
+            out += [os.path.join(folder, x) for x in ([n] if isinstance(n, str) else n(a))]
+        return out
+    return expand
+
+
+def suffixed(*suffixes: str, replace: bool = True) -> Expand:
+    """``paths=`` for a stem: ``stem.csv``, ``stem.md``, ... (``replace``: the value's own suffix replaced)."""
+    def expand(stem: str, a: argparse.Namespace) -> list[str]:
+        return [str(Path(stem).with_suffix(x)) if replace else f"{stem}{x}" for x in suffixes]
+    return expand
+
+
+def io_paths(args: argparse.Namespace) -> IOPaths:
+    """The :class:`IOPaths` of parsed arguments: every :class:`PathArg` among them under its label."""
+    io = IOPaths()
+    kinds = {"in": io.inputs, "out": io.outputs, "out_dir": io.out_dirs}
+    for dest, value in vars(args).items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(v, PathArg):
+                continue
+            role = v.role
+            if role.if_exists and not os.path.exists(v):
+                continue
+            label = role.label or f"--{dest.replace('_', '-')}"
+            files = list(role.paths(str(v), args)) if role.paths else [str(v)]
+            kinds[role.kind].setdefault(label, []).extend(files)
+    return io
+
+
+def check_args(args: argparse.Namespace, extra: IOPaths | None = None) -> None:
+    """:func:`check_paths` for a command's parsed arguments (:func:`io_paths`) and any ``extra`` paths it
+    computes itself (a default that depends on another argument).
 
     Raises:
-        KeyError: ``command`` is not declared in :data:`COMMANDS` (a new command must declare its paths).
         ValueError, OSError: as :func:`check_paths`.
     """
-    if command not in COMMANDS:
-        raise KeyError(f"command {command!r} does not declare its input and output paths in yocou.utils.guard.COMMANDS")
-    check_paths(COMMANDS[command](args))
+    io = io_paths(args)
+    for mine, theirs in ((io.inputs, extra.inputs), (io.outputs, extra.outputs),
+                         (io.out_dirs, extra.out_dirs)) if extra else ():
+        for label, v in theirs.items():
+            mine.setdefault(label, []).extend(_paths(v))
+    check_paths(io)
 
 
 def check_snakemake(sm: Any) -> None:

@@ -112,9 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m yocou.utils.runlock", description=main.__doc__)
     ap.add_argument("run_dir", metavar="RUN_DIR", help="a training run folder")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.utils.runlock", a)
+    check_args(a)
     if os.path.exists(a.run_dir) and not os.path.isdir(a.run_dir):
         raise NotADirectoryError(f"RUN_DIR {a.run_dir} is a file; expected a training run folder")
     # a folder that does not exist yet is free: the train rule checks before its first run creates it

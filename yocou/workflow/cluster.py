@@ -422,6 +422,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     import json
 
+    from yocou.utils.guard import reads
+
+
     ap = argparse.ArgumentParser(prog="python -m yocou.workflow.cluster", description=main.__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -432,14 +435,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     g.add_argument("--timeout-s", type=float, default=86400.0, help="seconds to wait for free slots")
     g.add_argument("command", nargs=argparse.REMAINDER)
     r = sub.add_parser("resources", help="print one rule's cluster resources")
-    r.add_argument("--config", required=True, help="workflows/config/<scale>.yaml")
+    r.add_argument("--config", required=True, type=reads(if_exists=True), help="workflows/config/<scale>.yaml")
     r.add_argument("rule", metavar="RULE", choices=sorted(RULES), help="a rule of the workflow (yocou.workflow.cluster.RULES)")
     c = sub.add_parser("check", help="preflight of the SLURM profile: its commands on PATH, sacct reads job states")
     c.add_argument("--timeout-s", type=float, default=30.0, help="seconds to wait for sacct")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command(f"python -m yocou.workflow.cluster {a.cmd}", a)
+    check_args(a)
     if a.cmd == "check":
         try:
             print(slurm_check(a.timeout_s))

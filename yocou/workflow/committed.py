@@ -191,13 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.workflow.committed --config-json JSON --out results/<scale>/config.json`` (rule committed_config)."""
     import argparse
 
-    ap = argparse.ArgumentParser(prog="yocou.workflow.committed", description=main.__doc__)
-    ap.add_argument("--config-json", required=True, help="the resolved pipeline config as JSON text")
-    ap.add_argument("--out", required=True, help="the file to write (results/<scale>/config.json)")
-    a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import reads, writes
 
-    check_command("python -m yocou.workflow.committed", a)
+
+    ap = argparse.ArgumentParser(prog="yocou.workflow.committed", description=main.__doc__)
+    ap.add_argument("--config-json", required=True, type=reads(if_exists=True), help="the resolved pipeline config as JSON text")
+    ap.add_argument("--out", required=True, type=writes(), help="the file to write (results/<scale>/config.json)")
+    a = ap.parse_args(argv)
+    from yocou.utils.guard import check_args
+
+    check_args(a)
     try:
         cfg = json.loads(a.config_json)
     except json.JSONDecodeError as e:

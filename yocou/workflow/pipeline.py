@@ -115,17 +115,19 @@ def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = N
 def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.workflow.pipeline --config CFG.yaml --variant V [--tokenizer T] --out run.json``."""
     from yocou.data import load_tokenizer
+    from yocou.utils.guard import reads, writes
     from yocou.utils.io import atomic_write_json, load_config_file
 
-    ap = argparse.ArgumentParser(prog="python -m yocou.workflow.pipeline", description=main.__doc__)
-    ap.add_argument("--config", required=True, help="pipeline config: a file, or inline JSON (what the rule passes)")
-    ap.add_argument("--variant", required=True)
-    ap.add_argument("--tokenizer", default=None, help="take vocab_size from this tokenizer")
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
 
-    check_command("python -m yocou.workflow.pipeline", a)
+    ap = argparse.ArgumentParser(prog="python -m yocou.workflow.pipeline", description=main.__doc__)
+    ap.add_argument("--config", required=True, type=reads(if_exists=True), help="pipeline config: a file, or inline JSON (what the rule passes)")
+    ap.add_argument("--variant", required=True)
+    ap.add_argument("--tokenizer", default=None, type=reads(), help="take vocab_size from this tokenizer")
+    ap.add_argument("--out", required=True, type=writes())
+    a = ap.parse_args(argv)
+    from yocou.utils.guard import check_args
+
+    check_args(a)
     cfg = load_config_file(a.config)
     vocab = load_tokenizer(a.tokenizer).vocab_size if a.tokenizer else None
     rc = resolve_run(cfg, a.variant, vocab)

@@ -131,15 +131,17 @@ def figure2_numbers(ref: pd.DataFrame, new: pd.DataFrame, alpha: float) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
+    from yocou.utils.guard import inside, reads, writes
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("eqflops", help="the equal-FLOPs snapshot of a run as a model folder of its own")
-    e.add_argument("--run", required=True, help="run folder with run_config.json, summary.json, model_step<N>.pt")
-    e.add_argument("--out", required=True, help="output model folder (<run>_eqflops)")
+    e.add_argument("--run", required=True, type=reads(paths=inside("run_config.json", "summary.json")), help="run folder with run_config.json, summary.json, model_step<N>.pt")
+    e.add_argument("--out", required=True, type=writes(paths=inside("model.pt", "summary.json", "run_config.json")), help="output model folder (<run>_eqflops)")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command(f"python -m yocou.workflow.studies {a.cmd}", a)
+    check_args(a)
     sm = equal_flops_model(a.run, a.out)
     print(json.dumps({k: sm[k] for k in ("name", "steps", "tokens", "train_flops", "equal_flops")}, indent=2))
     return 0

@@ -178,22 +178,24 @@ def _split_result(model: torch.nn.Module, stream: Any, seq_len: int, max_tokens:
 def main(argv: list[str] | None = None) -> int:
     from yocou.data import TokenStream
     from yocou.training.train import load_model, read_checkpoint
+    from yocou.utils.guard import inside, reads, writes
     from yocou.utils.io import atomic_write_json, provenance
 
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.analysis.angular", description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True, help="runs/<scale>/models/<variant>/model.pt")
-    ap.add_argument("--data", required=True, help="folder with heldout_book.bin and heldout_code.bin")
+    ap.add_argument("--model", required=True, type=reads(), help="runs/<scale>/models/<variant>/model.pt")
+    ap.add_argument("--data", required=True, type=reads(paths=inside(lambda a: [f"{s}.bin" for s in a.splits])), help="folder with heldout_book.bin and heldout_code.bin")
     ap.add_argument("--max-tokens", type=int, required=True, help="tokens per split")
     ap.add_argument("--seq-len", type=int, required=True, help="window length in tokens")
     ap.add_argument("--splits", nargs="+", default=list(SPLITS), choices=list(SPLITS))
     ap.add_argument("--batch", type=int, default=8, help="windows per forward")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--device", default=None, help="default: cuda when available, else cpu")
-    ap.add_argument("--out", required=True, help="result JSON (results/<scale>/angular/<variant>.json)")
+    ap.add_argument("--out", required=True, type=writes(), help="result JSON (results/<scale>/angular/<variant>.json)")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.analysis.angular", a)
+    check_args(a)
     device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if a.seq_len < 2 or a.max_tokens < 2 or a.batch < 1:
         raise ValueError(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "

@@ -23,6 +23,7 @@ docs/design.md section 5 (verified against real caches: ``results/tiny/table10_m
 
 from __future__ import annotations
 
+import argparse
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -418,30 +419,42 @@ def _read_measurement(path: Path, flag: str) -> dict:
         raise ValueError(f"{flag} {path}: not a paper-shape study's raw.json ({e})") from None
 
 
+def _table_files(stem: str, a: argparse.Namespace) -> list[str]:
+    """The tables ``main`` writes under the stem ``--out``."""
+    parts = ("_measured", "_measured_ratios") if a.measured_only else ("", "_ratios", "_fit", "_measured",
+                                                                        "_measured_ratios")
+    return [f"{stem}{p}{x}" for p in parts for x in (".csv", ".md", ".json")]
+
+
+def _figure_files(png: str, a: argparse.Namespace) -> list[str]:
+    """The figure ``main`` draws (none with ``--measured-only``)."""
+    return [] if a.measured_only else [str(Path(png).with_suffix(x)) for x in (".png", ".pdf")]
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.evaluation.analysis.serving``: the serving model at the paper's 1.3B shape (module docstring)."""
-    import argparse
+    from yocou.utils.guard import reads, writes
 
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.analysis.serving", description=__doc__.splitlines()[0])
-    ap.add_argument("--raw", default="results/paper_shape/raw.json",
+    ap.add_argument("--raw", default="results/paper_shape/raw.json", type=reads(),
                     help="the paper-shape study's measurement (its models, bandwidth, matmul peak, decode rows)")
-    ap.add_argument("--batched", default=None,
+    ap.add_argument("--batched", default=None, type=reads(),
                     help="a batched paper-shape measurement (workflows/studies/paper_shape_batched.yaml): its rows "
                          "beside the model in <out>_measured.{csv,md,json}")
-    ap.add_argument("--panel-batched", default=None,
+    ap.add_argument("--panel-batched", default=None, type=reads(),
                     help="a batched paper-shape measurement drawn as the figure's fourth panel (measured tokens/s "
                          "against B beside the calibrated model); the tables stay --batched's")
     ap.add_argument("--measured-only", action="store_true",
                     help="with --batched: write only <out>_measured*.{csv,md,json}, not the model's tables and figure")
-    ap.add_argument("--table9", default=None, help="the paper's Table 9 (default yocou/results/reported/table09.csv)")
+    ap.add_argument("--table9", default=None, type=reads(), help="the paper's Table 9 (default yocou/results/reported/table09.csv)")
     ap.add_argument("--cpu-memory-gib", type=float, default=22.0,
                     help="this machine's budget for weights and caches, GiB (default 22: 24 GiB less 2 GiB headroom)")
-    ap.add_argument("--out", default="results/paper_shape/serving", help="table stem")
-    ap.add_argument("--figure", default="figures/paper_shape/fig7_serving.png", help="figure path (.png)")
+    ap.add_argument("--out", default="results/paper_shape/serving", type=writes(paths=_table_files), help="table stem")
+    ap.add_argument("--figure", default="figures/paper_shape/fig7_serving.png", type=writes(paths=_figure_files), help="figure path (.png)")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.analysis.serving", a)
+    check_args(a)
     raw_path = Path(a.raw)
     raw = _read_measurement(raw_path, "--raw")
     if not (a.cpu_memory_gib > 0 and math.isfinite(a.cpu_memory_gib)):

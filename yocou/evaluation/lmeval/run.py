@@ -150,17 +150,19 @@ def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], 
 
 
 def main(argv: list[str] | None = None) -> None:
+    from yocou.utils.guard import reads, replaces
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--pack", default=None)
+    ap.add_argument("--model", required=True, type=reads())
+    ap.add_argument("--tokenizer", required=True, type=reads())
+    ap.add_argument("--pack", default=None, type=reads())
     ap.add_argument("--downstream", required=True, help="the config's eval.downstream section as JSON")
     ap.add_argument("--variant", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", required=True, type=replaces())
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.lmeval.run", a)
+    check_args(a)
     t0 = time.perf_counter()
     try:
         downstream = json.loads(a.downstream)

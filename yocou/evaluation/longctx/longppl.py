@@ -157,11 +157,13 @@ def select_documents(tokens_dir: str | Path, length: int, n_book: int, n_code: i
 
 def _main(argv: list[str] | None = None) -> int:
     from yocou.training.train import load_model, read_checkpoint
+    from yocou.utils.guard import inside, reads, writes
     from yocou.utils.io import atomic_path, atomic_write_json, provenance
 
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.longctx.longppl", description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--tokens-dir", required=True, help="folder with heldout_book.bin and heldout_code.bin")
+    ap.add_argument("--model", required=True, type=reads())
+    ap.add_argument("--tokens-dir", required=True, type=reads(paths=inside(*(f"{s}{x}" for s in ("heldout_book", "heldout_code") for x in (".bin", ".offsets.npy")))), help="folder with heldout_book.bin and heldout_code.bin")
     ap.add_argument("--lengths", nargs="+", type=int_at_least(2), required=True, help="input lengths, each >= 2")
     ap.add_argument("--span", type=int, default=256)
     ap.add_argument("--book-docs", type=int, default=4)
@@ -169,11 +171,11 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-size", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8, help="documents per pass")
     ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    ap.add_argument("--out", required=True, help="result JSON; the per-token NLL goes to <stem>.npz")
+    ap.add_argument("--out", required=True, type=writes(paths=lambda v, a: [v, str(Path(v).with_suffix(".npz"))]), help="result JSON; the per-token NLL goes to <stem>.npz")
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command("python -m yocou.evaluation.longctx.longppl", a)
+    check_args(a)
     if a.span < 1:
         raise ValueError(f"eval.longppl.span must be >= 1, got {a.span}")
     if len(set(a.lengths)) != len(a.lengths):

@@ -476,11 +476,13 @@ def main(argv: list[str] | None = None) -> int:
     from yocou.utils.entry import int_at_least
 
     check_protocol()
+    from yocou.utils.guard import reads, writes
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.longctx.niah", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("prompts", help="generate the S-NIAH prompts (JSONL)")
-    p.add_argument("--tokenizer", required=True)
-    p.add_argument("--book", required=True, help="heldout_book.bin (haystack of S-NIAH-2)")
+    p.add_argument("--tokenizer", required=True, type=reads())
+    p.add_argument("--book", required=True, type=reads(), help="heldout_book.bin (haystack of S-NIAH-2)")
     p.add_argument("--tasks", nargs="+", default=list(PROTOCOL["tasks"]), choices=TASKS)
     p.add_argument("--lengths", nargs="+", type=int, required=True)
     p.add_argument("--n-depths", type=int, default=5)
@@ -488,22 +490,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int_at_least(0), default=0)
     p.add_argument("--train-keys", action="store_true",
                    help="diagnostic, not Table 4: keys from the training needles' word lists (yocou.data.needles)")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, type=writes())
     p.set_defaults(func=_cmd_prompts)
     e = sub.add_parser("eval", help="score one model on the prompts")
-    e.add_argument("--model", required=True)
-    e.add_argument("--tokenizer", required=True)
-    e.add_argument("--prompts", required=True)
+    e.add_argument("--model", required=True, type=reads())
+    e.add_argument("--tokenizer", required=True, type=reads())
+    e.add_argument("--prompts", required=True, type=reads())
     e.add_argument("--max-new-tokens", type=int, default=PROTOCOL["max_new_tokens"])
     e.add_argument("--chunk-size", type=int, default=512)
     e.add_argument("--batch", type=int, default=16)
     e.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    e.add_argument("--out", required=True)
+    e.add_argument("--out", required=True, type=writes())
     e.set_defaults(func=_cmd_eval)
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command(f"python -m yocou.evaluation.longctx.niah {a.cmd}", a)
+    check_args(a)
     return a.func(a)
 
 

@@ -37,6 +37,8 @@ def _reference(text: str) -> tuple[str, int | None]:
 
 def build_parser() -> argparse.ArgumentParser:
     from yocou.evaluation.probe.run import SCALES, VARIANTS
+    from yocou.utils.guard import reads, replaces, suffixed, writes
+
 
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -46,30 +48,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="T of yocou, r of rins (default: the preset's, 3)")
     t.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the init and the training batches")
     t.add_argument("--scale", choices=sorted(SCALES), default="tiny", help="named probe settings (default tiny)")
-    t.add_argument("--settings", default=None,
+    t.add_argument("--settings", default=None, type=reads(if_exists=True),
                    help="JSON or YAML file, or inline JSON, of probe settings replacing the scale's (keys of ProbeSettings; task "
                         "merged key by key)")
     t.add_argument("--steps", type=int_at_least(1), default=None, help="override the settings' steps")
     t.add_argument("--equal-flops-to", type=_reference, default=None, metavar="VARIANT[:LOOPS]",
                    help="train for the FLOPs of this model trained the settings' steps (e.g. yocou:3)")
     t.add_argument("--name", default=None, help="the run's label in results (default from variant and loops)")
-    t.add_argument("--out", required=True, help="result JSON (written atomically)")
+    t.add_argument("--out", required=True, type=writes(), help="result JSON (written atomically)")
     t.add_argument("--threads", type=int_at_least(1), default=1, help="torch threads (default 1)")
     t.add_argument("--no-progress", action="store_true", help="no tqdm bar")
     s = sub.add_parser("summarize", help="tidy CSV, table and figure from result JSONs")
-    s.add_argument("results", nargs="+", help="result JSON files")
-    s.add_argument("--out", required=True, help="output folder")
+    s.add_argument("results", nargs="+", type=reads("RESULTS"), help="result JSON files")
+    s.add_argument("--out", required=True, type=replaces(), help="output folder")
     s.add_argument("--title", default="", help="figure title and table suffix")
-    s.add_argument("--figure", default=None, help="the figure's path (.png; a .pdf beside it); default OUT/probe.png")
+    s.add_argument("--figure", default=None, type=writes(paths=suffixed(".png", ".pdf")), help="the figure's path (.png; a .pdf beside it); default OUT/probe.png")
     s.add_argument("--dpi", type=int_at_least(10), default=None, help="PNG resolution")
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
-    check_command(f"{PROG} {args.command}", args)
+    check_args(args)
     if args.command == "train":
         import torch
 

@@ -813,9 +813,10 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(ap)
     a = ap.parse_args(argv)
     try:
-        from yocou.utils.guard import check_command
+        from yocou.results.audit.args import extra_paths
+        from yocou.utils.guard import check_args
 
-        check_command("python -m yocou.results.audit", a)
+        check_args(a, extra_paths(a))
         return run_from_args(a)
     except USER_ERRORS as e:
         return report_user_error("yocou audit", e)

@@ -115,9 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     pages = [p for _s, p in pairs]
     if len(set(pages)) != len(pages):
         raise ValueError(f"TABLE=PAGE: a page is named twice ({sorted({p for p in pages if pages.count(p) > 1})})")
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import IOPaths, check_args
 
-    check_command("python -m yocou.results.render.pages", a)
+    # TABLE=PAGE is two paths in one word: declared here, numbered from 1
+    check_args(a, IOPaths({f"TABLE {i}": s for i, (s, _p) in enumerate(pairs, 1)},
+                          {f"PAGE {i}": p for i, (_s, p) in enumerate(pairs, 1)}))
     for src, page in pairs:
         write_page(src, page)
         print(f"{src} -> {page}")

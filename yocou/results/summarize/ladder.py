@@ -171,36 +171,38 @@ def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, trai
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.results.summarize.ladder {bracket,points,fits}``."""
+    from yocou.utils.guard import reads, suffixed, writes
+
     ap = argparse.ArgumentParser(prog="python -m yocou.results.summarize.ladder", description=main.__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("bracket")
     b.add_argument("--scale", required=True)
-    b.add_argument("--study", default=STUDY_FILE)
-    b.add_argument("--ppl-root", required=True)
-    b.add_argument("--baseline", required=True)
-    b.add_argument("--out", required=True)
+    b.add_argument("--study", default=STUDY_FILE, type=reads())
+    b.add_argument("--ppl-root", required=True, type=reads())
+    b.add_argument("--baseline", required=True, type=reads())
+    b.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     pt = sub.add_parser("points")
     pt.add_argument("--scale", required=True)
-    pt.add_argument("--study", default=STUDY_FILE)
-    pt.add_argument("--run-root", required=True)
-    pt.add_argument("--res", required=True)
-    pt.add_argument("--data", default=None, help="train.bin (epochs); default runs/<scale>/tokens/train.bin")
+    pt.add_argument("--study", default=STUDY_FILE, type=reads())
+    pt.add_argument("--run-root", required=True, type=reads())
+    pt.add_argument("--res", required=True, type=reads())
+    pt.add_argument("--data", default=None, type=reads(), help="train.bin (epochs); default runs/<scale>/tokens/train.bin")
     pt.add_argument("--up-to", type=int, default=None, metavar="STEPS",
                     help="only the budgets of at most STEPS steps (an interim table while larger ones train)")
-    pt.add_argument("--out", required=True)
+    pt.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     f = sub.add_parser("fits")
     f.add_argument("--scale", required=True)
-    f.add_argument("--points", required=True)
-    f.add_argument("--rules", default="eval/ladder.yaml")
-    f.add_argument("--out", required=True)
-    f.add_argument("--figure", required=True)
+    f.add_argument("--points", required=True, type=reads())
+    f.add_argument("--rules", default="eval/ladder.yaml", type=reads())
+    f.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
+    f.add_argument("--figure", required=True, type=writes(paths=suffixed(".png", ".pdf")))
     f.add_argument("--dpi", type=int, default=150)
     a = ap.parse_args(argv)
-    from yocou.utils.guard import check_command
+    from yocou.utils.guard import check_args
 
     if a.cmd == "fits":
         a.study = STUDY_FILE
-    check_command(f"python -m yocou.results.summarize.ladder {a.cmd}", a)
+    check_args(a)
     study = load_study(a.scale, a.study)
     if study is None:
         raise ValueError(f"--scale {a.scale}: {STUDY_FILE} has no section for this scale")
