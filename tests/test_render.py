@@ -18,12 +18,15 @@ matplotlib.use("Agg")
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from yocou.results import reported
 from yocou.results.evaldefs import columns
 from yocou.results.render import downstream, fig2, fig7, fig8, scaling
 from yocou.results.summarize.downstream import summarize_fig3, summarize_table
 from yocou.results.tidy import write_tidy
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _ema(x: np.ndarray, alpha: float) -> np.ndarray:
@@ -226,6 +229,36 @@ def test_fig5_data_counts_the_held_out_documents_it_was_given(tmp_path: Path) ->
         assert data.loc[r, "loss"] == pytest.approx((6.0 - 0.1 * k + 5.0 - 0.1 * k) / 2)
         assert data.loc[r, "params"] == 1_000_000 * (1 + k % 2) and data.loc[r, "steps"] == 30
         assert data.loc[r, "family"] == ("yoco" if r in runs["yoco"] else "yocou")
+
+
+def test_fig5_axis_is_non_embedding_parameters_from_the_model_config(tmp_path: Path) -> None:
+    """With the config's embedding sizes the left axis is params - 2·V·D per run (counted independently here from
+    the module's own parameters), and a table whose parameters the config does not give is refused."""
+    from yocou.model.lm import new_model
+    from yocou.results.summarize.training import summarize_fig5
+    from yocou.workflow.pipeline import embedding_params, resolve_model
+    from yocou.workflow.wfconfig import resolve_config
+
+    cfg = resolve_config(yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text()), root=ROOT)
+    runs = cfg["studies"]["fig5"]
+    emb = {r: embedding_params(cfg, r) for rs in runs.values() for r in rs}
+    for k, r in enumerate(runs["yoco"] + runs["yocou"]):
+        model = new_model(resolve_model(cfg, r, vocab_size=cfg["data"]["vocab_size"]))
+        n_all = sum(p.numel() for p in model.parameters())
+        n_emb = sum(p.numel() for name, p in model.named_parameters() if name.split(".")[0] in ("embed", "lm_head"))
+        assert emb[r] == {"params": n_all, "embedding": n_emb}, (r, emb[r], n_all, n_emb)
+        _write_run(tmp_path, r, n_all, 6.0 - 0.1 * k, 5.0 - 0.1 * k, ["stdlib/a.py"])
+    tidy = _tidy_json(tmp_path, "fig5", summarize_fig5(runs, run_root=tmp_path / "models", ppl_root=tmp_path / "ppl"))
+    run_table = _runs_tidy(tmp_path, runs["yoco"] + runs["yocou"])
+    scaling.fig5_render(tidy, run_table, out=tmp_path / "fig5.png", data=tmp_path / "fig5_data.csv", scale="t",
+                        embedding=emb)
+    data = pd.read_csv(tmp_path / "fig5_data.csv").set_index("run")
+    for r, e in emb.items():
+        assert data.loc[r, "non_embedding_params"] == e["params"] - e["embedding"] < data.loc[r, "params"]
+    assert "non_embedding_params" in (tmp_path / "fig5_data.md").read_text(encoding="utf-8")
+    wrong = {**emb, runs["yoco"][0]: {**emb[runs["yoco"][0]], "params": 1}}
+    with pytest.raises(ValueError, match=f"run {runs['yoco'][0]}: "):
+        scaling.fig5_render(tidy, run_table, out=tmp_path / "x.png", data=tmp_path / "x.csv", embedding=wrong)
 
 
 def test_fig6_limits_hold_every_curve_and_legends_leave_the_data_clear(tmp_path: Path, monkeypatch) -> None:

@@ -87,7 +87,7 @@ def test_the_profile_runs_a_small_dag_through_sbatch_with_the_local_outputs(tmp_
 def test_a_cancelled_training_is_seen_resubmitted_and_resumes_exactly(tmp_path: Path) -> None:
     """scancel of a running training job: the profile's status command sees it, `retries` resubmits it, the
     training resumes from its checkpoint, and the final weights equal an uninterrupted local run's."""
-    train = ["train={steps: 500, ckpt_every: 20, eval_every: 0, log_every: 20}"]
+    train = ["train={steps: 250, ckpt_every: 20, eval_every: 0, log_every: 20}"]
     target = "runs/smoke/models/yocou/model.pt"
     slurm, local = workflow_copy(tmp_path / "slurm"), workflow_copy(tmp_path / "local")
     proc = subprocess.Popen([sys.executable, "-m", "snakemake", "--profile", "workflows/profiles/slurm", target,

@@ -21,7 +21,8 @@ for _f in ("fig5", "fig6"):
             tidy=f"{RES}/tidy/{_f}.json",
             runs=f"{RES}/tidy/runs.json",
             code=[f"{PKG}/results/render/scaling.py", f"{PKG}/results/render/{_f}.py", f"{PKG}/results/render/common.py", f"{PKG}/results/tidy.py",
-                  f"{PKG}/results/names.py", f"{PKG}/results/summarize/training.py"],
+                  f"{PKG}/results/names.py", f"{PKG}/results/summarize/training.py"]
+                 + ([f"{PKG}/workflow/pipeline.py"] if _f == "fig5" else []),  # fig5: the config's embedding sizes
         output:
             png=in_report(f"{FIG}/{_f}.png", _f),
             pdf=f"{FIG}/{_f}.pdf",

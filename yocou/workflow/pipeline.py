@@ -54,6 +54,16 @@ def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None =
     return mc.replace(name=variant)
 
 
+def embedding_params(cfg: Mapping[str, Any], variant: str) -> dict[str, int]:
+    """``{"params": P, "embedding": 2·V·D}`` of ``variant`` at the config's ``data.vocab_size`` (the tokenizer
+    is trained to it): its parameters and those of its input embedding and untied LM head, which Figure 5's
+    non-embedding axis leaves out (:func:`yocou.model.accounting.param_count`)."""
+    from yocou.model.accounting import param_count
+
+    mc = resolve_model(cfg, variant, vocab_size=cfg["data"]["vocab_size"])
+    return {"params": param_count(mc), "embedding": 2 * mc.vocab_size * mc.d_model}
+
+
 def resolve_run(cfg: Mapping[str, Any], variant: str, vocab_size: int | None = None) -> dict[str, Any]:
     """``{"variant", "scale", "model", "train", "assumptions"}`` for one training run.
 

@@ -16,6 +16,8 @@ in nats per token (the paper plots validation loss on its own corpus, which is n
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,10 +83,26 @@ def fig5_table(tidy: pd.DataFrame, runs: pd.DataFrame, ref: str = "yoco", new: s
 
 
 def fig5_render(tidy: str | Path, runs: str | Path, *, out: str | Path, data: str | Path,
-                scale: str = "") -> pd.DataFrame:
-    """Draw Figure 5 and write its data from the tidy ``fig5`` and ``runs`` tables."""
+                scale: str = "", embedding: Mapping[str, Mapping[str, int]] | None = None) -> pd.DataFrame:
+    """Draw Figure 5 and write its data from the tidy ``fig5`` and ``runs`` tables.
+
+    ``embedding``: run -> ``{"params", "embedding"}`` from the model config
+    (:func:`yocou.workflow.pipeline.embedding_params`); given, the parameter axis is non-embedding parameters
+    (``params - embedding``), and each run's ``params`` must equal the table's.
+
+    Raises:
+        ValueError: a run of the table missing from ``embedding``, or whose parameters differ from the config's.
+    """
     t = read_tidy(tidy)
     df = fig5_table(t, read_tidy(runs))
+    if embedding is not None:
+        for r in df.itertuples():
+            e = embedding.get(r.run)
+            if e is None or int(e["params"]) != int(r.params):
+                raise ValueError(f"{tidy}: run {r.run}: {r.params} parameters, the config gives "
+                                 f"{None if e is None else e['params']}; expected the config that made the table")
+        df.insert(2, "non_embedding_params", [int(r.params) - int(embedding[r.run]["embedding"])
+                                              for r in df.itertuples()])
     where = str(select(t, metric="final_loss")["detail"].iloc[0])
     return fig5(df, scale=scale, out=out, data_out=data, where=where, config={"tidy": str(tidy), "runs": str(runs),
                                                                                 "scale": scale})
@@ -97,7 +115,9 @@ def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
 
+    x_col = "non_embedding_params" if "non_embedding_params" in df.columns else "params"
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
     for f, g in df.groupby("family", sort=False):
         g = g.sort_values("params")
@@ -105,12 +125,17 @@ def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
         kw = dict(marker="o", label=f"{label(f)} ({'mean of up to ' + str(n) + ' seeds' if n > 1 else 'one seed'})",
                   color=COLORS.get(f), lw=1.8, capsize=3)
         err = [g["loss"] - g["loss_min"], g["loss_max"] - g["loss"]]
-        axes[0].errorbar(g["params"] / 1e6, g["loss"], yerr=err, **kw)
+        axes[0].errorbar(g[x_col] / 1e6, g["loss"], yerr=err, **kw)
         axes[1].errorbar(g["active_params"] / 1e6, g["loss"], yerr=err, **kw)
-    axes[0].set_xlabel("Parameters (M)")
+    axes[0].set_xlabel("Non-embedding parameters (M; embedding and LM head left out)" if x_col != "params"
+                       else "Parameters (M)")
     axes[1].set_xlabel("Activated matrix parameters per token (M, loops counted)")
     for ax in axes:
         ax.set_xscale("log")
+        # plain numbers (0.2, 0.3, 0.5) on a log axis of less than a decade, not 2×10⁻¹
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(FuncFormatter(
+            lambda v, _pos: f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v))) in (2, 3, 5) else ""))
         ax.set_ylabel(HELDOUT_LOSS)
         ax.grid(alpha=0.3, which="both")
     axes[0].legend(frameon=False, fontsize=8, title="bars: min-max across seeds", title_fontsize=8)
@@ -121,7 +146,12 @@ def fig5(df: pd.DataFrame, *, scale: str, out: str | Path, data_out: str | Path,
     sav = [s for s in df.param_saving if s is not None and not pd.isna(s)]
     notes = [f"Held-out loss: {where}, the "
              "substitute for the paper's validation loss; every run has the same steps and tokens.",
-             "param_saving: 1 − P(YOCO-U) / P(YOCO at the same loss), YOCO interpolated in log P along its ladder; "
+             *(["non_embedding_params: params less the input embedding and the untied LM head (2 x vocabulary x "
+                "d_model each run), the figure's left axis; at this scale they are "
+                + ", ".join(f"{int(r.non_embedding_params) / int(r.params):.0%}" for r in df.itertuples()
+                            if r.family == df["family"].iloc[0]) + " of the parameters along the ladder."]
+               if x_col != "params" else []),
+             "param_saving: 1 − P(YOCO-U) / P(YOCO at the same loss), P all parameters, YOCO interpolated in log P along its ladder; "
              "empty where YOCO-U's loss lies outside YOCO's range. The paper: about 0.5 (\"comparable performance "
              "with 50% fewer parameters\").",
              "Ours: " + (", ".join(f"{s:.2f}" for s in sav) if sav else "no YOCO-U rung falls inside YOCO's range")]
