@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from yocou.utils import guard
 from yocou.utils.entry import error_message, run_main
@@ -84,6 +85,10 @@ def test_path_roles_are_collected_from_the_parsed_arguments(tmp_path: Path) -> N
     assert guard.io_paths(ap.parse_args(["--config", str(cfg), "d"])).inputs == {"--config": [str(cfg)]}
     with pytest.raises(ValueError, match="--out .* is the input --model"):
         guard.check_args(ap.parse_args(["--model", str(cfg.with_suffix(".csv")), "--out", str(cfg), "d"]))
+    checked = ap.parse_args(["--model", "m.pt", "--data", "tok", "--out", str(tmp_path / "t"), str(tmp_path / "o")])
+    guard.check_args(checked)  # passes, and leaves plain strings behind (YAML cannot write a str subclass)
+    assert all(type(v) is str for v in (checked.model, checked.data, checked.out, checked.out_dir)), vars(checked)
+    assert yaml.safe_dump({"out": checked.out}).startswith("out: ")
 
 
 def test_every_pipeline_script_starts_with_the_check() -> None:

@@ -216,7 +216,8 @@ def io_paths(args: argparse.Namespace) -> IOPaths:
 
 def check_args(args: argparse.Namespace, extra: IOPaths | None = None) -> None:
     """:func:`check_paths` for a command's parsed arguments (:func:`io_paths`) and any ``extra`` paths it
-    computes itself (a default that depends on another argument).
+    computes itself (a default that depends on another argument); then every :class:`PathArg` in ``args``
+    becomes a plain ``str`` again (so a value written to YAML or JSON later is an ordinary string).
 
     Raises:
         ValueError, OSError: as :func:`check_paths`.
@@ -227,6 +228,11 @@ def check_args(args: argparse.Namespace, extra: IOPaths | None = None) -> None:
         for label, v in theirs.items():
             mine.setdefault(label, []).extend(_paths(v))
     check_paths(io)
+    for dest, value in vars(args).items():
+        if isinstance(value, PathArg):
+            setattr(args, dest, str(value))
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, PathArg) for v in value):
+            setattr(args, dest, type(value)(str(v) if isinstance(v, PathArg) else v for v in value))
 
 
 def check_snakemake(sm: Any) -> None:
