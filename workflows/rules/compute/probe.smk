@@ -35,6 +35,8 @@ rule probe_summarize:
         f"logs/{SCALE}/probe/summarize.log",
     params:
         out=lambda w, output: os.path.dirname(output.tidy),
+        title=f"The mechanism probe (ours, {SCALE} scale, CPU; {PROBE_SEEDS} seeds, 95% intervals)",
     conda: CONDA_ENV
     shell:
-        "python -m yocou.evaluation.probe summarize --out {params.out} {input.results} > {log} 2>&1"
+        "python -m yocou.evaluation.probe summarize --title {params.title:q} --out {params.out} {input.results} "
+        "> {log} 2>&1"
