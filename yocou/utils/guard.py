@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["IOPaths", "PathArg", "Role", "check_args", "check_paths", "check_snakemake", "check_writable", "inside",
            "io_paths", "reads", "replaces", "start_script", "suffixed", "writes"]
@@ -143,7 +143,7 @@ class Role:
     option, ``--run-config`` for ``run_config``); ``paths`` (default: the value itself); ``if_exists``: an input
     only where the path exists (an option that takes a file or an inline value or name)."""
 
-    kind: str
+    kind: Literal["in", "out", "out_dir"]
     label: str | None = None
     paths: Expand | None = None
     if_exists: bool = False

@@ -57,7 +57,12 @@ def resolve_model(cfg: Mapping[str, Any], variant: str, vocab_size: int | None =
 def embedding_params(cfg: Mapping[str, Any], variant: str) -> dict[str, int]:
     """``{"params": P, "embedding": 2·V·D}`` of ``variant`` at the config's ``data.vocab_size`` (the tokenizer
     is trained to it): its parameters and those of its input embedding and untied LM head, which Figure 5's
-    non-embedding axis leaves out (:func:`yocou.model.accounting.param_count`)."""
+    non-embedding axis leaves out (:func:`yocou.model.accounting.param_count`).
+
+    Raises:
+        ValueError: ``variant`` is not in the config's ``variants`` (from :func:`resolve_model`).
+        KeyError: the config has no ``data.vocab_size``.
+    """
     from yocou.model.accounting import param_count
 
     mc = resolve_model(cfg, variant, vocab_size=cfg["data"]["vocab_size"])

@@ -340,7 +340,6 @@ def write_fits(points: str | Path, rules_path: str | Path, out_json: str | Path,
     res["planned_steps"], res["steps_reached"] = planned_steps, int(pts["steps"].max())
     stem = Path(out_json).with_suffix("")
     prov = provenance({"scale": scale, "rules": rules}, None)
-    decisions = pd.DataFrame(res["decisions"])
     atomic_write_text(stem.with_suffix(".csv"), res["gaps"].to_csv(index=False))
     doc = {"regime": res["regime"].to_dict(orient="records"), "gaps": res["gaps"].to_dict(orient="records"),
            "decisions": res["decisions"], "fits": {s: {v: (dict(zip(("E", "B", "beta"), p)) if p else None)
