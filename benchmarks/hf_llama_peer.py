@@ -49,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 from yocou.model import accounting  # noqa: E402
 from yocou.model import config as C  # noqa: E402
 from yocou.model.generate import decode_step, prefill  # noqa: E402
+from yocou.model.limits import new_cache  # noqa: E402
 from yocou.model.lm import LM  # noqa: E402
 from yocou.utils.entry import int_at_least, run_main  # noqa: E402
 from yocou.utils.io import atomic_write_json, provenance  # noqa: E402
@@ -251,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
 
     @torch.no_grad()
     def ours_prefill(chunk: int) -> tuple[torch.Tensor, Any]:
-        cache = ours.new_cache(1, a.prefill_len + a.n_decode)
+        cache = new_cache(ours, 1, a.prefill_len + a.n_decode)
         return prefill(ours, ids, cache, chunk_size=chunk), cache
 
     @torch.no_grad()

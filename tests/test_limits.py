@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import yocou.model.config as C
-from yocou.model.cache import require_cache_memory
+from yocou.model.limits import require_cache_memory
 from yocou.utils import memory
 from yocou.utils.io import atomic_path
 
@@ -40,7 +40,8 @@ def test_available_memory_is_meminfo_or_less() -> None:
 
 def test_a_model_too_large_is_refused_with_both_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
     """The entry points' constructor (new_model) checks the weights; LM() itself reads no memory state."""
-    from yocou.model.lm import LM, new_model
+    from yocou.model.limits import new_model
+    from yocou.model.lm import LM
 
     cfg = C.preset("yocou-smoke")
     with torch.device("meta"):
@@ -61,15 +62,18 @@ def test_a_model_too_large_is_refused_with_both_numbers(monkeypatch: pytest.Monk
 
 
 def test_a_cache_too_large_is_refused_before_allocating(monkeypatch: pytest.MonkeyPatch) -> None:
-    """LM.new_cache checks the cache's bytes before allocating; KVCache() itself reads no memory state."""
+    """The entry points' ``new_cache`` checks the cache's bytes before allocating; ``KVCache()`` and
+    ``LM.new_cache`` (the model's own code, which an exported folder ships) read no memory state."""
     from yocou.model.cache import KVCache
+    from yocou.model.limits import new_cache
     from yocou.model.lm import LM
 
     cfg = C.preset("yoco-smoke")
     _small(monkeypatch, 1)
     with pytest.raises(memory.MemoryRefusal, match=r"not allocating the KV cache of .*batch 1, max_len 64"):
-        LM(cfg).new_cache(1, 64)
+        new_cache(LM(cfg), 1, 64)
     KVCache(cfg, 1, 64)  # the constructor does not check
+    LM(cfg).new_cache(1, 64)  # nor the model's method
     # by hand: the cross-decoder's one global K and V (n_kv_heads x head_dim per token) plus each self-decoder
     # layer's sliding window (K and V over `window` tokens), fp32, batch 2, 10**7 tokens
     n, b = 10**7, 2

@@ -134,6 +134,8 @@ class ScriptedLM(torch.nn.Module):
         super().__init__()
         self.dummy = torch.nn.Parameter(torch.zeros(1))
         self.script, self.V = script, vocab
+        # the shapes the entry points' memory check reads (yocou.model.limits.new_cache)
+        self.cfg = C.transformer(n_layers=1, vocab_size=vocab, d_model=8, n_heads=1, n_kv_heads=1, head_dim=8, d_ff=8)
 
     def new_cache(self, B: int, max_len: int, **_) -> _StubCache:
         return _StubCache(B, max_len)

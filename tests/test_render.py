@@ -234,7 +234,7 @@ def test_fig5_data_counts_the_held_out_documents_it_was_given(tmp_path: Path) ->
 def test_fig5_axis_is_non_embedding_parameters_from_the_model_config(tmp_path: Path) -> None:
     """With the config's embedding sizes the left axis is params - 2·V·D per run (counted independently here from
     the module's own parameters), and a table whose parameters the config does not give is refused."""
-    from yocou.model.lm import new_model
+    from yocou.model.limits import new_model
     from yocou.results.summarize.training import summarize_fig5
     from yocou.workflow.pipeline import embedding_params, resolve_model
     from yocou.workflow.wfconfig import resolve_config

@@ -33,14 +33,14 @@ def _cmd_kv(a: argparse.Namespace) -> int:
     if a.measure:
         from yocou.model.accounting import param_count
         from yocou.model.generate import prefill
-        from yocou.model.lm import new_model
+        from yocou.model.limits import new_cache, new_model
 
         if param_count(cfg) > 200_000_000:
             raise ValueError(f"--measure is for small presets; {a.preset} has {param_count(cfg):,} parameters")
         torch.manual_seed(0)
         model = new_model(cfg).eval()
         tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
-        cache = model.new_cache(a.batch, a.seq_len, dtype=tdtype)
+        cache = new_cache(model, a.batch, a.seq_len, dtype=tdtype)
         from yocou.utils.memory import require
 
         require(8 * a.batch * a.seq_len, f"the prompt's token ids (batch {a.batch} x seq_len {a.seq_len}, int64)")
@@ -238,7 +238,7 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     from yocou.model.accounting import kv_cache_bytes
     from yocou.model.config import config_from_dict
     from yocou.model.generate import prefill
-    from yocou.model.lm import new_model
+    from yocou.model.limits import new_cache, new_model
     from yocou.utils.io import atomic_write_json, provenance
 
     tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
@@ -254,7 +254,7 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
         torch.manual_seed(0)
         model = new_model(cfg).eval()
         for n in a.seq_lens:
-            cache = model.new_cache(1, n, dtype=tdtype)
+            cache = new_cache(model, 1, n, dtype=tdtype)
             ids = torch.randint(0, cfg.vocab_size, (1, n))
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
                 prefill(model, ids, cache, chunk_size=512)

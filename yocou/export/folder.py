@@ -215,7 +215,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
     from safetensors.torch import save_file
 
     from yocou.model.hf import is_llama_compatible, llama_state_dict
-    from yocou.model.lm import new_model
+    from yocou.model.limits import new_model
     from yocou.training.train import read_checkpoint
     from yocou.utils.io import provenance, remove_stale_temps, sha256_file, writer_tag
 

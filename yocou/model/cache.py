@@ -18,10 +18,14 @@ The bytes it holds are ``sum(k.nbytes + v.nbytes)`` over slots; they must equal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
-from yocou.model.config import Application, ModelConfig, expand_plan
+from .plan import Application, expand_plan
+
+if TYPE_CHECKING:
+    from yocou.model.config import ModelConfig
 
 
 @dataclass
@@ -32,22 +36,6 @@ class Slot:
     k_BGSD: torch.Tensor
     v_BGSD: torch.Tensor
     window: int | None = None
-
-
-def require_cache_memory(cfg: ModelConfig, batch_size: int, max_len: int, *, dtype: torch.dtype = torch.float32,
-                         device: torch.device | str = "cpu") -> None:
-    """Refuse a cache whose bytes (:func:`yocou.model.accounting.kv_cache_bytes`) do not fit on ``device``, before
-    allocating it. Called by :meth:`yocou.model.lm.LM.new_cache`, not by :class:`KVCache`'s constructor.
-
-    Raises:
-        yocou.utils.memory.MemoryRefusal: one line with the bytes needed and available.
-    """
-    from yocou.model.accounting import kv_cache_bytes
-    from yocou.utils.memory import require
-
-    if torch.device(device).type != "meta":
-        require(kv_cache_bytes(cfg, max_len, batch_size=batch_size, dtype=dtype),
-                f"the KV cache of {cfg.name} (batch {batch_size}, max_len {max_len}, {dtype})", device)
 
 
 class KVCache:

@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
+from yocou.model.plan import Application as Application  # noqa: F401 (re-exported: the plan is part of a config)
+from yocou.model.plan import early_exit_index as early_exit_index  # noqa: F401
+from yocou.model.plan import expand_plan as expand_plan  # noqa: F401
 from yocou.utils.validation import (
     Bool,
     Float,
@@ -163,70 +165,6 @@ def config_from_dict(d: Mapping[str, Any]) -> ModelConfig:
             of range, naming the field (``ModelConfig.stages[0].n_layers``).
     """
     return from_mapping(ModelConfig, d, "model config")
-
-
-# ---------------------------------------------------------------------------
-# The plan: stages expanded into layer applications with their cache slots.
-# ---------------------------------------------------------------------------
-AppKind = Literal["self", "kv", "cross"]
-
-
-@dataclass(frozen=True)
-class Application:
-    """One step of the forward pass.
-
-    ``kind``: ``self`` (a self-attention layer), ``kv`` (make the shared K̂V̂ of a
-    cross stage from the current hidden state) or ``cross`` (a cross-decoder
-    layer). ``slot`` names the cache slot written (``self``, ``kv``) or read
-    (``cross``); ``window`` is the slot's ring size (``None``: grows with N).
-    """
-
-    kind: AppKind
-    stage: int
-    loop: int
-    layer: int
-    slot: int
-    window: int | None
-
-
-def expand_plan(cfg: ModelConfig) -> tuple[Application, ...]:
-    """Expand stages into the ordered layer applications (docs/design.md sections 3-4).
-
-    Each ``self`` application of each loop gets its own cache slot (its inputs
-    differ per loop: Table 10). A cross stage gets one ``kv`` application (one
-    shared slot) or one per loop when ``kv_per_loop``.
-    """
-    apps: list[Application] = []
-    slot = 0
-    for si, st in enumerate(cfg.stages):
-        kv_slot = -1
-        for t in range(st.n_loops):
-            if st.kind == "cross" and (t == 0 or st.kv_per_loop):
-                kv_slot = slot
-                apps.append(Application("kv", si, t, -1, slot, None))
-                slot += 1
-            for li in range(st.n_layers):
-                if st.kind == "self":
-                    apps.append(Application("self", si, t, li, slot, st.window))
-                    slot += 1
-                else:
-                    apps.append(Application("cross", si, t, li, kv_slot, None))
-    return tuple(apps)
-
-
-def early_exit_index(plan: tuple[Application, ...]) -> int:
-    """Index of the first application after the last cache write.
-
-    During prefill, applications from this index on only matter at the last
-    prompt position, because nothing after them is cached: YOCO's early exit
-    (docs/design.md section 4). For a Transformer it is ``len(plan)`` (only the head is
-    skipped at non-final positions).
-    """
-    last = -1
-    for i, a in enumerate(plan):
-        if a.kind in ("self", "kv"):
-            last = i
-    return last + 1
 
 
 # ---------------------------------------------------------------------------

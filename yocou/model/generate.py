@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from yocou.model.cache import KVCache
+from yocou.model.limits import new_cache
 from yocou.model.lm import LM
 
 
@@ -76,7 +77,7 @@ def generate(model: LM, prompt_BN: torch.Tensor, max_new_tokens: int, *, tempera
     out_BT = prompt_BN.new_full((B, max_new_tokens), eos_id if eos_id is not None else 0)
     if max_new_tokens == 0:
         return out_BT
-    cache = model.new_cache(B, N + max_new_tokens, dtype=cache_dtype)
+    cache = new_cache(model, B, N + max_new_tokens, dtype=cache_dtype)
     logits = prefill(model, prompt_BN, cache, chunk_size=chunk_size)
     done_B = torch.zeros(B, dtype=torch.bool, device=prompt_BN.device)
     for i in range(max_new_tokens):

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from yocou.model.attention import attend, full_attend, mask_for, window_attend
-from yocou.model.cache import KVCache, require_cache_memory
-from yocou.model.config import Application, ModelConfig, early_exit_index, expand_plan
-from yocou.model.layers import (
+from .attention import attend, full_attend, mask_for, window_attend
+from .cache import KVCache
+from .layers import (
     MoE,
     RMSNorm,
     SwiGLU,
@@ -33,6 +33,10 @@ from yocou.model.layers import (
     rope_cos_sin,
     rope_inv_freq,
 )
+from .plan import Application, early_exit_index, expand_plan
+
+if TYPE_CHECKING:
+    from yocou.model.config import ModelConfig
 
 
 def make_ffn(cfg: ModelConfig) -> nn.Module:
@@ -145,37 +149,6 @@ class ForwardOut:
     logits_BNV: torch.Tensor | None
     aux_loss: torch.Tensor
     hidden: list[torch.Tensor] = field(default_factory=list)
-
-
-def require_param_memory(cfg: ModelConfig) -> None:
-    """Refuse a model whose weights alone do not fit on the default device, before allocating them.
-
-    Called by the entry points (:func:`new_model`, training, loading, the CLIs), not by :class:`LM`'s constructor,
-    so building a model reads no system state. fp32 bytes per parameter at the default dtype.
-
-    Raises:
-        yocou.utils.memory.MemoryRefusal: one line with the bytes needed and available (``YOCOU_NO_MEMORY_CHECK=1``
-            skips the check).
-    """
-    from yocou.model.accounting import dtype_bytes, param_count
-    from yocou.utils.memory import require
-
-    device = torch.get_default_device()
-    if device.type != "meta":
-        n = param_count(cfg)
-        require(n * dtype_bytes(torch.get_default_dtype()),
-                f"the weights of {cfg.name} ({n:,} parameters, d_model {cfg.d_model})", device)
-
-
-def new_model(cfg: ModelConfig) -> LM:
-    """``LM(cfg)`` for an entry point: its weights checked against the memory there first
-    (:func:`require_param_memory`).
-
-    Raises:
-        yocou.utils.memory.MemoryRefusal: the weights do not fit.
-    """
-    require_param_memory(cfg)
-    return LM(cfg)
 
 
 class LM(nn.Module):
@@ -316,12 +289,11 @@ class LM(nn.Module):
 
     def new_cache(self, batch_size: int, max_len: int, *, dtype: torch.dtype | None = None,
                   fill: float = 0.0) -> KVCache:
-        """Allocate a :class:`KVCache` for this model on its device, its bytes checked against the memory there
-        first (:func:`yocou.model.cache.require_cache_memory`).
+        """A :class:`KVCache` for this model, on its device, in its dtype unless ``dtype`` is given. Allocates without
+        checking the memory there: entry points call :func:`yocou.model.limits.new_cache`, which does.
 
         Raises:
-            yocou.utils.memory.MemoryRefusal: the cache does not fit.
+            ValueError: ``batch_size`` or ``max_len`` below 1.
         """
         p = next(self.parameters())
-        require_cache_memory(self.cfg, batch_size, max_len, dtype=dtype or p.dtype, device=p.device)
         return KVCache(self.cfg, batch_size, max_len, dtype=dtype or p.dtype, device=p.device, fill=fill)

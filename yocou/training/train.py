@@ -43,7 +43,8 @@ from pydantic import Field, Strict
 from yocou.data.needles import NeedleMix
 from yocou.model import accounting
 from yocou.model.config import ModelConfig, config_from_dict
-from yocou.model.lm import LM, new_model
+from yocou.model.limits import new_model
+from yocou.model.lm import LM
 from yocou.training import parallel
 from yocou.utils import memory
 from yocou.utils.io import atomic_path, atomic_write_json, atomic_write_text, provenance

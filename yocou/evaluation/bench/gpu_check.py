@@ -43,7 +43,8 @@ import torch
 from yocou.model import accounting
 from yocou.model import config as C
 from yocou.model.generate import decode_step, prefill
-from yocou.model.lm import LM, new_model
+from yocou.model.limits import new_cache, new_model
+from yocou.model.lm import LM
 from yocou.utils.io import atomic_write_json, provenance
 
 #: Relative-error bounds (``max|a - b| / max|b|``) of the named checks; ``kv_bytes`` is exact. The MoE
@@ -97,7 +98,7 @@ def _model(cfg: C.ModelConfig, device: torch.device, dtype: torch.dtype) -> LM:
 
 def _decode_logits(m: LM, ids: torch.Tensor, prompt_len: int, chunk: int) -> tuple[torch.Tensor, int]:
     B, N = ids.shape
-    cache = m.new_cache(B, N, fill=float("nan"))  # a read of an unwritten slot shows as NaN
+    cache = new_cache(m, B, N, fill=float("nan"))  # a read of an unwritten slot shows as NaN
     got = [prefill(m, ids[:, :prompt_len], cache, chunk_size=chunk)]
     for p in range(prompt_len, N):
         got.append(decode_step(m, ids[:, p], cache))

@@ -67,7 +67,8 @@ from yocou.model import accounting
 from yocou.model.config import ModelConfig
 from yocou.model.generate import decode_step, prefill
 from yocou.model.layers import rope_inv_freq
-from yocou.model.lm import LM, new_model
+from yocou.model.limits import new_cache, new_model
+from yocou.model.lm import LM
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.memory import available_bytes, format_bytes
 from yocou.utils.validation import (
@@ -360,7 +361,7 @@ def _decode_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, weights_b
 
     def make(v: str) -> Any:
         t0 = time.perf_counter()
-        c = fill_cache(models[v].new_cache(batch, n), n0, generator=gen)
+        c = fill_cache(new_cache(models[v], batch, n), n0, generator=gen)
         fill_s[v] = time.perf_counter() - t0
         measured_bytes[v] = c.nbytes()
         if measured_bytes[v] != need[v]:
@@ -415,7 +416,7 @@ def _prefill_phase(models: dict[str, LM], n: int, sc: PaperShapeConfig, gen: tor
     for r in range(sc.repeats_prefill):
         for v, m in models.items():
             ids = torch.randint(0, vocab, (1, n_prompt), generator=gen, device=gen.device)
-            cache = m.new_cache(1, n)
+            cache = new_cache(m, 1, n)
             _sync(sc.device)
             t0 = time.perf_counter()
             prefill(m, ids, cache, chunk_size=sc.chunk_size)
@@ -444,7 +445,7 @@ def _check_phase(models: dict[str, LM], real: dict[str, Any], n: int, sc: PaperS
                  log: Callable[[str], None]) -> list[dict[str, Any]]:
     """Decode from the last prefill's cache and from a filled cache of the same length, interleaved."""
     n0 = n - sc.n_decode
-    filled = {v: fill_cache(m.new_cache(1, n), n0, generator=gen) for v, m in models.items()}
+    filled = {v: fill_cache(new_cache(m, 1, n), n0, generator=gen) for v, m in models.items()}
     tok = torch.randint(0, next(iter(models.values())).cfg.vocab_size, (1,), generator=gen,
                         device=gen.device)
     secs = {(v, k): [] for v in models for k in ("prefilled", "filled")}

@@ -45,7 +45,8 @@ import torch
 from yocou.model import accounting
 from yocou.model.config import ModelConfig, config_from_dict
 from yocou.model.generate import decode_step, prefill
-from yocou.model.lm import LM, new_model
+from yocou.model.limits import new_cache, new_model
+from yocou.model.lm import LM
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.validation import (
     Int,
@@ -229,7 +230,7 @@ def run_once(model: LM, seq_len: int, pc: ProfileConfig, device: torch.device, g
     n_prompt = seq_len - pc.n_decode
     ids = torch.randint(0, model.cfg.vocab_size, (pc.batch_size, n_prompt), generator=generator).to(device)
     with torch.no_grad(), PeakMemory(device) as mem:
-        cache = model.new_cache(pc.batch_size, seq_len, dtype=TORCH_DTYPES[pc.dtype])
+        cache = new_cache(model, pc.batch_size, seq_len, dtype=TORCH_DTYPES[pc.dtype])
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()

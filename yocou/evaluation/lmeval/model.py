@@ -50,6 +50,7 @@ from tqdm import tqdm
 
 from yocou.model.cache import KVCache
 from yocou.model.generate import decode_step, prefill
+from yocou.model.limits import new_cache
 from yocou.model.lm import LM
 
 __all__ = ["YocouLM"]
@@ -59,7 +60,7 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 def _repeat_cache(model: LM, cache: KVCache, n: int, max_len: int) -> KVCache:
     """A new cache of batch ``n`` holding ``n`` copies of the batch-1 ``cache`` (same ``pos``)."""
-    big = model.new_cache(n, max_len, dtype=next(iter(cache.slots.values())).k_BGSD.dtype
+    big = new_cache(model, n, max_len, dtype=next(iter(cache.slots.values())).k_BGSD.dtype
                           if cache.slots else None)
     for sid, s in cache.slots.items():
         t = big.slots[sid]
@@ -180,7 +181,7 @@ class YocouLM(TemplateLM):
         cache_dtype = _DTYPES[self.dtype]
         out: list[tuple[float, bool]] = []
         with self._amp():
-            small = self.lm.new_cache(1, len(ctx) + L, dtype=cache_dtype)
+            small = new_cache(self.lm, 1, len(ctx) + L, dtype=cache_dtype)
             first_V = prefill(self.lm, torch.tensor([ctx], device=self._device), small,
                               chunk_size=max(len(ctx), 1)).float()[0]
             for b in range(0, len(conts), self.batch_size_per_gpu):
@@ -301,7 +302,7 @@ class YocouLM(TemplateLM):
         ids = ids[-room:]
         out: list[int] = []
         with self._amp():
-            cache = self.lm.new_cache(1, len(ids) + max_gen_toks, dtype=_DTYPES[self.dtype])
+            cache = new_cache(self.lm, 1, len(ids) + max_gen_toks, dtype=_DTYPES[self.dtype])
             logits = prefill(self.lm, torch.tensor([ids], device=self._device), cache, chunk_size=len(ids))
             for step in range(max_gen_toks):
                 tok = int(logits.float().argmax(-1)[0])

@@ -67,9 +67,11 @@ def long_token_nll(model: torch.nn.Module, ids_BN: torch.Tensor | np.ndarray, *,
         raise ValueError(f"eval.longppl.chunk_size must be >= 1, got {chunk_size}")
     if dtype not in ("fp32", "bf16"):
         raise ValueError(f"eval.longppl.dtype must be 'fp32' or 'bf16', got {dtype!r}")
+    from yocou.model.limits import new_cache
+
     dev = next(model.parameters()).device
     ids = ids.to(dev)
-    cache = model.new_cache(B, N)
+    cache = new_cache(model, B, N)
     out = torch.empty(B, N - 1)
     amp = torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dtype == "bf16")
     for s in range(0, N, chunk_size):

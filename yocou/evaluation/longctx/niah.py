@@ -305,6 +305,7 @@ def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Seq
         (``logp_choices``: per row, the log-probability of each of ``choices``; ``[]`` without them).
     """
     from yocou.model.generate import decode_step, prefill
+    from yocou.model.limits import new_cache
 
     if max_new_tokens < 1:
         raise ValueError(f"eval.niah.max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -314,7 +315,7 @@ def score_batch(model: torch.nn.Module, input_ids_BN: torch.Tensor, answers: Seq
     n_more = len(choices[0]) if choices is not None else 0
     extra = max(max_new_tokens, max(len(a) for a in answers), max(len(d) for d in distractors),
                 max((len(c) for cs in (choices or []) for c in cs), default=1))
-    cache = model.new_cache(B, N + extra)
+    cache = new_cache(model, B, N + extra)
     with _autocast(model, dtype):
         last = prefill(model, input_ids_BN, cache, chunk_size=chunk_size)
         lp_v = teacher_forced_logprob(model, last, copy.deepcopy(cache), answers)

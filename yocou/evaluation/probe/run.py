@@ -42,7 +42,7 @@ from yocou.evaluation.probe.tasks import (
 )
 from yocou.model import accounting
 from yocou.model.config import ModelConfig, preset, swiglu_hidden
-from yocou.model.lm import new_model
+from yocou.model.limits import new_model
 from yocou.training.train import TrainConfig, batch_generator, build_optimizer, lr_at
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.validation import (
