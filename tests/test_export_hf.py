@@ -26,7 +26,9 @@ from test_model import variants as model_variants
 from yocou.cli import main as cli_main
 from yocou.data.tokenizer import load_tokenizer
 from yocou.export import REMOTE_CODE_FILES, export_hf
+from yocou.export.folder import MODEL_CODE_FILES
 from yocou.model import config as C
+from yocou.model.accounting import kv_cache_bytes
 from yocou.model.generate import generate
 from yocou.model.lm import LM
 from yocou.training.train import TrainConfig, _save_model
@@ -96,9 +98,10 @@ def _ids(vocab: int, B: int, N: int, seed: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", list(variants(300)))
 def test_exported_logits_equal_yocou_forward(runs: dict, name: str) -> None:
-    """fp32 logits of the folder under ``AutoModelForCausalLM`` equal yocou's full forward within 1e-5, at a
-    length beyond 4 windows (yocou's blocked window attention) and one shorter than a window; the
-    Transformer loads as a native Llama without remote code, every other variant as YocouForCausalLM."""
+    """fp32 logits of the folder under ``AutoModelForCausalLM`` equal yocou's full forward, at a length beyond 4
+    windows (yocou's blocked window attention) and one shorter than a window: the Transformer loads as a native
+    Llama without remote code (equal within 1e-5), every other variant as YocouForCausalLM around yocou's own model
+    code, copied byte for byte (exactly equal)."""
     model, _, hf_dir = runs[name]
     files = {p.name for p in hf_dir.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= files
@@ -110,16 +113,21 @@ def test_exported_logits_equal_yocou_forward(runs: dict, name: str) -> None:
     else:
         assert type(hf).__name__ == "YocouForCausalLM"
         assert set(REMOTE_CODE_FILES) <= files
-        # the exported layers are the package's own code, byte for byte (one definition of the layers' math)
-        layers = Path(importlib.util.find_spec("yocou.model.layers").origin)
-        assert (hf_dir / "yocou_layers.py").read_bytes() == layers.read_bytes()
+        # the exported model code is the package's own, byte for byte (one forward pass), and the model is its LM
+        for f in MODEL_CODE_FILES:
+            source = Path(importlib.util.find_spec(f"yocou.model.{f.removesuffix('.py')}").origin)
+            assert (hf_dir / f).read_bytes() == source.read_bytes(), f
+        assert type(hf.model).__name__ == "LM" and type(hf.model).__module__.endswith(".lm")
     assert next(hf.parameters()).dtype == torch.float32
     for B, N, seed in ((2, 5 * W + 3, 1), (3, W - 1, 2)):
         ids = _ids(model.cfg.vocab_size, B, N, seed)
         with torch.no_grad():
             ours, theirs = model(ids).logits_BNV, hf(ids).logits
         assert theirs.shape == ours.shape == (B, N, model.cfg.vocab_size)
-        torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5)
+        if name == "transformer":  # Llama's own forward: equal within fp32 rounding
+            torch.testing.assert_close(theirs, ours, rtol=0, atol=1e-5)
+        else:  # the same code: exactly equal
+            assert torch.equal(theirs, ours)
 
 
 @pytest.mark.parametrize("name", ["transformer", "yocou"])
@@ -176,7 +184,8 @@ def test_the_remote_cache_gives_the_full_forwards_logits_token_by_token(runs: di
 @pytest.mark.parametrize("name", REMOTE)
 def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, name: str) -> None:
     """Greedy ``generate(use_cache=True)`` returns the tokens of ``use_cache=False`` and of yocou's
-    ``generate``; a sliding-window layer keeps no more than ``window - 1`` keys."""
+    ``generate``; the cache is yocou's KVCache, its bytes those of the KV formula (a sliding-window layer keeps W
+    positions)."""
     model, _, hf_dir = runs[name]
     hf = _load_hf(hf_dir)
     prompt = _ids(model.cfg.vocab_size, 2, 9, 3)
@@ -191,25 +200,22 @@ def test_remote_generate_with_the_cache_equals_without_it_and_yocou(runs: dict, 
     assert torch.equal(cached, plain) and torch.equal(cached[:, 9:], ours)
     assert seen == [9] + [1] * 63
     n = prompt.shape[1] + 64
-    for (si, _t, _l), buf in out.cache.self_kv.items():
-        window = model.cfg.stages[si].window
-        assert buf.length == (n if window is None else min(window - 1 + out.cache.crop_slack, n))
-        assert buf.views()[0].shape[2] == buf.length
-        assert window is None or buf.capacity <= 2 * (window - 1 + out.cache.crop_slack + n)  # one buffer
-    # generating past the buffers' first capacity (they grow and compact in place) keeps the tokens exact
+    ((rows, kv),) = out.cache.groups  # no padding: one batch, yocou's KVCache, sliding windows as rings of W
+    assert rows == [0, 1] and kv.pos == n == kv.max_len
+    assert out.cache.nbytes() == kv_cache_bytes(model.cfg, n, batch_size=2, dtype=torch.float32)
+    # generating past the cache's first length (it grows) keeps the tokens exact
     with torch.no_grad():
         out = hf(prompt, use_cache=True)
         cache, ids = out.cache, prompt
-        cache.crop_slack = 2  # the smallest buffers but two: the rings wrap many times
         for _ in range(3 * W + 20):
             nxt = out.logits[:, -1:].argmax(-1)
             ids = torch.cat([ids, nxt], 1)
             out = hf(nxt, cache=cache)
         full = hf(ids).logits[:, -1]
     torch.testing.assert_close(out.logits[:, -1], full, rtol=0, atol=1e-5)
-    for (si, _t, _l), buf in cache.self_kv.items():
-        window = model.cfg.stages[si].window
-        assert buf.length == (ids.shape[1] if window is None else window - 1 + 2)
+    ((_, kv),) = cache.groups
+    assert kv.pos == ids.shape[1] <= kv.max_len
+    assert cache.nbytes() == kv_cache_bytes(model.cfg, kv.max_len, batch_size=2, dtype=torch.float32)
 
 
 def test_text_generation_pipeline_gives_yocous_greedy_tokens(runs: dict) -> None:
@@ -365,7 +371,8 @@ def test_lm_eval_hf_model_scores_as_yocoulm(runs: dict, tok_path: Path) -> None:
     assert all(texts)
 
 
-_ALLOWED_IMPORTS = {"__future__", "typing", "math", "json", "os", "torch", "transformers"}
+_ALLOWED_IMPORTS = {"__future__", "dataclasses", "functools", "typing", "math", "json", "os", "torch",
+                    "transformers"}
 
 
 @pytest.mark.parametrize("name", REMOTE_CODE_FILES)
@@ -722,17 +729,24 @@ def test_a_yoco_family_assistant_drafts_for_a_llama_export(runs: dict) -> None:
 
 
 def test_crop_refuses_what_it_cannot_undo(runs: dict) -> None:
+    """Without past recording a sliding-window ring gives back one token and refuses two, changing nothing;
+    after ``activate_past_recording`` every token since is given back, and decoding again gives the full forward's
+    logits; a positive argument is refused."""
     hf = _load_hf(runs["yocou"][2])
     ids = _ids(hf.config.vocab_size, 1, 3 * W, 2)
     with torch.no_grad():
         cache = hf(ids, use_cache=True).cache
-    cache.crop(-cache.crop_slack if cache.crop_slack < ids.shape[1] else -1)  # within the slack: fine
-    with torch.no_grad():
-        cache = hf(ids, use_cache=True).cache
-    cache.crop_slack = 0
-    cache.crop(0)  # trims every ring to window - 1
-    with pytest.raises(ValueError, match="activate_past_recording"):
-        cache.crop(-2)  # the windows hold window - 1 tokens: the two last cannot be taken back
+        with pytest.raises(ValueError, match=r"crop\(-2\): .*activate_past_recording"):
+            cache.crop(-2)
+        assert cache.get_seq_length() == 3 * W and cache.groups[0][1].pos == 3 * W
+        cache.crop(-1)
+        assert cache.get_seq_length() == 3 * W - 1
+        cache.activate_past_recording()
+        hf(_ids(hf.config.vocab_size, 1, W + 2, 3), cache=cache)  # drafts, taken back
+        cache.crop(-(W + 2))
+        last = hf(ids[:, -1:], cache=cache).logits  # the last token again, after the crop
+        full = hf(ids).logits
+    torch.testing.assert_close(last[:, -1], full[:, -1], rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="negative"):
         cache.crop(3)
 

@@ -64,6 +64,56 @@ def test_prefill_then_decode_equals_full_forward(cfg: C.ModelConfig, prompt_len:
     assert cache.pos == N
 
 
+@pytest.mark.parametrize("cfg", variants(), ids=IDS)
+def test_last_only_without_a_cache_gives_the_last_position(cfg: C.ModelConfig) -> None:
+    """``last_only`` on a full forward (no cache; the exported model's early exit) gives the full forward's last
+    position: the cut cross-decoder's one query still sees every key."""
+    m = _model(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (2, 3 * W + 2), generator=torch.Generator().manual_seed(4))
+    with torch.no_grad():
+        full = m(ids).logits_BNV
+        last = m(ids, last_only=True).logits_BNV
+    assert last.shape == (2, 1, cfg.vocab_size)
+    torch.testing.assert_close(last[:, 0], full[:, -1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("cfg", variants(), ids=IDS)
+def test_grown_selected_recorded_and_cropped_caches_decode_as_the_full_forward(cfg: C.ModelConfig) -> None:
+    """What a decoding library asks of the cache, against the full forward: a cache grown when full
+    (``grow``), rows selected with repeats (``select``: beam search), and, after ``record_window_history``,
+    tokens taken back (``crop``) and decoded again, past several windows. A ring takes back one token, no more."""
+    m = _model(cfg)
+    N = 4 * W + 3
+    ids = torch.randint(0, cfg.vocab_size, (2, N), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        full = m(ids).logits_BNV
+        cache = m.new_cache(2, W, fill=float("nan"))
+        got = [m(ids[:, :W], cache=cache).logits_BNV]
+        cache.grow(2 * W)
+        got.append(m(ids[:, W:2 * W], cache=cache).logits_BNV)
+        torch.testing.assert_close(torch.cat(got, 1), full[:, :2 * W], rtol=0, atol=1e-5)
+        rows = torch.tensor([1, 0, 1])
+        picked = cache.select(rows)
+        assert picked.batch_size == 3 and picked.pos == cache.pos
+        cache.grow(N)
+        picked.grow(N)
+        out = m(ids[rows, 2 * W:2 * W + 1], cache=picked).logits_BNV
+        torch.testing.assert_close(out[:, 0], full[rows, 2 * W], rtol=0, atol=1e-5)
+        windowed = any(s.kind == "window" for s in cache.slots.values())
+        if windowed:
+            cache.check_crop(2 * W - 1)  # a ring gives back one token
+            with pytest.raises(ValueError, match="record_window_history"):
+                cache.crop(2 * W - 2)
+        assert cache.pos == 2 * W  # a refused crop changes nothing
+        cache.record_window_history()
+        m(ids[:, 2 * W:3 * W + 1], cache=cache)  # tokens to be taken back
+        cache.crop(2 * W + 1)
+        again = [m(ids[:, p:p + 1], cache=cache).logits_BNV for p in range(2 * W + 1, N)]
+    torch.testing.assert_close(torch.cat(again, 1), full[:, 2 * W + 1:], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match=r"crop\(-1\): pos must be in 0\.\."):
+        cache.crop(-1)
+
+
 def _assert_chunked_equals_full(cfg: C.ModelConfig, batch: int, n: int, chunk: int, seed: int) -> None:
     """Chunks of ``chunk`` through the cache with logits at every position (no early exit) == full forward."""
     m = _model(cfg)

@@ -6,8 +6,10 @@ What :func:`export_hf` writes into ``OUT_DIR``:
 - ``config.json`` and ``generation_config.json``. The plain Transformer becomes a native
   ``LlamaForCausalLM`` (``model_type: llama``, fused matrices split as :mod:`yocou.model.hf` does); every other
   variant a ``YocouForCausalLM`` whose code ships in the folder (``configuration_yocou.py``,
-  ``modeling_yocou.py``, named in ``auto_map``, and ``yocou_layers.py``, the package's own layers; load with ``trust_remote_code=True``). Its config holds the
-  architecture as ``stages``, like :class:`yocou.model.config.ModelConfig`.
+  ``modeling_yocou.py``, named in ``auto_map``, a thin transformers wrapper, and the package's own model code,
+  copied unchanged: ``lm.py``, ``attention.py``, ``cache.py``, ``layers.py``, ``plan.py``; load with
+  ``trust_remote_code=True``). Its config holds the architecture as ``stages``, like
+  :class:`yocou.model.config.ModelConfig`.
 - The tokenizer: for a ``tokenizers`` BPE (the trained ``tokenizer.json``, ``gpt2-offline``)
   ``tokenizer.json`` and ``tokenizer_config.json`` (``AutoTokenizer`` reads them); for ``cl100k_base``,
   which is a tiktoken encoding, only its name in ``tokenizer_ref.json`` (``{"yocou_tokenizer_ref":
@@ -45,14 +47,15 @@ import torch
 
 from yocou.model.config import ModelConfig, config_from_dict
 
-__all__ = ["REMOTE_CODE_FILES", "REMOTE_CODE_SOURCES", "eval_max_length", "export_hf", "find_tokenizer", "model_card"]
+__all__ = ["MODEL_CODE_FILES", "REMOTE_CODE_FILES", "REMOTE_CODE_SOURCES", "eval_max_length", "export_hf", "find_tokenizer", "model_card"]
 
 _HERE = Path(__file__).resolve().parent
 #: The remote-code files of an exported folder of a non-Transformer variant, and where in this package each is copied
-#: from: the wrapper and its config, and the model's own layers (``yocou/model/layers.py``, torch only).
+#: from: the wrapper and its config, and the model's own code (``yocou/model/``: torch only, relative imports).
+MODEL_CODE_FILES = ("lm.py", "attention.py", "cache.py", "layers.py", "plan.py")
 REMOTE_CODE_SOURCES = {"configuration_yocou.py": _HERE / "configuration_yocou.py",
                        "modeling_yocou.py": _HERE / "modeling_yocou.py",
-                       "yocou_layers.py": _HERE.parent / "model" / "layers.py"}
+                       **{name: _HERE.parent / "model" / name for name in MODEL_CODE_FILES}}
 REMOTE_CODE_FILES = tuple(REMOTE_CODE_SOURCES)
 
 
@@ -296,8 +299,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         config = _llama_config_json(cfg, max_len, eos_id, dtype)
         gen = {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id}
     else:
-        state = {(k if k == "lm_head.weight" else "model." + k): v.detach().contiguous()
-                 for k, v in model.state_dict().items()}
+        state = {"model." + k: v.detach().contiguous() for k, v in model.state_dict().items()}
         config = _yocou_config_json(cfg, max_len, eos_id, dtype)
         gen = {"bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id, "use_cache": True}
     record = {

@@ -7,25 +7,34 @@ Slot kinds, one per cache-writing :class:`~yocou.model.config.Application` of th
 
 * ``global``: a ``self`` application with global attention; capacity ``max_len``.
 * ``window``: a ``self`` application with sliding window W; a ring buffer of W
-  positions (position p lives at index ``p % W``).
+  positions (position p lives at index ``p % W``). After :meth:`KVCache.record_window_history` it keeps every
+  position from then on, as a global slot does, so that :meth:`KVCache.crop` can take tokens back.
 * ``shared``: the K̂V̂ of a YOCO cross stage (one per stage, or one per loop with
   ``kv_per_loop``); capacity ``max_len``.
 
 The bytes it holds are ``sum(k.nbytes + v.nbytes)`` over slots; they must equal
-:func:`yocou.model.accounting.kv_cache_bytes` with ``seq_len = max_len`` exactly.
+:func:`yocou.model.accounting.kv_cache_bytes` with ``seq_len = max_len`` exactly (while no window history is
+recorded).
+
+Beyond the fixed-size cache of :func:`yocou.model.generate.generate`, what a decoding library asks of a cache
+(the exported model under transformers' ``generate``): :meth:`KVCache.grow` (a longer ``max_len``),
+:meth:`KVCache.select` (rows, for beam search and for splitting a batch), :meth:`KVCache.record_window_history` and
+:meth:`KVCache.crop` (taking back rejected draft tokens in assisted decoding).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
 from .plan import Application, expand_plan
 
-if TYPE_CHECKING:
+try:  # the type of ``cfg`` (an exported folder, which has no yocou package, reads a config by attribute)
     from yocou.model.config import ModelConfig
+except ImportError:
+    ModelConfig = Any
 
 
 @dataclass
@@ -36,6 +45,8 @@ class Slot:
     k_BGSD: torch.Tensor
     v_BGSD: torch.Tensor
     window: int | None = None
+    ring: bool = True  # a window slot: a ring of W positions; False: position p at index p (recorded history)
+    held_from: int = 0  # a recorded window slot: the first position it still holds
 
 
 class KVCache:
@@ -66,6 +77,7 @@ class KVCache:
         self.cfg = cfg
         self.batch_size = batch_size
         self.max_len = max_len
+        self.fill = fill
         self.pos = 0
         self.slots: dict[int, Slot] = {}
         for a in expand_plan(cfg):
@@ -95,6 +107,76 @@ class KVCache:
         for s in self.slots.values():
             out[s.kind] = out.get(s.kind, 0) + s.k_BGSD.nbytes + s.v_BGSD.nbytes
         return out
+
+    def select(self, rows_B: torch.Tensor) -> "KVCache":
+        """A new cache of the rows ``rows_B`` (``[B']`` int64 indices into this cache's rows, repeats allowed: beam
+        search), the tensors copied; positions and history as this cache's."""
+        out = KVCache.__new__(KVCache)
+        out.__dict__.update(self.__dict__)
+        out.batch_size = int(rows_B.shape[0])
+        out.slots = {}
+        for sid, sl in self.slots.items():
+            idx = rows_B.to(sl.k_BGSD.device)
+            out.slots[sid] = Slot(sl.kind, sl.k_BGSD.index_select(0, idx), sl.v_BGSD.index_select(0, idx), sl.window,
+                                  sl.ring, sl.held_from)
+        return out
+
+    def _linear_slots(self) -> list[Slot]:
+        """The slots indexed by position (global, shared, recorded window), whose capacity is ``max_len``."""
+        return [sl for sl in self.slots.values() if sl.kind != "window" or not sl.ring]
+
+    def grow(self, max_len: int) -> None:
+        """Make room for ``max_len`` tokens in all (no-op when it is not more than now): the slots indexed by
+        position are reallocated and copied; ring slots keep their W positions."""
+        if max_len <= self.max_len:
+            return
+        for sl in self._linear_slots():
+            B, G, S, D = sl.k_BGSD.shape
+            k = sl.k_BGSD.new_full((B, G, max_len, D), self.fill)
+            v = sl.v_BGSD.new_full((B, G, max_len, D), self.fill)
+            k[:, :, :S], v[:, :, :S] = sl.k_BGSD, sl.v_BGSD
+            sl.k_BGSD, sl.v_BGSD = k, v
+        self.max_len = max_len
+
+    def record_window_history(self) -> None:
+        """From now on, keep every position of the sliding-window slots (each becomes ``max_len`` long, position p at
+        index p, holding its last W positions and all that come), so that :meth:`crop` can take tokens back.
+        Attention still reads the last W positions only. Bytes grow as a global slot's; no-op when recording."""
+        for sl in self.slots.values():
+            if sl.kind != "window" or not sl.ring:
+                continue
+            B, G, W, D = sl.k_BGSD.shape
+            lo = max(0, self.pos - W)
+            idx = torch.arange(lo, self.pos, device=sl.k_BGSD.device) % W
+            k = sl.k_BGSD.new_full((B, G, self.max_len, D), self.fill)
+            v = sl.v_BGSD.new_full((B, G, self.max_len, D), self.fill)
+            k[:, :, lo:self.pos], v[:, :, lo:self.pos] = sl.k_BGSD[:, :, idx], sl.v_BGSD[:, :, idx]
+            sl.k_BGSD, sl.v_BGSD, sl.ring, sl.held_from = k, v, False, lo
+
+    def check_crop(self, pos: int) -> None:
+        """Raise what :meth:`crop` would raise for ``pos``, changing nothing."""
+        if not 0 <= pos <= self.pos:
+            raise ValueError(f"crop({pos}): pos must be in 0..{self.pos} (the tokens cached)")
+        for sl in self.slots.values():
+            if sl.kind != "window":
+                continue
+            held_from = max(0, self.pos - sl.window) if sl.ring else sl.held_from
+            need = max(0, pos - sl.window + 1)  # the keys before pos that the token at pos sees
+            if held_from > need:
+                raise ValueError(f"crop({pos}): a sliding-window slot holds positions from {held_from} only, and the "
+                                 f"token at {pos} reads from {need}; record the window history "
+                                 "(record_window_history) before generating tokens that may be taken back")
+
+    def crop(self, pos: int) -> None:
+        """Forget the tokens at positions ``pos`` and after (the next token written is at ``pos``). A ring can take
+        back one token; a recorded window slot (:meth:`record_window_history`) every token since it began recording.
+
+        Raises:
+            ValueError: ``pos`` outside ``0 .. self.pos``, or a sliding-window slot no longer holds the positions
+                ``pos - W + 1 .. pos - 1`` that the token at ``pos`` sees.
+        """
+        self.check_crop(pos)
+        self.pos = pos
 
     def check_room(self, n_new: int) -> None:
         """Raise ValueError if ``n_new`` more tokens would not fit."""
@@ -135,12 +217,21 @@ class KVCache:
         entries are then written into the ring. A decode step (``C == 1``) writes first
         and gets the ring's ``min(pos + 1, W)`` valid entries, which are exactly the W
         keys its query sees (in ring order: attention does not depend on key order),
-        with ``n_hist = -1``. Only the last W positions are ever touched.
+        with ``n_hist = -1``. Only the last W positions are ever touched. A recorded slot
+        (:meth:`record_window_history`) returns the same keys, in position order.
         """
         slot = self.slots[app.slot]
         W = slot.window
         assert slot.kind == "window" and W is not None
         C = k_BGCD.shape[2]
+        if not slot.ring:  # recorded history: position p at index p
+            slot.k_BGSD[:, :, pos:pos + C] = k_BGCD
+            slot.v_BGSD[:, :, pos:pos + C] = v_BGCD
+            if C == 1:
+                n = min(pos + 1, W)
+                return slot.k_BGSD[:, :, pos + 1 - n:pos + 1], slot.v_BGSD[:, :, pos + 1 - n:pos + 1], -1
+            n_hist = min(pos, W)
+            return slot.k_BGSD[:, :, pos - n_hist:pos + C], slot.v_BGSD[:, :, pos - n_hist:pos + C], n_hist
         if C == 1:
             i = pos % W
             slot.k_BGSD[:, :, i:i + 1] = k_BGCD

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 from torch import nn
@@ -35,8 +35,10 @@ from .layers import (
 )
 from .plan import Application, early_exit_index, expand_plan
 
-if TYPE_CHECKING:
+try:  # the type of ``cfg`` (an exported folder, which has no yocou package, reads a config by attribute)
     from yocou.model.config import ModelConfig
+except ImportError:
+    ModelConfig = Any
 
 
 def make_ffn(cfg: ModelConfig) -> nn.Module:
@@ -271,6 +273,8 @@ class LM(nn.Module):
                 rope = rope_full if self.cfg.cross_rope else None
                 if cache is None:
                     k, v, kpos = shared_kv[app.slot]
+                    if i >= cut:  # the last position only (early exit): its query sees every key
+                        kpos = torch.arange(N, device=dev)
                 else:
                     k, v, kpos = cache.read_shared(app.slot, start + N)
                 x = layer(x, pos_N, rope, k, v, kpos)
