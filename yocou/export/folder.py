@@ -476,7 +476,8 @@ def model_card(run_dir: str | os.PathLike, record: dict[str, Any], n_params: int
               "out = model.generate(ids, max_new_tokens=32, do_sample=False)  # with the model's KV cache",
               "```", ""]
     if remote:
-        lines += ["`trust_remote_code=True` runs `configuration_yocou.py` and `modeling_yocou.py` from this folder "
+        lines += ["`trust_remote_code=True` runs `configuration_yocou.py`, `modeling_yocou.py` and the model code "
+                  "they import (`lm.py`, `attention.py`, `cache.py`, `layers.py`, `plan.py`) from this folder "
                   "(they import only torch and transformers; read them first). Without it transformers cannot build "
                   "the model, and it stops to ask (also when loading the tokenizer, which reads `config.json`). "
                   "`pipeline(\"text-generation\", model=model, tokenizer=tok)` works with both.", ""]

@@ -1,8 +1,8 @@
 """The layers every variant is built from (docs/design.md section 2), in plain torch.
 
 RMSNorm, rotary position embeddings (RoPE), the fused linear maps, the SwiGLU FFN and its routed mixture of experts.
-The module imports torch alone: ``yocou export-hf`` copies it, unchanged, into every exported folder of a
-non-Transformer variant (as ``yocou_layers.py``), so the exported model computes these layers with this code.
+The module imports torch alone: ``yocou export-hf`` copies it, unchanged, with the rest of the model's code, into
+every exported folder of a non-Transformer variant, so the exported model computes these layers with this code.
 
 Shape suffixes as in :mod:`yocou.model` (B batch, N queries, K keys, S slot capacity, C chunk, H query heads, G
 key/value heads, D the feature axis: d_model or the head dim, T flattened tokens, E experts).
