@@ -31,7 +31,8 @@ TEST_FILE = "tests/test_export_hf.py"
 #: test function -> (feature, the check it makes); parametrised over the export kind (``name``) where it applies
 FEATURES = {
     "test_exported_logits_equal_yocou_forward": (
-        "load with `from_pretrained`, fp32 logits", "largest absolute difference from yocou's forward = 0"),
+        "load with `from_pretrained`, fp32 logits",
+        "equal to yocou's forward: exactly (the same code) for the remote kinds, within 1e-5 for the Llama"),
     "test_exported_greedy_generate_equals_yocou_generate": (
         "greedy `generate` (default settings)", "tokens equal yocou.model.generate"),
     "test_the_remote_cache_gives_the_full_forwards_logits_token_by_token": (
@@ -59,6 +60,9 @@ FEATURES = {
         "lm-eval's `hf` model on the folder", "log-likelihoods equal YocouLM's"),
     "test_an_edited_config_json_is_refused_at_load": (
         "an edited `config.json` refused at load", "ValueError naming the field"),
+    "test_crop_refuses_what_it_cannot_undo": (
+        "`crop` after `activate_past_recording`; refused without it",
+        "logits after a crop equal the full forward's; a refused crop changes nothing"),
 }
 
 
@@ -68,7 +72,8 @@ SINGLE_KIND = {"test_a_yoco_family_assistant_drafts_for_a_llama_export": "transf
                "test_remote_model_padding_gives_the_unpadded_logits": "yocou",
                "test_exported_folder_loads_where_yocou_cannot_be_imported": "yocou",
                "test_lm_eval_hf_model_scores_as_yocoulm": "yocou",
-               "test_an_edited_config_json_is_refused_at_load": "yocou"}
+               "test_an_edited_config_json_is_refused_at_load": "yocou",
+               "test_crop_refuses_what_it_cannot_undo": "yocou"}
 
 
 def _feature_and_kind(case_name: str) -> tuple[str, str]:
