@@ -9,13 +9,14 @@ import pytest
 import yaml
 
 from yocou.results.summarize.ladder import bracket_best
-from yocou.training.ladder import LadderStudy, load_study, plan, run_config
+from yocou.training.ladder import LadderStudy, PlaysHoldout, heldout_plays, load_study, plan, run_config
 from yocou.training.train import branch_mismatch, train_config_from_dict
 from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDY = {"variants": {"yoco": 2, "yocou": 1}, "budgets": [10, 20, 40], "cooldown_fraction": 0.2, "warmup_steps": 2,
-         "min_lr_ratio": 0.0, "ckpt_every": 5, "bracket": {"steps": 10, "rates": [1e-3, 3e-3, 1e-2]}}
+         "min_lr_ratio": 0.0, "ckpt_every": 5, "bracket": {"steps": 10, "rates": [1e-3, 3e-3, 1e-2]},
+         "heldout_plays": {"source": "shakespeare", "n": 1}}
 
 
 def test_plan_chains_stable_segments_and_branches_each_from_its_own_segment() -> None:
@@ -68,12 +69,53 @@ def test_a_ladder_run_needs_the_bracketed_rate() -> None:
     ({"cooldown_fraction": 1.5}, "cooldown_fraction"),
     ({"bracket": {"steps": 10, "rates": [3e-3, 1e-3, 1e-2]}}, "bracket.rates"),
     ({"typo": 1}, "typo"),
+    ({"heldout_plays": {"n": 0}}, "heldout_plays.n"),
+    ({"heldout_plays": {"n": 1, "sources": "x"}}, "heldout_plays.sources"),
 ])
 def test_bad_study_sections_are_refused_naming_the_field(tmp_path: Path, change: dict, field: str) -> None:
     p = tmp_path / "ladder.yaml"
     p.write_text(yaml.safe_dump({"tiny": {**STUDY, **change}}))
     with pytest.raises(ValueError, match=rf"{p}: tiny\.{field}"):
         load_study("tiny", p)
+
+
+def test_heldout_plays_follow_the_hash_rule_and_name_their_field() -> None:
+    """The plays held out: documents of the source, the excluded names left out, ordered by sha256("<seed>:<id>")
+    (computed here by hand), the first n; asking for more than there are names the field."""
+    import hashlib
+
+    ids = ["milton/comus", "shakespeare/hamlet", "shakespeare/sonnets", "shakespeare/tempest", "shakespeare/lear",
+           "stdlib/os.py"]
+    spec = PlaysHoldout(source="shakespeare", exclude=["sonnets"], n=2, seed=7)
+    by_hand = sorted(["shakespeare/hamlet", "shakespeare/tempest", "shakespeare/lear"],
+                     key=lambda d: hashlib.sha256(f"7:{d}".encode()).hexdigest())[:2]
+    assert heldout_plays(ids, spec) == by_hand
+    with pytest.raises(ValueError, match=r"heldout_plays\.n: 4 documents asked for, but .* has 3"):
+        heldout_plays(ids, spec.model_copy(update={"n": 4}))
+
+
+def test_split_tokens_partitions_the_training_stream_by_document(token_dir: Path, tmp_path: Path) -> None:
+    """The ladder's streams: train and heldout_plays hold the source stream's documents, each exactly once, token for
+    token; the plays are the rule's; book and code are the scale's, unchanged."""
+    import numpy as np
+
+    from yocou.data.tokens import TokenStream
+    from yocou.training.ladder import split_tokens
+
+    study = LadderStudy.model_validate({**STUDY, "heldout_plays": {"source": "train", "exclude": ["0"], "n": 3}})  # ids train/<i>
+    got = split_tokens(study, token_dir, tmp_path)
+    src, tr, pl = (TokenStream(token_dir / "train.bin"), TokenStream(tmp_path / "train.bin"),
+                   TokenStream(tmp_path / "heldout_plays.bin"))
+    ids = list(src.meta["doc_ids"])
+    assert got["heldout_plays"] == heldout_plays(ids, study.heldout_plays) == list(pl.meta["doc_ids"])
+    assert sorted(tr.meta["doc_ids"] + pl.meta["doc_ids"]) == sorted(ids) and not set(tr.meta["doc_ids"]) & set(
+        pl.meta["doc_ids"])
+    for out in (tr, pl):
+        for j, d in enumerate(out.meta["doc_ids"]):
+            assert np.array_equal(out.document(j, include_eos=True), src.document(ids.index(d), include_eos=True)), d
+    assert len(tr) + len(pl) == len(src) == got["train_tokens"] + got["heldout_plays_tokens"]
+    for split in ("heldout_book", "heldout_code"):
+        assert (tmp_path / f"{split}.bin").read_bytes() == (token_dir / f"{split}.bin").read_bytes()
 
 
 def test_bracket_best_is_interior_only_with_a_worse_rate_on_each_side() -> None:

@@ -116,6 +116,21 @@ def test_write_fits_writes_report_json_and_figure(tmp_path: Path) -> None:
     assert (tmp_path / "fig.png").stat().st_size > 1000 and (tmp_path / "fig.pdf").is_file()
 
 
+def test_the_plays_split_is_reported_beside_book_and_code_and_never_decided() -> None:
+    """Points with a plays column: its regime rows, gaps per budget and fits are there; the decisions and the paper's
+    quantities stay on book and code (eval/ladder.yaml's splits); without the column nothing of plays appears."""
+    pts = _points(noise=0.002)
+    pts["plays"], pts["bigram_plays"] = pts["book"] - 1.0, 6.5
+    res = LF.analyse(pts, _rules(n_boot=100))
+    assert set(res["regime"]["split"]) == {"book", "code", "plays"}
+    plays = res["regime"][res["regime"]["split"] == "plays"]
+    assert (plays["minus_bigram"] == plays["mean"] - 6.5).all() and plays["past_bigram"].all()
+    assert "plays" in set(res["gaps"]["split"]) and set(res["fits"]) == {"book", "code", "plays"}
+    assert {d["split"] for d in res["decisions"]} == {"book", "code"}
+    assert {e["split"] for e in res["equal_flops"] + res["token_saving"] + res["crossover"]} <= {"book", "code"}
+    assert "plays" not in set(LF.analyse(_points(noise=0.002), _rules(n_boot=100))["regime"]["split"])
+
+
 def test_bad_rules_name_the_key(tmp_path: Path) -> None:
     p = tmp_path / "rules.yaml"
     p.write_text("confidence: 0.95\nregime: {bigram_margin_nats: x}\n")

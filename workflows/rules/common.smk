@@ -167,7 +167,7 @@ def gpu_prefix(n=1):
 
 
 # Compute rules that take seconds (summaries, configs, listings): local rules under a cluster executor (Snakefile).
-QUICK_COMPUTE = ("committed_config", "start_runs", "run_config", "ladder_run_config", "ladder_points",
+QUICK_COMPUTE = ("committed_config", "start_runs", "run_config", "ladder_run_config", "ladder_tokens", "ladder_points",
                  "probe_summarize", "timing", "ppl_all", "reproduce_all", "eval_pack", "niah_prompts")
 
 
@@ -368,6 +368,9 @@ LADDER = _load_ladder(SCALE)
 LADDER_RUNS = _ladder_plan(LADDER) if LADDER else {}
 LRUN = f"{RUN}/ladder"
 LRES = f"{RES}/ladder"
+LTOK = f"{LRUN}/tokens"  # the ladder's token streams (rule ladder_tokens)
+#: the held-out splits every ladder model is scored on: the scale's book and code, and the plays held out of its training
+LADDER_SPLITS = ["heldout_book", "heldout_code", "heldout_plays"]
 _LADDER_RE = "|".join(sorted(LADDER_RUNS, key=len, reverse=True)) or "no_ladder_run"
 _STABLE_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind == "stable") or "no_ladder_run"
 _OTHER_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind != "stable") or "no_ladder_run"

@@ -145,6 +145,31 @@ def encode_corpus(corpus_dir: str | os.PathLike, tokenizer_path: str | os.PathLi
     return metas
 
 
+def write_documents(stream: "TokenStream", docs: list[int], out_dir: str | os.PathLike, split: str,
+                    extra: dict | None = None) -> int:
+    """Write the documents ``docs`` (indices into ``stream``, in that order, each with its EOS) as the token stream
+    ``out_dir/<split>.{bin,offsets.npy,json}``, the source's metadata kept (tokenizer, vocabulary), its document ids
+    and digests those of the new stream, ``extra`` merged into the json. Returns the stream's tokens (EOS included).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    parts = [stream.document(i, include_eos=True) for i in docs]
+    tokens = np.concatenate(parts).astype(stream.dtype) if parts else np.zeros(0, stream.dtype)
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    np.cumsum([len(x) for x in parts], out=offsets[1:])
+    with atomic_path(out_dir / f"{split}.bin") as tmp:
+        tokens.tofile(tmp)
+    with atomic_path(out_dir / f"{split}.offsets.npy") as tmp:
+        np.save(tmp, offsets)
+    ids = stream.meta.get("doc_ids") or []
+    meta = {**stream.meta, "split": split, "n_tokens": int(tokens.size), "n_docs": len(parts),
+            "bin_file": f"{split}.bin", "bin_sha256": sha256_file(out_dir / f"{split}.bin"),
+            "offsets_file": f"{split}.offsets.npy", "doc_ids": [ids[i] for i in docs] if ids else [],
+            **(extra or {})}
+    atomic_write_json(out_dir / f"{split}.json", meta)
+    return int(tokens.size)
+
+
 class TokenStream:
     """Read-only, memory-mapped view of a ``{split}.bin`` file written by :func:`encode_corpus`.
 

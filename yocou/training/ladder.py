@@ -13,13 +13,15 @@ plans those runs from ``workflows/studies/ladder.yaml`` (one section per scale, 
   segment at ``S`` to ``D`` (a linear cooldown over ``D - S`` steps). A branch equals a run that follows its own
   warmup-stable-decay schedule from step 0 (:func:`yocou.training.train.branch_mismatch`; ``tests/test_wsd.py``).
 
-Every run trains on the scale's token stream with the scale's ``train:`` settings (batch, sequence length, optimizer)
+Every run trains on the ladder's token stream (:func:`split_tokens`: the scale's, without ``heldout_plays``) with the
+scale's ``train:`` settings (batch, sequence length, optimizer)
 but the schedule, the learning rate and the needle mix (off). The ladder's rate is the variant's best rate in the
 bracket (:func:`best_rates`), read when the run's config is written, so the bracket runs first.
 
 Command line (what the rules of ``workflows/rules/ladder.smk`` call)::
 
     python -m yocou.training.ladder runs --scale tiny                    # the planned runs, one per line
+    python -m yocou.training.ladder split-tokens --scale tiny --tokens runs/tiny/tokens --out runs/tiny/ladder/tokens
     python -m yocou.training.ladder run-config --config CFG --scale tiny --run yoco_seed0_d500 \\
         --tokenizer runs/tiny/tokenizer.json [--bracket results/tiny/ladder/bracket.json] --out run_config.json
 """
@@ -61,6 +63,22 @@ class BracketSpec(BaseModel):
         return v
 
 
+class PlaysHoldout(BaseModel):
+    """``heldout_plays:`` of a scale's ladder section: whole documents of one source of the scale's training stream
+    held out of the ladder's training, as an in-distribution held-out split (``heldout_plays``) beside the book and
+    code splits, which come from other sources.
+
+    The rule (:func:`heldout_plays`): the training stream's documents ``<source>/<name>`` whose ``name`` is not in
+    ``exclude`` (the poems, say), ordered by ``sha256(f"{seed}:{doc_id}")``, the first ``n``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    source: str = "shakespeare"
+    exclude: list[str] = Field(default_factory=list)
+    n: PositiveInt
+    seed: int = Field(default=0, ge=0)
+
+
 class LadderStudy(BaseModel):
     """One scale's section of ``workflows/studies/ladder.yaml``.
 
@@ -71,6 +89,7 @@ class LadderStudy(BaseModel):
             step for every budget ``D``.
         warmup_steps, min_lr_ratio, ckpt_every: of every run (``yocou.training.train.TrainConfig``).
         bracket: the learning-rate grid (:class:`BracketSpec`).
+        heldout_plays: the documents held out of the ladder's training stream (:class:`PlaysHoldout`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -81,6 +100,7 @@ class LadderStudy(BaseModel):
     min_lr_ratio: float = Field(ge=0, le=1)
     ckpt_every: PositiveInt
     bracket: BracketSpec
+    heldout_plays: PlaysHoldout
 
     @model_validator(mode="after")
     def _budgets(self) -> "LadderStudy":
@@ -129,6 +149,57 @@ def load_study(scale: str, path: str | Path = STUDY_FILE) -> LadderStudy | None:
         msg = err["msg"].removeprefix("Value error, ")
         # a check across fields (LadderStudy._budgets) names its field at the start of its message
         raise ValueError(f"{p}: {scale}.{field}: {msg}" if field else f"{p}: {scale}.{msg}") from None
+
+
+def heldout_plays(doc_ids: list[str], spec: PlaysHoldout) -> list[str]:
+    """The ids of the documents :class:`PlaysHoldout` holds out of ``doc_ids`` (a training stream's), in the rule's
+    order.
+
+    Raises:
+        ValueError: fewer than ``spec.n`` candidates, naming the field.
+    """
+    import hashlib
+
+    prefix = f"{spec.source}/"
+    cands = [d for d in doc_ids if d.startswith(prefix) and d[len(prefix):] not in spec.exclude]
+    if len(cands) < spec.n:
+        raise ValueError(f"heldout_plays.n: {spec.n} documents asked for, but the training stream has {len(cands)} "
+                         f"under {prefix} outside heldout_plays.exclude")
+    return sorted(cands, key=lambda d: hashlib.sha256(f"{spec.seed}:{d}".encode()).hexdigest())[:spec.n]
+
+
+def split_tokens(study: LadderStudy, tokens: str | Path, out: str | Path) -> dict[str, Any]:
+    """The ladder's token streams in ``out``: ``train`` (the scale's training stream without the held-out plays),
+    ``heldout_plays`` (those plays) and copies of the scale's ``heldout_book`` and ``heldout_code``; each as
+    ``<split>.bin``, ``<split>.offsets.npy`` and ``<split>.json`` (:mod:`yocou.data.tokens`' format, the rule and the
+    source stream recorded in the json).
+
+    Returns:
+        ``{"heldout_plays": [doc ids], "train_tokens": n, "heldout_plays_tokens": n}``.
+
+    Raises:
+        ValueError: as :func:`heldout_plays`.
+    """
+    import shutil
+
+    from yocou.data.tokens import TokenStream, write_documents
+
+    src = TokenStream(Path(tokens) / "train.bin")
+    held = heldout_plays(list(src.meta["doc_ids"]), study.heldout_plays)
+    rule = {"heldout_plays": study.heldout_plays.model_dump(), "from": str(Path(tokens) / "train.bin"),
+            "from_sha256": src.meta.get("bin_sha256"),
+            "rule": "documents <source>/<name> of the training stream, name not in exclude, ordered by "
+                    "sha256(f'{seed}:{doc_id}'), the first n"}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    keep = [i for i, d in enumerate(src.meta["doc_ids"]) if d not in held]
+    take = [src.meta["doc_ids"].index(d) for d in held]
+    n_train = write_documents(src, keep, out, "train", extra={"ladder_split": rule})
+    n_plays = write_documents(src, take, out, "heldout_plays", extra={"ladder_split": rule})
+    for split in ("heldout_book", "heldout_code"):
+        for suffix in (".bin", ".offsets.npy", ".json"):
+            shutil.copyfile(Path(tokens) / f"{split}{suffix}", out / f"{split}{suffix}")
+    return {"heldout_plays": held, "train_tokens": n_train, "heldout_plays_tokens": n_plays}
 
 
 def rate_tag(rate: float) -> str:
@@ -247,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("runs", help="the planned runs, one per line (kind, name)")
     r.add_argument("--scale", required=True)
     r.add_argument("--study", default=STUDY_FILE, type=reads())
+    t = sub.add_parser("split-tokens", help="the ladder's token streams: the training stream without the held-out "
+                                            "plays, the plays, the book and code splits")
+    t.add_argument("--scale", required=True)
+    t.add_argument("--study", default=STUDY_FILE, type=reads())
+    t.add_argument("--tokens", required=True, type=reads(), help="the scale's token folder (runs/<scale>/tokens)")
+    t.add_argument("--out", required=True, type=writes(), help="the ladder's token folder")
     rc = sub.add_parser("run-config", help="write one run's config")
     rc.add_argument("--config", required=True, type=reads(if_exists=True), help="the scale's resolved pipeline config: a file or inline JSON")
     rc.add_argument("--scale", required=True)
@@ -265,6 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "runs":
         for p in plan(study).values():
             print(p.kind, p.name)
+        return 0
+    if a.cmd == "split-tokens":
+        got = split_tokens(study, a.tokens, a.out)
+        print(f"held out of the ladder's training: {', '.join(got['heldout_plays'])} ({got['heldout_plays_tokens']:,} "
+              f"tokens); training stream {got['train_tokens']:,} tokens -> {a.out}")
         return 0
     from yocou.data import load_tokenizer
     from yocou.utils.io import atomic_write_json, load_config_file

@@ -1,6 +1,27 @@
 # The compute rules of ladder.smk (defined only when computing: yocou.workflow.committed, common.smk).
 
 
+rule ladder_tokens:
+    # The ladder's token streams: the scale's training stream without the held-out plays (heldout_plays of
+    # workflows/studies/ladder.yaml), the plays, and the scale's book and code splits.
+    input:
+        expand(f"{RUN}/tokens/{{split}}{{ext}}", split=["train", "heldout_book", "heldout_code"],
+               ext=[".bin", ".offsets.npy", ".json"]),
+        study="workflows/studies/ladder.yaml",
+    output:
+        expand(f"{LTOK}/{{split}}{{ext}}", split=["train", *LADDER_SPLITS], ext=[".bin", ".offsets.npy", ".json"]),
+    log:
+        f"logs/{SCALE}/ladder/tokens.log",
+    params:
+        scale=SCALE,
+        tokens=f"{RUN}/tokens",
+        out=LTOK,
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.training.ladder split-tokens --scale {params.scale} --study {input.study} "
+        "--tokens {params.tokens} --out {params.out} > {log} 2>&1"
+
+
 rule ladder_run_config:
     input:
         tok=f"{RUN}/tokenizer.json",
@@ -30,7 +51,7 @@ rule ladder_train_stable:
     # A stable segment: warmup then the peak rate, from the previous segment's state; keeps its own state.pt.
     input:
         rc=f"{LRUN}/{{lrun}}/run_config.json",
-        data=f"{RUN}/tokens/train.bin",
+        data=f"{LTOK}/train.bin",
         parent=ladder_parent_state,
     output:
         model=f"{LRUN}/{{lrun}}/model.pt",
@@ -59,7 +80,7 @@ rule ladder_train:
     # A bracket run (from step 0) or a cooldown branch (from its stable segment's state).
     input:
         rc=f"{LRUN}/{{lrun}}/run_config.json",
-        data=f"{RUN}/tokens/train.bin",
+        data=f"{LTOK}/train.bin",
         parent=ladder_parent_state,
     output:
         model=f"{LRUN}/{{lrun}}/model.pt",
@@ -86,7 +107,7 @@ rule ladder_ppl:
     # The held-out loss of a bracket run or an annealed model: rule ppl's evaluation (eval.ppl settings).
     input:
         model=f"{LRUN}/{{lrun}}/model.pt",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        data=expand(f"{LTOK}/{{split}}.bin", split=LADDER_SPLITS),
         tok=f"{RUN}/tokenizer.json",
     output:
         f"{LRES}/ppl/{{lrun}}.json",
@@ -101,20 +122,21 @@ rule ladder_ppl:
         tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
+        splits=" ".join(LADDER_SPLITS),
     threads: job_threads("ladder_ppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} "
         "--seq-len {params.p[seq_len]} {params.max_tokens} --tokenizer {input.tok} --dtype {params.p[dtype]} "
-        "--batch {params.p[batch]} --out {output} > {log} 2>&1"
+        "--batch {params.p[batch]} --splits {params.splits} --out {output} > {log} 2>&1"
 
 
 rule ladder_baselines:
     # The Kneser-Ney bigram fitted on the training windows of one budget (base seed), scored like rule ppl: the
     # trivial baseline each annealed point is gated against (eval/ladder.yaml).
     input:
-        train=f"{RUN}/tokens/train.bin",
-        data=expand(f"{RUN}/tokens/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+        train=f"{LTOK}/train.bin",
+        data=expand(f"{LTOK}/{{split}}.bin", split=LADDER_SPLITS),
         tok=f"{RUN}/tokenizer.json",
     output:
         f"{LRES}/baselines/d{{budget}}.json",
@@ -131,10 +153,11 @@ rule ladder_baselines:
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         budget=lambda w: (f"--budget-steps {w.budget} --budget-batch {config['train']['batch_size']} "
                           f"--budget-seq-len {config['train']['seq_len']} --budget-seed {config['seed']}"),
+        splits=" ".join(LADDER_SPLITS),
     conda: CONDA_ENV
     shell:
         "python -m yocou.cli baselines --train {input.train} --data {params.tokens} --seq-len {params.seq_len} "
-        "{params.max_tokens} --tokenizer {input.tok} {params.budget} --out {output} > {log} 2>&1"
+        "{params.max_tokens} --tokenizer {input.tok} {params.budget} --splits {params.splits} --out {output} > {log} 2>&1"
 
 
 rule ladder_points:
@@ -142,7 +165,7 @@ rule ladder_points:
     input:
         summaries=lambda w: [f"{LRUN}/{n}/summary.json" for n in ladder_names("anneal")],
         metrics=lambda w: [f"{LRUN}/{n}/metrics.jsonl" for n in ladder_names("anneal")],
-        data=f"{RUN}/tokens/train.bin",
+        data=f"{LTOK}/train.bin",
         ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("anneal")],
         baselines=lambda w: [f"{LRES}/baselines/d{d}.json" for d in LADDER.budgets],
     output:
@@ -157,4 +180,4 @@ rule ladder_points:
     conda: CONDA_ENV
     shell:
         "python -m yocou.results.summarize.ladder points --scale {params.scale} --run-root {params.run_root} --res {params.res} "
-        "--out {output.csv} > {log} 2>&1"
+        "--data {input.data} --out {output.csv} > {log} 2>&1"

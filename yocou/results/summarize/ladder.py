@@ -24,7 +24,10 @@ import pandas as pd
 from yocou.training.ladder import STUDY_FILE, LadderStudy, load_study, plan
 
 SPLITS = ("heldout_book", "heldout_code")
-SPLIT_NAMES = {"heldout_book": "book", "heldout_code": "code"}
+SPLIT_NAMES = {"heldout_book": "book", "heldout_code": "code", "heldout_plays": "plays"}
+#: the splits of the annealed points: the decided ones (book, code) and the plays held out of the ladder's training,
+#: where the ladder's ppl and baselines have it
+POINT_SPLITS = (*SPLITS, "heldout_plays")
 
 
 def _read(path: str | Path) -> Any:
@@ -48,7 +51,9 @@ def bigram_losses(baseline: Mapping[str, Any], where: str) -> dict[str, float]:
         ValueError: the file has no ``splits.<split>.bigram_kn_budget.nats_per_token``, naming ``where``.
     """
     out = {}
-    for s in SPLITS:
+    for s in POINT_SPLITS:
+        if s not in SPLITS and s not in (baseline.get("splits") or {}):
+            continue  # the plays split, where the baselines were scored without it
         try:
             out[s] = float(baseline["splits"][s]["bigram_kn_budget"]["nats_per_token"])
         except (KeyError, TypeError, ValueError):
@@ -162,7 +167,9 @@ def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, trai
                "tokens_per_param": int(summ["tokens"]) / params if params else float("nan"),
                "train_flops": float(summ["train_flops"]), "lr": float(summ["provenance"]["config"]["train"]["lr"]),
                "train_loss": sum(tail) / len(tail), "epochs": int(summ["tokens"]) / train_tokens}
-        for s in SPLITS:
+        for s in POINT_SPLITS:
+            if s not in SPLITS and (s not in (ppl.get("splits") or {}) or s not in big):
+                continue  # a ladder scored before the plays were held out
             row[SPLIT_NAMES[s]] = _split_loss(ppl, s, f"ppl of {p.name}")
             row[f"bigram_{SPLIT_NAMES[s]}"] = big[s]
         rows.append(row)

@@ -27,6 +27,14 @@ import numpy as np
 import pandas as pd
 
 SPLITS = ("book", "code")
+#: every held-out split the ladder reports (regime, gaps per budget, fits): the decided ones and ``plays``, the plays held
+#: out of the ladder's training (workflows/studies/ladder.yaml), reported, not decided (eval/ladder.yaml decides on
+#: book and code); a split whose column the points lack is left out
+REPORTED = (*SPLITS, "plays")
+
+
+def _reported(pts: pd.DataFrame) -> list[str]:
+    return [s for s in REPORTED if s in pts.columns and f"bigram_{s}" in pts.columns]
 PAIRS = (("yocou", "yoco"), ("yocou", "rins"), ("yoco", "transformer"))
 NOT_COMPARABLE = "not comparable (pre-bigram regime)"
 INTERIM = "interim (the decision budget is not reached)"
@@ -157,7 +165,7 @@ def regime_table(pts: pd.DataFrame, margin: float) -> pd.DataFrame:
     """Per variant, split and budget: seed mean, sd, n, its own-budget bigram, mean minus bigram, past the bigram
     (at least ``margin`` below it), tokens per parameter, train loss and epochs."""
     rows = []
-    for s in SPLITS:
+    for s in _reported(pts):
         m = _means(pts, s)
         m["split"] = s
         m["minus_bigram"] = m["mean"] - m["bigram"]
@@ -172,7 +180,7 @@ def equal_token_gaps(pts: pd.DataFrame, level: float) -> pd.DataFrame:
     for a, b in PAIRS:
         if a not in set(pts["variant"]) or b not in set(pts["variant"]):
             continue
-        for s in SPLITS:
+        for s in _reported(pts):
             for tok, g in pts.groupby("tokens", sort=True):
                 ga = g[g["variant"] == a].set_index("seed")[s]
                 gb = g[g["variant"] == b].set_index("seed")[s]
@@ -249,7 +257,7 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
             decisions.append({"quantity": "equal_tokens", "split": s, **row.iloc[0].to_dict()})
     fits: dict[str, dict[str, Any]] = {}
     boots: dict[str, dict[str, list]] = {}
-    for s in SPLITS:
+    for s in _reported(pts):
         fits[s] = {}
         m = _means(pts, s)
         for v in variants:
@@ -377,6 +385,9 @@ def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov
               f"(budgets past {res['steps_reached']} still training). The rules decide at the largest budget only: "
               "nothing below is a decision.**\n"] if res.get("planned_steps") and res["steps_reached"] <
              res["planned_steps"] else []),
+           *(["The plays split holds out whole plays of the ladder's training stream (in distribution; "
+              "workflows/studies/ladder.yaml); it is reported beside book and code, not decided: eval/ladder.yaml "
+              "decides on book and code.\n"] if "plays" in set(reg["split"]) else []),
            "#### Regime: seed means against the bigram of their own budget\n",
            "| variant | split | tokens | tokens/param | seeds | held-out loss | bigram | minus bigram | past the bigram "
            f"(by {rules['regime']['bigram_margin_nats']:g}) | train loss | epochs |",
