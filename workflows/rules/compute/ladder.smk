@@ -5,8 +5,7 @@ rule ladder_tokens:
     # The ladder's token streams: the scale's training stream without the held-out plays (heldout_plays of
     # workflows/studies/ladder.yaml), the plays, and the scale's book and code splits.
     input:
-        expand(f"{RUN}/tokens/{{split}}{{ext}}", split=["train", "heldout_book", "heldout_code"],
-               ext=[".bin", ".offsets.npy", ".json"]),
+        expand(f"{RUN}/tokens/{{split}}.bin", split=["train", "heldout_book", "heldout_code"]),  # with their json, offsets
         study="workflows/studies/ladder.yaml",
     output:
         expand(f"{LTOK}/{{split}}{{ext}}", split=["train", *LADDER_SPLITS], ext=[".bin", ".offsets.npy", ".json"]),
