@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -68,6 +69,26 @@ def test_crossover_plans_its_runs_their_whole_held_out_scores_and_the_figure(tmp
     assert out.count("rule ppl:") == len(runs)
     assert "figures/smoke/crossover.png" in out and "results/smoke/crossover.md" in out
     assert "table3.md" not in out
+
+
+def test_ladder_trains_on_its_own_stream_and_scores_the_held_out_plays(tmp_path: Path) -> None:
+    """`snakemake -n -p ladder` (computing): the ladder's streams are split once (rule ladder_tokens), every ladder run
+    (bracket, segments, branches) trains on runs/<scale>/ladder/tokens/train.bin, never on the scale's stream, and
+    every annealed model and bigram is scored on book, code and the held-out plays."""
+    from yocou.training.ladder import load_study, plan
+
+    wd = _workdir(tmp_path)
+    shutil.copytree(ROOT / "eval", wd / "eval")  # the ladder's decision rules, an input of its fits
+    out = _snakemake(wd, "-n", "-p", "--cores", "2", "ladder", "--config", "scale=smoke", "mode=compute").stdout
+    runs = plan(load_study("smoke", ROOT / "workflows/studies/ladder.yaml"))
+    assert out.count("rule ladder_tokens:") == 1
+    trains = [line for line in out.splitlines() if " train --run-config " in line]
+    assert len(trains) == len(runs) and all("--data runs/smoke/ladder/tokens/train.bin" in t for t in trains), trains
+    ppl = [line for line in out.splitlines() if "yocou.cli ppl" in line and "results/smoke/ladder/ppl/" in line]
+    assert ppl and all("--data runs/smoke/ladder/tokens" in c and
+                       "--splits heldout_book heldout_code heldout_plays" in c for c in ppl)
+    base = [line for line in out.splitlines() if "yocou.cli baselines" in line]
+    assert base and all("--train runs/smoke/ladder/tokens/train.bin" in c and "heldout_plays" in c for c in base)
 
 
 @pytest.mark.slow
