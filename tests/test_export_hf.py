@@ -762,3 +762,67 @@ def test_an_edited_config_json_is_refused_at_load(runs: dict, tmp_path: Path) ->
     with pytest.raises(ValueError, match=r"config\.json says stages = .*yocou_export\.json records"):
         _load_hf(hf_dir)
     _load_hf(runs["yocou"][2])  # the unedited folder loads
+
+
+def test_what_the_wrapper_does_not_do_is_refused_naming_it_and_the_rest_follows_transformers(runs: dict,
+                                                                                            tmp_path: Path) -> None:
+    """A transformers user's calls beyond the common path: each either works as transformers defines it
+    (``logits_to_keep`` as positions, ``return_dict=False``, a resized vocabulary, ``reorder_cache`` before anything
+    is cached) or is refused with a ValueError naming what (a mask of other rows, rows the cache does not hold,
+    ``inputs_embeds``, ``output_hidden_states``, ``output_attentions``, a damaged ``yocou_export.json``,
+    ``tie_word_embeddings``)."""
+    model, _, hf_dir = runs["yocou"]
+    hf = _load_hf(hf_dir)
+    ids = _ids(model.cfg.vocab_size, 3, 12, 6)
+    with torch.no_grad():
+        ref = model(ids).logits_BNV
+        pos = torch.tensor([0, 5, 11])
+        assert torch.equal(hf(ids, logits_to_keep=pos).logits, ref[:, pos])
+        tup = hf(ids, return_dict=False)
+        assert isinstance(tup, tuple) and torch.equal(tup[0], ref)
+        for bad, what in ((dict(attention_mask=torch.ones(2, 12)), "attention_mask has shape"),
+                          (dict(output_hidden_states=True), "output_hidden_states"),
+                          (dict(output_attentions=True), "output_attentions")):
+            with pytest.raises(ValueError, match=what):
+                hf(ids, **bad)
+        with pytest.raises(ValueError, match="inputs_embeds"):
+            hf(inputs_embeds=torch.zeros(1, 3, model.cfg.d_model))
+        cache = hf(ids, use_cache=True).cache
+        with pytest.raises(ValueError, match="input_ids has 2 rows, but the cache holds 3"):
+            hf(ids[:2, :1], cache=cache)
+        with pytest.raises(ValueError, match="beam_idx"):
+            cache.reorder_cache(torch.tensor([0, 3, 1]))
+        from_empty = type(cache)()
+        from_empty.reorder_cache(torch.tensor([1, 0]))  # nothing cached: nothing to do
+        hf.resize_token_embeddings(model.cfg.vocab_size + 10)
+        mask = torch.ones_like(ids)
+        mask[1, :4] = 0
+        padded = hf(ids, attention_mask=mask).logits
+        assert padded.shape == (3, 12, model.cfg.vocab_size + 10)
+        assert hf.generate(ids, max_new_tokens=3, do_sample=False, eos_token_id=None).shape == (3, 15)
+    for text, what in (("{garbage", "not readable JSON"), ("[1]", "expected a mapping")):
+        broken = tmp_path / f"broken{len(text)}"
+        shutil.copytree(hf_dir, broken)
+        (broken / "yocou_export.json").write_text(text)
+        with pytest.raises(ValueError, match=rf"yocou_export\.json: {what}"):
+            _load_hf(broken)
+    tied = tmp_path / "tied"
+    shutil.copytree(hf_dir, tied)
+    cfg = json.loads((tied / "config.json").read_text())
+    (tied / "config.json").write_text(json.dumps({**cfg, "tie_word_embeddings": True}))
+    with pytest.raises(ValueError, match="tie_word_embeddings"):
+        _load_hf(tied)
+
+
+def test_the_llama_export_learns_the_document_separator(runs: dict) -> None:
+    """The Llama folder names no pad_token_id in config.json (Llama would make it its embedding's padding_idx, a row
+    that never learns, and the padding id is <|endoftext|>, trained on): a training step reaches that row;
+    ``generate`` still pads with it (generation_config.json)."""
+    model, _, hf_dir = runs["transformer"]
+    hf = _load_hf(hf_dir)
+    eos = hf.generation_config.pad_token_id
+    assert eos is not None and hf.config.pad_token_id is None and hf.model.embed_tokens.padding_idx is None
+    ids = _ids(model.cfg.vocab_size, 2, 16, 7)
+    ids[:, ::4] = eos
+    hf(ids, labels=ids).loss.backward()
+    assert hf.model.embed_tokens.weight.grad[eos].abs().sum() > 0

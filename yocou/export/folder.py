@@ -143,8 +143,11 @@ def _yocou_config_json(cfg: ModelConfig, max_len: int, eos_id: int, dtype: str) 
 def _llama_config_json(cfg: ModelConfig, max_len: int, eos_id: int, dtype: str) -> dict[str, Any]:
     from yocou.model.hf import llama_config_kwargs
 
+    # No pad_token_id here: Llama would make it its embedding's padding_idx, whose row never learns, and the padding
+    # id is <|endoftext|>, the document separator the model was trained on. generate reads it from
+    # generation_config.json, the tokenizer from its own files.
     return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **llama_config_kwargs(cfg, max_len),
-            "bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": eos_id, "dtype": dtype}
+            "bos_token_id": eos_id, "eos_token_id": eos_id, "pad_token_id": None, "dtype": dtype}
 
 
 def _tokenizer_files(spec: str | os.PathLike, max_len: int) -> tuple[dict[str, bytes], dict[str, Any], int]:

@@ -147,6 +147,11 @@ class YocouCache:
     def reorder_cache(self, beam_idx: torch.Tensor) -> None:
         """Keep the rows ``beam_idx`` ``[B]`` (beam search): new row b continues old row ``beam_idx[b]``."""
         src = beam_idx.tolist()
+        if not self.groups:
+            return  # nothing cached yet
+        n = sum(len(rows) for rows, _ in self.groups)
+        if any(not 0 <= b < n for b in src):
+            raise ValueError(f"reorder_cache: beam_idx {src} names rows outside the cache's {n}")
         self.regroup(src, [0] * len(src))
         if self._ok is not None:
             self._ok = self._ok.index_select(0, beam_idx.to(self._ok.device))
@@ -231,8 +236,18 @@ def check_export_record(folder: Any, config: YocouConfig) -> None:
     path = os.path.join(str(folder), "yocou_export.json")
     if not os.path.isfile(path):
         return
-    with open(path, encoding="utf-8") as fh:
-        recorded = (json.load(fh) or {}).get("model_config") or {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            record = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not readable JSON ({e}); export the run again") from None
+    if not isinstance(record, dict) or not isinstance(record.get("model_config") or {}, dict):
+        raise ValueError(f"{path}: expected a mapping with a model_config mapping (yocou export-hf writes one); "
+                         "export the run again")
+    if getattr(config, "tie_word_embeddings", False):
+        raise ValueError(f"{folder}: config.json says tie_word_embeddings = true, but the exported model's LM head is "
+                         "its own matrix (yocou_export.json); export the run again")
+    recorded = record.get("model_config") or {}
     for ours, theirs in _RECORD_KEYS.items():
         if theirs not in recorded:
             continue
@@ -292,6 +307,10 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
             ok_BN = torch.ones(B, N, dtype=torch.bool, device=input_ids.device)
         real = ok_BN.sum(-1).tolist()
         if cache is not None:
+            held = sum(len(rows) for rows, _ in cache.groups)
+            if cache.groups and held != B:
+                raise ValueError(f"input_ids has {B} rows, but the cache holds {held}: pass the rows the cache was "
+                                 "built with (or a fresh cache)")
             if not cache.groups:
                 kv = lm.new_cache(B, max(cache.max_len, N, 1))
                 if cache.recording:
@@ -305,8 +324,8 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
                 by_n.setdefault(n, []).append(b)
             groups = [(rows, None) for rows in by_n.values()]
         last_only = last_only and bool(ok_BN[:, -1].all())
-        out = torch.zeros(B, 1 if last_only else N, lm.cfg.vocab_size, dtype=lm.lm_head.weight.dtype,
-                          device=input_ids.device)
+        V = lm.lm_head.weight.shape[0]  # the head's rows (resize_token_embeddings changes them)
+        out = torch.zeros(B, 1 if last_only else N, V, dtype=lm.lm_head.weight.dtype, device=input_ids.device)
         for rows, kv in groups:
             n = real[rows[0]]
             if n == 0:
@@ -322,11 +341,12 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
                     out[b, ok_BN[b]] = logits[i]
         return out
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                logits_to_keep: int = 0, use_cache: bool | None = None, cache: object = None,
+                logits_to_keep: int | torch.Tensor = 0, use_cache: bool | None = None, cache: object = None,
                 past_key_values: object = None, return_dict: bool | None = None,
-                **kwargs: object) -> CausalLMOutputWithPast:
+                inputs_embeds: torch.Tensor | None = None, output_hidden_states: bool | None = None,
+                output_attentions: bool | None = None, **kwargs: object) -> CausalLMOutputWithPast | tuple:
         """Logits ``[B, N, V]`` (the last ``logits_to_keep`` positions when > 0) and, with ``labels``
         ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored).
 
@@ -339,10 +359,21 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
             input_ids: token ids ``[B, N]``.
             attention_mask: ``[B, seq_len + N]``, 1 for a token, 0 for padding (default all ones).
 
+        ``logits_to_keep``: an int (the last that many positions; 0: all) or a 1-D tensor of positions.
+        ``return_dict=False``: the tuple ``(loss, logits, cache)`` without its None entries.
+
         Raises:
-            ValueError: a cache that is not a :class:`YocouCache` (a transformers ``DynamicCache``, say), or an
-                ``attention_mask`` whose length is not the cached plus the new tokens.
+            ValueError: a cache that is not a :class:`YocouCache` (a transformers ``DynamicCache``, say), an
+                ``attention_mask`` whose shape is not the rows and the cached plus new tokens, rows that are not the
+                cache's, ``inputs_embeds``, ``output_hidden_states`` or ``output_attentions`` (not supported: the
+                model's forward is yocou's, which takes token ids and returns logits).
         """
+        if inputs_embeds is not None or input_ids is None:
+            raise ValueError("YocouForCausalLM takes input_ids (token ids [B, N]); inputs_embeds is not supported")
+        for name, flag in (("output_hidden_states", output_hidden_states), ("output_attentions", output_attentions)):
+            if flag:
+                raise ValueError(f"YocouForCausalLM: {name}=True is not supported (the exported model is yocou's "
+                                 "LM, which returns logits only)")
         cache = cache if cache is not None else past_key_values
         if cache is not None and not isinstance(cache, YocouCache):
             raise ValueError(f"YocouForCausalLM keeps its own cache (YocouCache), got {type(cache).__name__}: pass "
@@ -354,22 +385,29 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
         ok = None
         if attention_mask is not None:
             m = attention_mask.to(input_ids.device).bool()
+            if m.ndim != 2 or m.shape[0] != B:
+                raise ValueError(f"attention_mask has shape {tuple(m.shape)}; expected [{B}, {past + N}] (the rows of "
+                                 "input_ids, the cached and the new tokens)")
             if m.shape[1] != past + N:
                 raise ValueError(f"attention_mask covers {m.shape[1]} tokens; the cache has {past} and {N} are new")
             ok = m[:, past:]
-        last_only = logits_to_keep == 1 and labels is None
+        keep_positions = isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.ndim == 1
+        last_only = not keep_positions and int(logits_to_keep) == 1 and labels is None
         logits = self._run_rows(input_ids, ok, cache, last_only)
         if cache is not None:
             new_ok = ok if ok is not None else torch.ones(B, N, dtype=torch.bool, device=input_ids.device)
             cache._ok = new_ok if cache._ok is None else torch.cat([cache._ok, new_ok], 1)
             cache.seq_len += N
-        if logits_to_keep:
-            logits = logits[:, -logits_to_keep:]
+        if keep_positions:
+            logits = logits[:, logits_to_keep.to(logits.device)]
+        elif int(logits_to_keep) and not last_only:
+            logits = logits[:, -int(logits_to_keep):]
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
                                    labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100)
-        return CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache)
+        return out if return_dict is not False else out.to_tuple()
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
