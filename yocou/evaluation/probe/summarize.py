@@ -44,8 +44,16 @@ ORDER = ("transformer", "yoco", "yocou_t1", "yocou_t2", "yocou_t3", "rins", "rin
 _LABELS = {"transformer": "Transformer", "yoco": "YOCO", "rins": "RINS (r=3)", "rins_r3": "RINS (r=3)",
            "yoco_eqflops": "YOCO, FLOPs of YOCO-U T=3", "yoco_eqflops_yocou_t3": "YOCO, FLOPs of YOCO-U T=3"}
 _COLORS = {"transformer": "#7f7f7f", "yoco": "#1f77b4", "yocou_t1": "#f4a582", "yocou_t2": "#e34a33",
-           "yocou_t3": "#99000d", "rins": "#2ca02c", "rins_r3": "#2ca02c", "yoco_eqflops": "#1f77b4",
-           "yoco_eqflops_yocou_t3": "#1f77b4"}
+           "yocou_t3": "#99000d", "rins": "#2ca02c", "rins_r3": "#2ca02c", "yoco_eqflops": "#9467bd",
+           "yoco_eqflops_yocou_t3": "#9467bd"}
+
+
+def _accuracy_limit(summary: pd.DataFrame) -> float:
+    """The accuracy axis' upper end: a quarter above the highest interval end or chance level, at most 1 (a probe
+    whose models all stay near chance keeps its points apart instead of squeezed at the bottom of [0, 1])."""
+    top = max([0.0, *summary["high"].dropna().tolist(), *summary["mean"].dropna().tolist(),
+               *summary["chance"].dropna().tolist()])
+    return min(1.02, max(0.05, 1.25 * top))
 
 
 def label(variant: str) -> str:
@@ -224,7 +232,8 @@ def _figure(summary: pd.DataFrame, out_stem: Path, *, title: str, config: dict[s
     ax0.set_xticks(ks)
     ax0.set_xlabel("hops k")
     ax0.set_ylabel("accuracy (held-out)")
-    ax0.set_ylim(-0.02, 1.02)
+    lim = _accuracy_limit(summary)
+    ax0.set_ylim(-0.02 * lim, lim)
     ax0.set_title("k-hop pointer chasing, beyond the window", fontsize=10)
     ax0.grid(alpha=0.3)
     mq = summary[summary["task"] == "mqar"].set_index("variant").reindex(variants).dropna(subset=["mean"])
@@ -237,7 +246,7 @@ def _figure(summary: pd.DataFrame, out_stem: Path, *, title: str, config: dict[s
         ax1.axvline(mq["chance"].iloc[0], color="black", ls=":", lw=1)
     ax1.set_yticks(list(y), [label(v) for v in mq.index], fontsize=8)
     ax1.invert_yaxis()
-    ax1.set_xlim(-0.02, 1.02)
+    ax1.set_xlim(-0.02 * lim, lim)
     ax1.set_xlabel("accuracy (held-out)")
     ax1.set_title("multi-query associative recall, beyond the window", fontsize=10)
     ax1.grid(alpha=0.3, axis="x")
@@ -247,7 +256,8 @@ def _figure(summary: pd.DataFrame, out_stem: Path, *, title: str, config: dict[s
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     fig.legend(handles, labels, loc="lower center", ncol=4, frameon=False, fontsize=8,
                title=(f"mean of {n_seeds} seeds; bars: 95% Student-t interval across seeds (clipped to [0, 1]); "
-                      if n_seeds > 1 else "one seed: no interval; ") + "dotted: chance", title_fontsize=8)
+                      if n_seeds > 1 else "one seed: no interval; ") + "dotted: chance"
+               + ("" if lim >= 1 else f"; accuracy axis to {lim:.2f}, not 1"), title_fontsize=8)
     save_figure(fig, out_stem, config=config)
     plt.close(fig)
 
