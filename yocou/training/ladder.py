@@ -323,9 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--scale", required=True)
     t.add_argument("--study", default=STUDY_FILE, type=reads())
     t.add_argument("--tokens", required=True, type=reads(), help="the scale's token folder (runs/<scale>/tokens)")
-    t.add_argument("--out", required=True, help="the ladder's token folder",
-                   type=writes(paths=inside(*(f"{sp}{x}" for sp in ("train", "heldout_plays", "heldout_book", "heldout_code")
-                                              for x in (".bin", ".offsets.npy", ".json")))))
+    files = [f"{sp}{x}" for sp in ("train", "heldout_plays", "heldout_book", "heldout_code")
+             for x in (".bin", ".offsets.npy", ".json")]
+    t.add_argument("--out", required=True, type=writes(paths=inside(*files)), help="the ladder's token folder")
     rc = sub.add_parser("run-config", help="write one run's config")
     rc.add_argument("--config", required=True, type=reads(if_exists=True), help="the scale's resolved pipeline config: a file or inline JSON")
     rc.add_argument("--scale", required=True)
