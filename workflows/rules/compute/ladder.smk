@@ -13,8 +13,8 @@ rule ladder_tokens:
         f"logs/{SCALE}/ladder/tokens.log",
     params:
         scale=SCALE,
-        tokens=f"{RUN}/tokens",
-        out=LTOK,
+        tokens=lambda w, input: os.path.dirname(input[0]),  # the scale's token folder
+        out=lambda w, output: os.path.dirname(output[0]),  # the ladder's
     conda: CONDA_ENV
     shell:
         "python -m yocou.training.ladder split-tokens --scale {params.scale} --study {input.study} "
