@@ -463,9 +463,10 @@ def test_a_results_config_that_is_malformed_or_contradicts_the_tables_is_refused
     copy = tmp_path / "tiny"
     shutil.copytree(ROOT / "results" / "tiny" / "tidy", copy / "tidy")
     cfg = json.loads((ROOT / "results" / "tiny" / "config.json").read_text(encoding="utf-8"))
-    (copy / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
-    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0
-    capsys.readouterr()
+    if field == "expected a mapping":  # once: the copy with the committed config passes (the edit alone fails)
+        (copy / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+        assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0
+        capsys.readouterr()
     (copy / "config.json").write_text(json.dumps(edit(cfg)), encoding="utf-8")
     out = tmp_path / "out"
     assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--out", str(out)]) == 2
