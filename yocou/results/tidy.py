@@ -312,9 +312,11 @@ def _check_seeds_alike(df: pd.DataFrame, p: Path, study: str) -> None:
     comparison of two roles) are skipped."""
     cols = ["axis", "axis_value"] + (["axis2", "axis2_value"] if "axis2" in df.columns else [])
     base = df[~df["role"].astype(str).str.contains("|", regex=False)]
-    for (role, metric, _), g in base.groupby(["role", "metric", "axis"], sort=False):
-        sets = {run: {tuple(str(v) for v in r) for r in x[cols].itertuples(index=False, name=None)}
-                for run, x in g.groupby("run", sort=False)}
+    # each row's axis values as a tuple of strings, made once for the table (not per group: thousands of groups)
+    keys = pd.Series(list(zip(*(base[c].map(str) for c in cols))), index=base.index, dtype=object)
+    per_run = keys.groupby([base["role"], base["metric"], base["axis"], base["run"]], sort=False).agg(set)
+    for (role, metric, _), g in per_run.groupby(level=[0, 1, 2], sort=False):
+        sets = {idx[3]: have for idx, have in g.items()}
         if len(sets) < 2 or max(len(v) for v in sets.values()) < 2:
             continue
         union = set().union(*sets.values())

@@ -148,14 +148,15 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
                                     f"files written by the pipeline's summarize steps, e.g. results/{scale}/tidy)")
     src = load_sources(reported_dir, registry)
     checks = run_checks(src)
-    main = reproduce(src, rdir, scale)  # the declared comparisons: one family (Holm), the power table's rows
+    rows = load_comparisons()
+    tidy = load_tidy(rdir, rows)  # read and checked once, for the verdicts and the seed spread
+    main = reproduce(src, rdir, scale, tidy=tidy)  # the declared comparisons: one family (Holm), the power table's rows
     verdicts = main + ladder_verdicts(rdir, _ladder_margin())  # the ladder's rows, decided by eval/ladder.yaml
     claims = claim_status(load_claims(src), checks, verdicts)
-    rows = load_comparisons()
     cfg_path = rdir / "config.json"
     cfg = read_results_config(cfg_path) if cfg_path.is_file() else {}
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
-            "results_dir": str(rdir), "notes": shared_study_notes(rdir, rows), "seed_spread": seed_spread(load_tidy(rdir, rows), rows),
+            "results_dir": str(rdir), "notes": shared_study_notes(rdir, rows), "seed_spread": seed_spread(tidy, rows),
             "regime_rules": load_rules(),
             "model_params": _param_range(rdir),
             "power": power_table(main, rows, config=cfg, timing=read_timing(rdir))}

@@ -456,19 +456,20 @@ def _eff_s(x: float, effect: str) -> str:
 
 
 def reproduce(src: Sources, results_dir: str | Path, scale: str, *, comparisons: str | Path | None = None,
-              regime_rules: str | Path | None = None) -> list[Verdict]:
+              regime_rules: str | Path | None = None, tidy: dict[str, pd.DataFrame] | None = None) -> list[Verdict]:
     """Every declared comparison's verdict for one scale, reading ``results_dir/tidy/`` (``results/<scale>``),
     each learning-side row with its regime (:mod:`yocou.results.audit.regime`, the rules of ``eval/regime.yaml`` or
     ``regime_rules``: a pre-bigram row is "not comparable"), the training-side intervals of the rest decided as one
     family with Holm's adjustment and restatements marked (:func:`yocou.results.audit.family.adjust`).
     A row's ``axis_max: <metric>`` is the smallest value of that metric in the tidy ``runs`` table (e.g.
-    ``seq_len``, the training length).
+    ``seq_len``, the training length). ``tidy``: the tables :func:`yocou.results.audit.spread.load_tidy` read for
+    these comparisons, when the caller has them (read here otherwise).
 
     Raises:
         ValueError: a declared row is malformed, or a tidy table present is invalid (naming the file).
     """
     rows = load_comparisons(comparisons)
-    tidy = load_tidy(results_dir, rows)
+    tidy = load_tidy(results_dir, rows) if tidy is None else tidy
     require_tables(results_dir, rows, tidy)
     require_known_roles(rows, tidy)
     set_axis_max(rows, tidy)
