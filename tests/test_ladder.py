@@ -9,7 +9,14 @@ import pytest
 import yaml
 
 from yocou.results.summarize.ladder import bracket_best
-from yocou.training.ladder import LadderStudy, PlaysHoldout, heldout_plays, load_study, plan, run_config
+from yocou.training.ladder import (
+    LadderStudy,
+    PlaysHoldout,
+    heldout_plays,
+    load_study,
+    plan,
+    run_config,
+)
 from yocou.training.train import branch_mismatch, train_config_from_dict
 from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
