@@ -63,6 +63,11 @@ FEATURES = {
     "test_crop_refuses_what_it_cannot_undo": (
         "`crop` after `activate_past_recording`; refused without it",
         "logits after a crop equal the full forward's; a refused crop changes nothing"),
+    "test_what_the_wrapper_does_not_do_is_refused_naming_it_and_the_rest_follows_transformers": (
+        "`logits_to_keep` positions, `return_dict=False`, `resize_token_embeddings`; unsupported inputs refused",
+        "equal to yocou's logits; ValueError naming `inputs_embeds`, `output_hidden_states`, a mask of other rows"),
+    "test_the_llama_export_learns_the_document_separator": (
+        "fine-tuning learns `<|endoftext|>` (no `padding_idx`)", "a training step reaches the separator's row"),
 }
 
 
@@ -73,7 +78,9 @@ SINGLE_KIND = {"test_a_yoco_family_assistant_drafts_for_a_llama_export": "transf
                "test_exported_folder_loads_where_yocou_cannot_be_imported": "yocou",
                "test_lm_eval_hf_model_scores_as_yocoulm": "yocou",
                "test_an_edited_config_json_is_refused_at_load": "yocou",
-               "test_crop_refuses_what_it_cannot_undo": "yocou"}
+               "test_crop_refuses_what_it_cannot_undo": "yocou",
+               "test_what_the_wrapper_does_not_do_is_refused_naming_it_and_the_rest_follows_transformers": "yocou",
+               "test_the_llama_export_learns_the_document_separator": "transformer"}
 
 
 def _feature_and_kind(case_name: str) -> tuple[str, str]:
