@@ -63,6 +63,16 @@ def test_a_complete_ladder_gives_decided_rows_with_their_regime(tmp_path: Path) 
         assert rows[f"v.ladder.token_saving.{split}"].claims[0] == "fig2.tokens_saved_pct"
 
 
+def test_a_ladder_with_the_plays_split_reads_and_its_rows_stay_on_book_and_code(tmp_path: Path) -> None:
+    """ladder.json with the held-out plays in its regime table (the ladder's third split, reported, not decided) is
+    read; the audit's ladder rows are the book and code ones only."""
+    pts = _points(noise=0.002)
+    pts["plays"], pts["bigram_plays"] = pts["book"] - 1.0, 6.5
+    res = _write(tmp_path, pts)
+    rows = AL.verdicts(res, margin_nats=0.05)
+    assert rows and {v.id.rsplit(".", 1)[1] for v in rows} == {"book", "code"}
+
+
 def test_an_interim_ladder_decides_nothing(tmp_path: Path) -> None:
     pts = _points(noise=0.002)
     top = int(pts["steps"].max())

@@ -52,7 +52,7 @@ class _Model(BaseModel):
 
 class _Point(_Model):
     variant: str
-    split: Literal["book", "code"]
+    split: Literal["book", "code", "plays"]  # plays: reported, never decided (eval/ladder.yaml)
     tokens: int
     mean: float
     bigram: float
