@@ -1,6 +1,7 @@
 """Figure 2 redrawn from the annealed token ladder: held-out loss against training tokens and training FLOPs.
 
-One row of panels per held-out split (book, code); left: tokens, right: training FLOPs (both log scale). Points:
+One row of panels per held-out split (book, code, and the plays held out of the ladder's training where the points have
+them, reported, not decided); left: tokens, right: training FLOPs (both log scale). Points:
 each variant's seed mean at every annealed budget (bars: min to max over seeds); lines: the fitted
 ``L(D) = E + B D^-beta`` with its bootstrap band over seeds (2.5-97.5%); dashed grey: the Kneser-Ney bigram fitted on
 each budget's own training windows (a point above it has not left the bigram regime).
@@ -36,10 +37,11 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
 
     from yocou.results.summarize.ladder_fits import SPLITS, power_law
 
-    fig, axes = plt.subplots(len(SPLITS), 2, figsize=(11, 4.2 * len(SPLITS)), squeeze=False)
+    splits = [s for s in (*SPLITS, "plays") if s in res["fits"]]
+    fig, axes = plt.subplots(len(splits), 2, figsize=(11, 4.2 * len(splits)), squeeze=False)
     variants = list(dict.fromkeys(pts["variant"]))
     fpt = res["flops_per_token"]
-    for i, s in enumerate(SPLITS):
+    for i, s in enumerate(splits):
         for j, x_of in enumerate(("tokens", "flops")):
             ax = axes[i][j]
             for v in variants:
@@ -73,7 +75,8 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
             ax.grid(alpha=0.3, which="both")
             if i == 0 and j == 0:
                 ax.legend(fontsize=8, loc="upper right")
-            ax.set_title(f"{s}: loss against {'tokens' if x_of == 'tokens' else 'FLOPs'}", fontsize=10)
+            held = " (plays held out of training; reported, not decided)" if s not in SPLITS else ""
+            ax.set_title(f"{s}: loss against {'tokens' if x_of == 'tokens' else 'FLOPs'}{held}", fontsize=10)
     dec = [d for d in res["decisions"] if d["quantity"] == "equal_tokens"]
     words = "; ".join(f"{d['split']}: YOCO-U - YOCO {d['gap']:+.3f} at {d['tokens'] / 1e6:.1f}M tokens, {d['verdict']}"
                       for d in dec)
