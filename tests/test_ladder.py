@@ -123,6 +123,10 @@ def test_split_tokens_partitions_the_training_stream_by_document(token_dir: Path
     assert len(tr) + len(pl) == len(src) == got["train_tokens"] + got["heldout_plays_tokens"]
     for split in ("heldout_book", "heldout_code"):
         assert (tmp_path / f"{split}.bin").read_bytes() == (token_dir / f"{split}.bin").read_bytes()
+    before = {f.name: f.read_bytes() for f in token_dir.iterdir()}
+    with pytest.raises(ValueError, match=r"--out .*: is the --tokens folder"):
+        split_tokens(study, token_dir, token_dir / ".." / token_dir.name)  # the same folder, spelled otherwise
+    assert {f.name: f.read_bytes() for f in token_dir.iterdir()} == before  # nothing written
 
 
 def test_bracket_best_is_interior_only_with_a_worse_rate_on_each_side() -> None:

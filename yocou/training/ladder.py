@@ -178,9 +178,14 @@ def split_tokens(study: LadderStudy, tokens: str | Path, out: str | Path) -> dic
         ``{"heldout_plays": [doc ids], "train_tokens": n, "heldout_plays_tokens": n}``.
 
     Raises:
-        ValueError: as :func:`heldout_plays`.
+        ValueError: ``out`` is the ``tokens`` folder (the streams would overwrite their source), or as
+            :func:`heldout_plays`; before anything is written.
     """
     import shutil
+
+    if Path(out).resolve() == Path(tokens).resolve():
+        raise ValueError(f"--out {out}: is the --tokens folder; the ladder's streams go to a folder of their own "
+                         "(runs/<scale>/ladder/tokens)")
 
     from yocou.data.tokens import TokenStream, write_documents
 
