@@ -362,15 +362,13 @@ def measured_elsewhere(tidy_files):
 
 
 # The token ladder (workflows/rules/ladder.smk): its runs by name (yocou.training.ladder.plan), from workflows/studies/ladder.yaml.
-from yocou.training.ladder import load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
+from yocou.training.ladder import LADDER_SPLITS, load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
 
 LADDER = _load_ladder(SCALE)
 LADDER_RUNS = _ladder_plan(LADDER) if LADDER else {}
 LRUN = f"{RUN}/ladder"
 LRES = f"{RES}/ladder"
 LTOK = f"{LRUN}/tokens"  # the ladder's token streams (rule ladder_tokens)
-#: the held-out splits every ladder model is scored on: the scale's book and code, and the plays held out of its training
-LADDER_SPLITS = ["heldout_book", "heldout_code", "heldout_plays"]
 _LADDER_RE = "|".join(sorted(LADDER_RUNS, key=len, reverse=True)) or "no_ladder_run"
 _STABLE_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind == "stable") or "no_ladder_run"
 _OTHER_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind != "stable") or "no_ladder_run"

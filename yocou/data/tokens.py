@@ -150,10 +150,13 @@ def write_documents(stream: "TokenStream", docs: list[int], out_dir: str | os.Pa
     """Write the documents ``docs`` (indices into ``stream``, in that order, each with its EOS) as the token stream
     ``out_dir/<split>.{bin,offsets.npy,json}``, the source's metadata kept (tokenizer, vocabulary), its document ids
     and digests those of the new stream, ``extra`` merged into the json. Returns the stream's tokens (EOS included).
+
+    Raises:
+        IndexError: an index outside the source's documents (nothing written).
     """
+    parts = [stream.document(i, include_eos=True) for i in docs]  # read (and checked) before anything is written
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    parts = [stream.document(i, include_eos=True) for i in docs]
     tokens = np.concatenate(parts).astype(stream.dtype) if parts else np.zeros(0, stream.dtype)
     offsets = np.zeros(len(parts) + 1, dtype=np.int64)
     np.cumsum([len(x) for x in parts], out=offsets[1:])

@@ -274,12 +274,10 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any) -> "YocouForCausalLM":
-        """transformers' loader, then :func:`check_export_record` on a local folder; RoPE's inverse frequencies
-        (a buffer outside the weights) made on the loaded model's device."""
+        """transformers' loader (RoPE's inverse frequencies, a buffer outside the weights, are made by
+        :meth:`_init_weights`), then :func:`check_export_record` on a local folder."""
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         check_export_record(pretrained_model_name_or_path, model.config)
-        lm = model.model
-        lm.rope_inv_freq = rope_inv_freq(lm.cfg.head_dim, lm.cfg.rope_theta, lm.embed.weight.device)
         return model
 
     def get_input_embeddings(self) -> nn.Embedding:

@@ -46,6 +46,9 @@ from pydantic import (
 
 #: The study file, relative to the repository root.
 STUDY_FILE = "workflows/studies/ladder.yaml"
+#: The held-out splits every ladder model is scored on: the scale's book and code (decided, eval/ladder.yaml) and the
+#: plays held out of the ladder's training (reported); with ``train``, the streams of :func:`split_tokens`.
+LADDER_SPLITS = ("heldout_book", "heldout_code", "heldout_plays")
 
 
 class BracketSpec(BaseModel):
@@ -201,7 +204,7 @@ def split_tokens(study: LadderStudy, tokens: str | Path, out: str | Path) -> dic
     take = [src.meta["doc_ids"].index(d) for d in held]
     n_train = write_documents(src, keep, out, "train", extra={"ladder_split": rule})
     n_plays = write_documents(src, take, out, "heldout_plays", extra={"ladder_split": rule})
-    for split in ("heldout_book", "heldout_code"):
+    for split in LADDER_SPLITS[:2]:  # the scale's book and code, unchanged
         for suffix in (".bin", ".offsets.npy", ".json"):
             shutil.copyfile(Path(tokens) / f"{split}{suffix}", out / f"{split}{suffix}")
     return {"heldout_plays": held, "train_tokens": n_train, "heldout_plays_tokens": n_plays}
@@ -328,8 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--scale", required=True)
     t.add_argument("--study", default=STUDY_FILE, type=reads())
     t.add_argument("--tokens", required=True, type=reads(), help="the scale's token folder (runs/<scale>/tokens)")
-    files = [f"{sp}{x}" for sp in ("train", "heldout_plays", "heldout_book", "heldout_code")
-             for x in (".bin", ".offsets.npy", ".json")]
+    files = [f"{sp}{x}" for sp in ("train", *LADDER_SPLITS) for x in (".bin", ".offsets.npy", ".json")]
     t.add_argument("--out", required=True, type=writes(paths=inside(*files)), help="the ladder's token folder")
     rc = sub.add_parser("run-config", help="write one run's config")
     rc.add_argument("--config", required=True, type=reads(if_exists=True), help="the scale's resolved pipeline config: a file or inline JSON")

@@ -21,13 +21,19 @@ from typing import Any
 
 import pandas as pd
 
-from yocou.training.ladder import STUDY_FILE, LadderStudy, load_study, plan
+from yocou.training.ladder import (
+    LADDER_SPLITS,
+    STUDY_FILE,
+    LadderStudy,
+    load_study,
+    plan,
+)
 
 SPLITS = ("heldout_book", "heldout_code")
 SPLIT_NAMES = {"heldout_book": "book", "heldout_code": "code", "heldout_plays": "plays"}
-#: the splits of the annealed points: the decided ones (book, code) and the plays held out of the ladder's training,
-#: where the ladder's ppl and baselines have it
-POINT_SPLITS = (*SPLITS, "heldout_plays")
+#: the splits of the annealed points (yocou.training.ladder.LADDER_SPLITS): the decided ones (book, code) and the
+#: plays held out of the ladder's training, where the ladder's ppl and baselines have it
+POINT_SPLITS = LADDER_SPLITS
 
 
 def _read(path: str | Path) -> Any:
