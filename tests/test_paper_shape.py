@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import statistics
 import subprocess
@@ -238,6 +239,33 @@ def test_the_target_renders_from_a_committed_measurement_without_planning_it(tmp
     res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "efficiency_paper_shape"],
                          cwd=wf, capture_output=True, text=True, timeout=600, check=False)
     assert res.returncode == 0 and "rule paper_shape_measure" in res.stdout + res.stderr
+
+
+@pytest.mark.slow
+def test_a_fresh_clones_checkout_order_does_not_plan_the_committed_measurements(tmp_path: Path) -> None:
+    """Configs checked out after the committed raw.json files (newer mtimes) must not make reproduce_all measure
+    the paper-shape study or its batched decode again; without a measurement, it is planned."""
+    wf = workflow_copy(tmp_path)
+    for f in ("raw.json", "measure_benchmark.tsv", "batched/raw.json", "batched/measure_benchmark.tsv"):
+        (wf / "results/paper_shape" / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / "results/paper_shape" / f, wf / "results/paper_shape" / f)
+    later = (wf / "results/paper_shape/raw.json").stat().st_mtime + 3600
+    for f in ("workflows/config/paper.yaml", "workflows/studies/paper_shape.yaml",
+              "workflows/studies/paper_shape_batched.yaml"):
+        os.utime(wf / f, (later, later))
+
+    def planned() -> str:
+        res = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--cores", "1", "--config", "mode=compute",
+                              "--", "results/paper_shape/raw.json", "results/paper_shape/batched/raw.json"],
+                             cwd=wf, capture_output=True, text=True, timeout=600, check=False)
+        assert res.returncode == 0, (res.stdout + res.stderr)[-2000:]
+        return res.stdout + res.stderr
+
+    out = planned()
+    assert "rule paper_shape_measure:" not in out and "rule paper_shape_batched_measure:" not in out
+    (wf / "results/paper_shape/batched/raw.json").unlink()
+    out = planned()
+    assert "rule paper_shape_batched_measure:" in out and "rule paper_shape_measure:" not in out
 
 
 def test_a_bf16_study_has_bf16_caches_and_bytes(cfgs, tmp_path: Path) -> None:

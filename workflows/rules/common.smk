@@ -354,6 +354,12 @@ def paper_shape_inputs(wildcards):
     return {} if os.path.exists(f"{PS_RES}/raw.json") else {"configs": PS_CONFIGS}
 
 
+def paper_shape_batched_inputs(wildcards):
+    """The batched study's two configs, or nothing once its measurement exists (as paper_shape_inputs):
+    --forcerun paper_shape_batched_measure measures again."""
+    return {} if os.path.exists(f"{PS_RES}/batched/raw.json") else {"configs": [PS_CONFIGS[0], PS_BATCHED_CONFIG]}
+
+
 def measured_elsewhere(tidy_files):
     """The tidy tables ``results/<name>/tidy/<study>.csv`` of studies that do not depend on the scale whose
     measurement ``results/<name>/raw.json`` is present (committed): summarizing it is cheap. Without it the audit

@@ -24,7 +24,7 @@ rule paper_shape_batched_measure:
     # decode at B in {1, 4, 8} with the bandwidth beside each block (workflows/studies/paper_shape_batched.yaml):
     # `snakemake --cores all --config mode=compute -- results/paper_shape/batched/raw.json`, alone on the machine
     input:
-        configs=[PS_CONFIGS[0], PS_BATCHED_CONFIG],
+        unpack(paper_shape_batched_inputs),
     output:
         f"{PS_RES}/batched/raw.json",
     log:
@@ -32,7 +32,10 @@ rule paper_shape_batched_measure:
     benchmark:
         f"{PS_RES}/batched/measure_benchmark.tsv"
     threads: job_threads("paper_shape_batched_measure")
+    params:
+        paper=PS_CONFIGS[0],
+        study=PS_BATCHED_CONFIG,
     conda: CONDA_ENV
     shell:
-        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.bench.paper_shape --paper-config {input.configs[0]:q} "
-        "--study-config {input.configs[1]:q} --out {output:q} 2> {log:q}"
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.bench.paper_shape --paper-config {params.paper:q} "
+        "--study-config {params.study:q} --out {output:q} 2> {log:q}"
