@@ -141,6 +141,10 @@ RENDER_ALL = [
     # the learning-rate study where the scale configures one (lr_sensitivity:; not at paper)
     rules.lr_sensitivity.output if config.get("lr_sensitivity") else [],
     rules.efficiency.input,
+    # the annealed token ladder and its bracket where the scale has one (workflows/studies/ladder.yaml): computed, or
+    # rendered from their committed summaries
+    rules.bracket_summary.output if LADDER and (COMPUTE or os.path.exists(f"{LRES}/bracket.json")) else [],
+    rules.ladder_fits.output if LADDER and (COMPUTE or os.path.exists(f"{LRES}/points.csv")) else [],
     rules.audit.output,
 ]
 

@@ -135,3 +135,90 @@ def test_bracket_best_is_interior_only_with_a_worse_rate_on_each_side() -> None:
     best = bracket_best(df)
     assert best["a"] == {"lr": 3e-3, "score": 4.8, "interior": True, "edge": None}
     assert best["b"]["lr"] == 1e-2 and not best["b"]["interior"] and best["b"]["edge"] == "highest"
+
+
+def test_check_rates_refuses_a_run_trained_at_another_rate_than_the_brackets_best(tmp_path: Path) -> None:
+    """The points check every stable segment and branch against the bracket summary's best rate (the run configs
+    read rates.json, rule ladder_rates), naming the first run that differs."""
+    import json
+
+    from yocou.results.summarize.ladder import check_rates
+
+    study = LadderStudy.model_validate(STUDY)
+    rates = {"yoco": 3e-3, "yocou": 1e-3}
+    runs = [p for p in plan(study).values() if p.kind != "bracket"]
+    for p in runs:
+        (tmp_path / p.name).mkdir()
+        doc = {"provenance": {"config": {"train": {"lr": rates[p.variant]}}}}
+        (tmp_path / p.name / "summary.json").write_text(json.dumps(doc))
+    bracket = {"best": {v: {"lr": r, "interior": True} for v, r in rates.items()}}
+    check_rates(study, tmp_path, bracket)
+    moved = {"best": {**bracket["best"], "yocou": {"lr": 1e-2, "interior": True}}}
+    with pytest.raises(ValueError, match=r"yocou_seed0_\w+/summary.json: trained at lr 0.001, but the bracket's best "
+                                         r"rate for yocou is 0.01"):
+        check_rates(study, tmp_path, moved)
+    # a branch beyond --up-to is not read (an interim table while the larger budgets train)
+    last = max(p.steps for p in runs)
+    for p in runs:
+        if p.steps == last:
+            (tmp_path / p.name / "summary.json").unlink()
+    check_rates(study, tmp_path, bracket, up_to=sorted({p.steps for p in runs})[-2])
+
+
+def test_load_study_refuses_an_unknown_scale_section_and_a_variant_the_scale_lacks(tmp_path: Path) -> None:
+    """A typo'd scale section would drop the study silently, a typo'd variant fail deep in planning: both are
+    refused when the file is read, naming the file and the field."""
+    f = tmp_path / "ladder.yaml"
+    f.write_text(yaml.safe_dump({"smoke": STUDY, "tinyy": STUDY}))
+    with pytest.raises(ValueError, match=r"ladder.yaml: tinyy: not a configured scale"):
+        load_study("smoke", f, scales=["paper", "smoke", "tiny"])
+    assert load_study("smoke", f) is not None  # without the scales, as before
+    f.write_text(yaml.safe_dump({"smoke": {**STUDY, "variants": {"yoco": 2, "yocoo": 1}}}))
+    with pytest.raises(ValueError, match=r"ladder.yaml: smoke.variants: 'yocoo' is not a variant of the smoke config"):
+        load_study("smoke", f, scales=["smoke"], variants={"yoco": {}, "yocou": {}})
+
+
+def test_rates_pick_each_variants_lowest_mean_held_out_loss_from_the_bracket_runs(tmp_path: Path) -> None:
+    """rates.json (what the run configs read) holds, per variant, the bracket rate whose mean of book and code loss
+    is lowest, computed here by hand from the ppl files it reads."""
+    import json
+
+    from yocou.results.summarize.ladder import main as summarize_main
+    from yocou.training.ladder import best_rates
+
+    f = tmp_path / "ladder.yaml"
+    f.write_text(yaml.safe_dump({"smoke": STUDY}))
+    study = load_study("smoke", f)
+    loss = {}  # a U in log-rate for yoco (best in the middle), falling for yocou (best at the top rate)
+    for p in plan(study).values():
+        if p.kind == "bracket":
+            i = study.bracket.rates.index(p.rate)
+            book = 5.0 + (0.1 * (i - 1) ** 2 if p.variant == "yoco" else -0.1 * i)
+            code = book - 0.5 + 0.01 * i
+            loss[p.name] = (p.variant, p.rate, (book + code) / 2)
+            splits = {"heldout_book": {"nats_per_token": book}, "heldout_code": {"nats_per_token": code}}
+            (tmp_path / f"{p.name}.json").write_text(json.dumps({"splits": splits}))
+    out = tmp_path / "rates.json"
+    summarize_main(["rates", "--scale", "smoke", "--study", str(f), "--ppl-root", str(tmp_path), "--out", str(out)])
+    by_hand = {v: min((s, r) for (vv, r, s) in loss.values() if vv == v)[1] for v in STUDY["variants"]}
+    assert best_rates(json.loads(out.read_text())) == by_hand == {"yoco": 3e-3, "yocou": 1e-2}
+    doc = json.loads(out.read_text())["best"]
+    assert doc["yoco"]["interior"] and not doc["yocou"]["interior"] and doc["yocou"]["edge"] == "highest"
+
+
+def test_a_ladder_runs_config_does_not_depend_on_the_train_keys_the_ladder_sets() -> None:
+    """The pipeline leaves LADDER_TRAIN_KEYS out of what a ladder run depends on (so changing the short-budget runs'
+    rate or schedule retrains no ladder run): the run config is the same with them, without them or changed."""
+    from yocou.training.ladder import LADDER_TRAIN_KEYS
+
+    cfg = resolve_config(read_scale_file(ROOT / "workflows/config/tiny.yaml"), root=ROOT)
+    study = load_study("tiny", ROOT / "workflows/studies/ladder.yaml")
+    stripped = {**cfg, "train": {k: v for k, v in cfg["train"].items() if k not in LADDER_TRAIN_KEYS}}
+    changed = {**cfg, "train": {**cfg["train"], "lr": 9e-3, "warmup_steps": 7, "steps": 11, "schedule": "cosine"}}
+    for run in ("yoco_seed1_s400", "yocou_seed2_d1000", "rins_lr0p006"):
+        want = run_config(cfg, study, run, 2048, {"yoco": 1.5e-3, "yocou": 1.5e-3, "rins": 1.5e-3})
+        for other in (stripped, changed):
+            got = run_config(other, study, run, 2048, {"yoco": 1.5e-3, "yocou": 1.5e-3, "rins": 1.5e-3})
+            assert {k: v for k, v in got.items() if k != "provenance"} == \
+                   {k: v for k, v in want.items() if k != "provenance"}, run
+        assert set(want["train"]) >= LADDER_TRAIN_KEYS

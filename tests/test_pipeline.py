@@ -14,6 +14,9 @@ import pytest
 import yaml
 from conftest import workflow_copy
 
+from yocou.results.audit.ladder import ID_PREFIX as LADDER_ID_PREFIX
+from yocou.training.ladder import load_study as load_ladder
+from yocou.training.ladder import plan as ladder_plan
 from yocou.workflow.pipeline import resolve_run
 from yocou.workflow.scales import SCALE_PATTERN, check_scale_name
 from yocou.workflow.variants import variant_keys
@@ -24,6 +27,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _workdir(tmp: Path) -> Path:
     return workflow_copy(tmp)
+
+
+def _plan_edited(tmp: Path, rel: str, edit, *args: str) -> subprocess.CompletedProcess:
+    """`snakemake -n --cores 1 *args` in a scratch copy of the workflow whose YAML file ``rel`` went through
+    ``edit`` (a function changing the parsed document in place); not checked."""
+    wd = _workdir(tmp)
+    p = wd / rel
+    doc = yaml.safe_load(p.read_text())
+    edit(doc)
+    p.write_text(yaml.safe_dump(doc))
+    return _snakemake(wd, "-n", "--cores", "1", *args, check=False)
 
 
 def _snakemake(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -54,6 +68,12 @@ def test_dry_run_plans_every_core_model(tmp_path: Path, scale: str) -> None:
     assert out.count("rule train:") == len(pipeline_runs(cfg)) == len(cfg["variants"]) - len(crossover_runs(cfg))
     for r in crossover_runs(cfg):
         assert f"runs/{scale}/models/{r}/model.pt" not in out, r
+    # the annealed token ladder and its bracket: every run of the study's plan trained once, then fitted and drawn
+    ladder_runs = ladder_plan(load_ladder(scale, ROOT / "workflows/studies/ladder.yaml"))
+    assert out.count("rule ladder_train:") + out.count("rule ladder_train_stable:") == len(ladder_runs) > 0
+    for f in (f"results/{scale}/ladder/ladder.json", f"results/{scale}/ladder/bracket.json",
+              f"figures/{scale}/fig2_ladder.png"):
+        assert f in out, f
 
 
 def test_crossover_plans_its_runs_their_whole_held_out_scores_and_the_figure(tmp_path: Path) -> None:
@@ -116,6 +136,20 @@ def test_eval_threads_set_each_evaluation_job_and_the_profile_keeps_every_core(t
     assert seen == {"ppl", "kv_measure", "niah", "longppl", "angular", "downstream", "profile"}
 
 
+@pytest.mark.parametrize("edit, said", [
+    (lambda d: d["smoke"].update(budgets=[10, 21]), "workflows/studies/ladder.yaml: smoke.budgets: "),
+    (lambda d: d["smoke"]["variants"].update(yocoo=1), "smoke.variants: 'yocoo' is not a variant of the smoke config"),
+    (lambda d: d.update(smokee=d["smoke"]), "workflows/studies/ladder.yaml: smokee: not a configured scale"),
+])
+def test_a_bad_ladder_study_stops_planning_with_one_line_naming_the_field(tmp_path: Path, edit, said: str) -> None:
+    res = _plan_edited(tmp_path, "workflows/studies/ladder.yaml", edit, "ladder", "--config", "scale=smoke",
+                       "mode=compute")
+    assert res.returncode != 0
+    errors = [ln for ln in res.stderr.splitlines() if ln.startswith("Error: ")]
+    assert len(errors) == 1 and said in errors[0], res.stderr[-2000:]
+    assert "Traceback" not in res.stderr and 'File "' not in res.stderr
+
+
 def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
     wd = _workdir(tmp_path)
     p = wd / "workflows/config/smoke.yaml"
@@ -138,12 +172,7 @@ def test_invalid_config_is_rejected_naming_the_field(tmp_path: Path) -> None:
 ])
 def test_studies_must_name_runs_of_the_config(tmp_path: Path, edit, field: str) -> None:
     """A study naming no run, or an equal-FLOPs reference that is no variant, fails at planning, naming the field."""
-    wd = _workdir(tmp_path)
-    p = wd / "workflows/config/smoke.yaml"
-    cfg = yaml.safe_load(p.read_text())
-    edit(cfg)
-    p.write_text(yaml.safe_dump(cfg))
-    res = _snakemake(wd, "-n", "--cores", "1", "--config", "scale=smoke", check=False)
+    res = _plan_edited(tmp_path, "workflows/config/smoke.yaml", edit, "--config", "scale=smoke")
     assert res.returncode != 0
     assert field in res.stdout + res.stderr
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
@@ -336,6 +365,10 @@ def test_smoke_pipeline_end_to_end(smoke_run: Path) -> None:
         said = re.search(rf"{split} \((\d+) documents?", fig5_md)
         n = scored[f"heldout_{split}"]["n_docs"]
         assert said and int(said.group(1)) == n <= manifest[f"heldout_{split}"]["n_docs"], (split, fig5_md)
+    # the ladder ran within reproduce_all, and the audit computed with it carries its verdicts
+    assert (wd / "figures/smoke/fig2_ladder.png").stat().st_size > 1000
+    verdicts = pd.read_csv(res / "audit/verdicts.csv")
+    assert verdicts["id"].str.startswith(LADDER_ID_PREFIX).any()
     for t in ("table2", "table3", "table5"):
         rows = json.loads((res / f"{t}.json").read_text())["rows"]
         runs = cfg["studies"][t].values() if t == "table2" else cfg["studies"][t]
@@ -352,6 +385,33 @@ def test_smoke_pipeline_end_to_end(smoke_run: Path) -> None:
     # A second run has nothing to do.
     again = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+    # Re-summarizing the ladder's bracket (its code changed, or -R) re-reads the points and refits, and retrains
+    # nothing: the run configs read the rates of rule ladder_rates (from the bracket runs' losses alone).
+    out = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n", "-R", "bracket_summary").stdout
+    assert "rule bracket_summary:" in out and "rule ladder_points:" in out and "rule ladder_fits:" in out
+    assert "rule ladder_run_config:" not in out and "rule ladder_train" not in out
+    # The short-budget runs' rate is not the ladder's (it brackets its own): changing it retrains those runs only.
+    lr = yaml.safe_load((ROOT / "workflows/config/smoke.yaml").read_text())["train"]["lr"] * 2
+    out = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", f"train={{lr: {lr}}}", "-n").stdout
+    assert "rule train:" in out and "rule ladder_run_config:" not in out and "rule ladder_train" not in out
+    # Editing the study file: another scale's section or a comment retrains nothing; a schedule setting of this
+    # scale's section rewrites every ladder run's config (a param of ladder_run_config) and retrains those runs,
+    # the bracket's too, but leaves the held-out plays' split (rule ladder_tokens) alone.
+    study = wd / "workflows/studies/ladder.yaml"
+    text = study.read_text()
+    try:
+        doc = yaml.safe_load(text)
+        doc["tiny"]["warmup_steps"] += 1
+        study.write_text("# edited\n" + yaml.safe_dump(doc))
+        again = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n")
+        assert "Nothing to be done" in again.stdout + again.stderr, again.stdout[-2000:]
+        doc["smoke"]["warmup_steps"] += 1
+        study.write_text(yaml.safe_dump(doc))
+        out = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n").stdout
+        n_runs = len(ladder_plan(load_ladder("smoke", study)))
+        assert out.count("rule ladder_run_config:") == n_runs and "rule ladder_tokens:" not in out
+    finally:
+        study.write_text(text)
 
 
 EXPECTED_NOT_RUN = {  # declared comparisons whose data the smoke config does not make, and why
@@ -392,6 +452,9 @@ def test_every_declared_comparison_evaluates_on_the_smoke_runs_tidy_tables(smoke
     kv = next(v for v in got if v.id == "v.kv.formula")
     assert kv.verdict == SAME_SIZE, kv                             # measured cache bytes = the formula
     audit = pd.read_csv(res / "audit/verdicts.csv", keep_default_na=False)
+    ladder = audit["id"].str.startswith(LADDER_ID_PREFIX)  # the ladder's rows, decided by eval/ladder.yaml
+    assert ladder.any()
+    audit = audit[~ladder]
     assert list(audit["id"]) == [v.id for v in got] and list(audit["verdict"]) == [v.verdict for v in got]
 
 

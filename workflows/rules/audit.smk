@@ -37,9 +37,9 @@ rule audit:
         tidy=lambda w: [f"{RES}/tidy/{s}.csv" for s in AUDIT_STUDIES] + measured_elsewhere(AUDIT_ELSEWHERE),
         comparisons=[str(_EVAL_DIR / f) for f in ("comparisons.yaml", "checks.yaml", "columns.yaml", "regime.yaml")],
         baseline="results/audit/baseline.json",
-        # the annealed token ladder's fits where they are committed (yocou.results.audit.ladder reads them when present):
-        # declared in render mode only, since computing them is the `ladder` target's work, not reproduce_all's
-        ladder=lambda w: [f"{LRES}/ladder.json"] if not COMPUTE and os.path.exists(f"{LRES}/ladder.json") else [],
+        # the annealed token ladder's fits (yocou.results.audit.ladder): computed with it where the scale has a ladder
+        # (reproduce_all runs the ladder), read where committed in render mode
+        ladder=lambda w: [f"{LRES}/ladder.json"] if LADDER and (COMPUTE or os.path.exists(f"{LRES}/ladder.json")) else [],
         # the config the results were made with (its schedules: the regime of each verdict): while computing, the
         # one computing runs with (rule start_runs); in render mode, the committed results' own
         config=STARTED if COMPUTE else f"{RES}/config.json",

@@ -56,6 +56,17 @@ def run_config_json(variant):
                        | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
 
 
+def ladder_config_json(variant):
+    """What a ladder run depends on in the scale's config: run_config_json less the `train` keys the ladder sets
+    itself (yocou.training.ladder.LADDER_TRAIN_KEYS: its schedule, rate, steps, seed offset, checkpoints), so that
+    changing the short-budget runs' rate or schedule never retrains the ladder."""
+    from yocou.training.ladder import LADDER_TRAIN_KEYS
+
+    doc = json.loads(shlex.split(run_config_json(variant))[0])
+    doc["train"] = {k: v for k, v in doc["train"].items() if k not in LADDER_TRAIN_KEYS}
+    return _shell_json(doc)
+
+
 # Every job's Snakemake `benchmark:` file (wall and CPU seconds, peak memory), read by the rule `timing`
 # (workflows/rules/timing.smk, yocou.results.timing) into results/<scale>/timing.*: <rule>.tsv for a rule without wildcards,
 # <rule>/<wildcard value>.tsv for one with. Under logs/ (not committed): timing.csv carries every row of them.
@@ -76,6 +87,8 @@ REPORT_GROUPS = {
     "fig2": ("2 Loss scaling and downstream tasks", "Figure 2"),
     "table2": ("2 Loss scaling and downstream tasks", "Table 2"),
     "fig3": ("2 Loss scaling and downstream tasks", "Figure 3"),
+    "ladder": ("2 Loss scaling and downstream tasks", "Figure 2 from annealed models (ours: the token ladder)"),
+    "bracket": ("2 Loss scaling and downstream tasks", "Learning-rate bracket of the ladder (ours)"),
     "table3": ("3 Architectures and design choices", "Table 3"),
     "table5": ("3 Architectures and design choices", "Table 5"),
     "heldout_ppl": ("3 Architectures and design choices", "Held-out perplexity (Wiki. ppl substitute)"),
@@ -167,7 +180,7 @@ def gpu_prefix(n=1):
 
 
 # Compute rules that take seconds (summaries, configs, listings): local rules under a cluster executor (Snakefile).
-QUICK_COMPUTE = ("committed_config", "start_runs", "run_config", "ladder_run_config", "ladder_tokens", "ladder_points",
+QUICK_COMPUTE = ("committed_config", "start_runs", "run_config", "ladder_run_config", "ladder_tokens", "ladder_rates", "ladder_points",
                  "probe_summarize", "timing", "ppl_all", "reproduce_all", "eval_pack", "niah_prompts")
 
 
@@ -309,7 +322,7 @@ MODE_LINE = (f"compute mode: every rule is defined; stale results under {RES}/ a
 
 
 def uncommitted(paths, target):
-    """In render mode, the line a target prints when ``paths`` (a study outside reproduce_all) are not committed at
+    """In render mode, the line a target prints when ``paths`` (a study's committed summaries) are not committed at
     this scale, naming the first missing file and the flag that computes it; None when computing or all exist. The
     target is then defined as a rule that prints it and fails (workflows/rules/ladder.smk, probe.smk)."""
     missing = [] if COMPUTE else [p for p in paths if not os.path.exists(p)]
@@ -330,7 +343,7 @@ def targets_text():
         f"  tables:  {tables}",
         f"  figures: {figures}",
         "  all of them and the audit: render_all (from the committed results); audit; efficiency",
-        "  studies outside reproduce_all: ladder, bracket, probe, efficiency_paper_shape",
+        "  studies of their own (reproduce_all runs ladder and bracket too): ladder, bracket, probe, efficiency_paper_shape",
         "  everything, trained and evaluated: reproduce_all --config mode=compute (hours at tiny)",
         "  the report: snakemake --report report.html"])
 
@@ -368,9 +381,12 @@ def measured_elsewhere(tidy_files):
 
 
 # The token ladder (workflows/rules/ladder.smk): its runs by name (yocou.training.ladder.plan), from workflows/studies/ladder.yaml.
-from yocou.training.ladder import LADDER_SPLITS, load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
+from yocou.training.ladder import LADDER_SPLITS, STUDY_FILE as LADDER_STUDY, load_study as _load_ladder, plan as _ladder_plan  # pydantic + PyYAML only
 
-LADDER = _load_ladder(SCALE)
+try:  # one line naming the file and field, as for the scale's config (Snakefile)
+    LADDER = _load_ladder(SCALE, scales=configured_scales(), variants=config["variants"])
+except (ValueError, FileNotFoundError) as _e:
+    config_error(_e)
 LADDER_RUNS = _ladder_plan(LADDER) if LADDER else {}
 LRUN = f"{RUN}/ladder"
 LRES = f"{RES}/ladder"
@@ -391,9 +407,19 @@ def ladder_parent_state(w):
     return [f"{LRUN}/{parent}/state.pt"] if parent else []
 
 
+def ladder_run_plan(w):
+    """What a ladder run's config takes from the study file (its place in the plan and the schedule's settings), as
+    a param of the rule ladder_run_config (so editing them rewrites the configs they change, and nothing else)."""
+    p = LADDER_RUNS[w.lrun]
+    return json.dumps({"run": [p.kind, p.variant, p.seed_index, p.steps, p.cooldown, p.rate, p.init_from],
+                       "schedule": [LADDER.warmup_steps, LADDER.min_lr_ratio, LADDER.ckpt_every]})
+
+
 def ladder_bracket_input(w):
-    """The bracket summary a ladder run's learning rate comes from (none for the bracket's own runs)."""
-    return [] if LADDER_RUNS[w.lrun].kind == "bracket" else [f"{LRES}/bracket.json"]
+    """The bracket's best rates a ladder run's learning rate comes from (none for the bracket's own runs):
+    runs/<scale>/ladder/rates.json (the rule ladder_rates), made from the bracket runs' losses alone, so that
+    re-summarizing the bracket (bracket.json: its code changed, or -R bracket_summary) retrains nothing."""
+    return [] if LADDER_RUNS[w.lrun].kind == "bracket" else [f"{LRUN}/rates.json"]
 
 
 # The mechanism probe (workflows/rules/probe.smk): its models by name -> `python -m yocou.evaluation.probe train` arguments.

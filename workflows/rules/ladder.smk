@@ -13,9 +13,11 @@ rule bracket_summary:
     output:
         json=f"{LRES}/bracket.json",
         csv=f"{LRES}/bracket.csv",
-        md=f"{LRES}/bracket.md",
+        md=in_report(f"{LRES}/bracket.md", "bracket"),
     log:
         f"logs/{SCALE}/ladder/bracket_summary.log",
+    benchmark:
+        bench("bracket_summary")
     params:
         scale=SCALE,
         ppl_root=lambda w, input: os.path.dirname(input.ppl[0]),
@@ -30,16 +32,18 @@ rule ladder_fits:
     # token saving and the extrapolated crossover, decided by eval/ladder.yaml; Figure 2 redrawn from them.
     input:
         points=f"{LRES}/points.csv",
-        rules="eval/ladder.yaml",
+        rules=str(_eval_dir() / "ladder.yaml"),  # eval/ beside the package (downstream.smk)
         code=[f"{PKG}/results/summarize/ladder.py", f"{PKG}/results/render/ladder.py", f"{PKG}/results/render/common.py"],
     output:
-        md=f"{LRES}/ladder.md",
+        md=in_report(f"{LRES}/ladder.md", "ladder"),
         json=f"{LRES}/ladder.json",
         csv=f"{LRES}/ladder.csv",
-        png=f"{FIG}/fig2_ladder.png",
+        png=in_report(f"{FIG}/fig2_ladder.png", "ladder"),
         pdf=f"{FIG}/fig2_ladder.pdf",
     log:
         f"logs/{SCALE}/ladder/fits.log",
+    benchmark:
+        bench("ladder_fits")
     params:
         scale=SCALE,
         dpi=config["render"]["dpi"],

@@ -274,7 +274,8 @@ def render_markdown(summary: dict[str, Any], scale: str, prov: dict[str, Any]) -
               f"{t['training_wall_s']:.1f} s ({_hms(t['training_wall_s'])}), **{share} of it**\n")
     if t["sum_cpu_s"] is not None:
         cshare = "" if t["training_cpu_share"] is None else f", training {100 * t['training_cpu_share']:.1f}%"
-        out.write(f"- summed CPU time: {t['sum_cpu_s']:.1f} s ({_hms(t['sum_cpu_s'])}){cshare} "
+        out.write(f"- summed CPU time: {t['sum_cpu_s']:.1f} s ({_hms(t['sum_cpu_s'])}, "
+                  f"{t['sum_cpu_s'] / 3600:.2f} CPU-hours){cshare} "
                   f"({t['cpu_jobs']} of {t['jobs']} jobs have CPU seconds)\n")
     out.write(f"- elapsed, first job start to last job end: {t['elapsed_s']:.1f} s ({_hms(t['elapsed_s'])}); busy "
               f"(at least one job running) {t['busy_s']:.1f} s ({_hms(t['busy_s'])}); idle gaps "

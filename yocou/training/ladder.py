@@ -23,7 +23,7 @@ Command line (what the rules of ``workflows/rules/ladder.smk`` call)::
     python -m yocou.training.ladder runs --scale tiny                    # the planned runs, one per line
     python -m yocou.training.ladder split-tokens --scale tiny --tokens runs/tiny/tokens --out runs/tiny/ladder/tokens
     python -m yocou.training.ladder run-config --config CFG --scale tiny --run yoco_seed0_d500 \\
-        --tokenizer runs/tiny/tokenizer.json [--bracket results/tiny/ladder/bracket.json] --out run_config.json
+        --tokenizer runs/tiny/tokenizer.json [--bracket runs/tiny/ladder/rates.json] --out run_config.json
 """
 
 from __future__ import annotations
@@ -124,12 +124,18 @@ class LadderStudy(BaseModel):
         return round((1 - self.cooldown_fraction) * budget)
 
 
-def load_study(scale: str, path: str | Path = STUDY_FILE) -> LadderStudy | None:
+def load_study(scale: str, path: str | Path = STUDY_FILE, scales: list[str] | None = None,
+               variants: Mapping[str, Any] | None = None) -> LadderStudy | None:
     """The ladder section of ``scale`` in ``path`` (None when the file has none).
+
+    ``scales``: the configured scale names; a section named otherwise (a typo would drop the study silently) is
+    refused. ``variants``: the scale's variants (its config's ``variants:``); a ladder variant not among them is
+    refused.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not YAML, or the section does not validate, naming the file, scale and field.
+        ValueError: the file is not YAML, a section is not a configured scale, or the section does not validate
+            (or names a variant the scale does not have), naming the file, scale and field.
     """
     import yaml
 
@@ -142,16 +148,22 @@ def load_study(scale: str, path: str | Path = STUDY_FILE) -> LadderStudy | None:
         raise ValueError(f"{p}: not YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(data, Mapping):
         raise ValueError(f"{p}: expected a mapping of scale names to ladder sections")
+    if scales is not None and (unknown := sorted(str(k) for k in data if k not in scales)):
+        raise ValueError(f"{p}: {unknown[0]}: not a configured scale (one of {sorted(scales)})")
     if scale not in data:
         return None
     try:
-        return LadderStudy.model_validate(data[scale])
+        study = LadderStudy.model_validate(data[scale])
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         # a check across fields (LadderStudy._budgets) names its field at the start of its message
         raise ValueError(f"{p}: {scale}.{field}: {msg}" if field else f"{p}: {scale}.{msg}") from None
+    if variants is not None and (missing := [v for v in study.variants if v not in variants]):
+        raise ValueError(f"{p}: {scale}.variants: {missing[0]!r} is not a variant of the {scale} config "
+                         f"(e.g. {', '.join(list(variants)[:4])})")
+    return study
 
 
 def heldout_plays(doc_ids: list[str], spec: PlaysHoldout) -> list[str]:
@@ -265,8 +277,15 @@ def plan(study: LadderStudy) -> dict[str, PlannedRun]:
     return runs
 
 
+#: The ``train`` keys :func:`run_config` sets for every ladder run, whatever the scale's ``train:`` says (the
+#: pipeline leaves them out of what a ladder run's config depends on).
+LADDER_TRAIN_KEYS = frozenset({"steps", "schedule", "cooldown_steps", "warmup_steps", "min_lr_ratio", "lr", "seed",
+                               "needle_mix", "eval_every", "ckpt_every", "snapshot_steps", "stop_at_flops"})
+
+
 def best_rates(bracket: Mapping[str, Any]) -> dict[str, float]:
-    """``{variant: best rate}`` from the bracket summary (``results/<scale>/ladder/bracket.json``: ``best``).
+    """``{variant: best rate}`` from the bracket's best rates (``runs/<scale>/ladder/rates.json``, or the bracket
+    summary ``results/<scale>/ladder/bracket.json``: both have ``best``).
 
     Raises:
         ValueError: the summary has no ``best`` mapping of variant names to positive rates.
@@ -339,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     rc.add_argument("--study", default=STUDY_FILE, type=reads())
     rc.add_argument("--run", required=True)
     rc.add_argument("--tokenizer", default=None, type=reads(), help="take vocab_size from this tokenizer")
-    rc.add_argument("--bracket", default=None, type=reads(), help="the bracket summary (bracket.json) with each variant's best rate")
+    rc.add_argument("--bracket", default=None, type=reads(), help="the bracket's best rates (rates.json, or the summary bracket.json)")
     rc.add_argument("--out", required=True, type=writes())
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
@@ -364,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.bracket:
         from yocou.results.readers import read_json
 
-        rates = best_rates(read_json(a.bracket, what="bracket summary (bracket.json)"))
+        rates = best_rates(read_json(a.bracket, what="the bracket's best rates (--bracket)"))
     else:
         rates = None
     vocab = load_tokenizer(a.tokenizer).vocab_size if a.tokenizer else None

@@ -6,18 +6,23 @@ rule ladder_tokens:
     # workflows/studies/ladder.yaml), the plays, and the scale's book and code splits.
     input:
         expand(f"{RUN}/tokens/{{split}}.bin", split=["train", "heldout_book", "heldout_code"]),  # with their json, offsets
-        study="workflows/studies/ladder.yaml",
     output:
         expand(f"{LTOK}/{{split}}{{ext}}", split=["train", *LADDER_SPLITS], ext=[".bin", ".offsets.npy", ".json"]),
     log:
         f"logs/{SCALE}/ladder/tokens.log",
+    benchmark:
+        bench("ladder_tokens")
     params:
         scale=SCALE,
         tokens=lambda w, input: os.path.dirname(input[0]),  # the scale's token folder
         out=lambda w, output: os.path.dirname(output[0]),  # the ladder's
+        # what the split reads from the study file: editing anything else in it (another scale, a comment) must not
+        # retrain the ladder
+        study=LADDER_STUDY,
+        plays=json.dumps(LADDER.heldout_plays.model_dump(), sort_keys=True) if LADDER else "",
     conda: CONDA_ENV
     shell:
-        "python -m yocou.training.ladder split-tokens --scale {params.scale} --study {input.study} "
+        "python -m yocou.training.ladder split-tokens --scale {params.scale} --study {params.study} "
         "--tokens {params.tokens} --out {params.out} > {log} 2>&1"
 
 
@@ -31,14 +36,37 @@ rule ladder_run_config:
         lrun=_LADDER_RE,
     log:
         f"logs/{SCALE}/ladder/run_config_{{lrun}}.log",
+    benchmark:
+        bench("ladder_run_config", "lrun")
     params:
         scale=SCALE,
-        cfg=lambda w: run_config_json(LADDER_RUNS[w.lrun].variant),
+        cfg=lambda w: ladder_config_json(LADDER_RUNS[w.lrun].variant),
+        plan=ladder_run_plan,  # the study file's part of the run config
         bracket=lambda w, input: f"--bracket {input.bracket[0]}" if input.bracket else "",
     conda: CONDA_ENV
     shell:
         "python -m yocou.training.ladder run-config --config {params.cfg} --scale {params.scale} --run {wildcards.lrun} "
         "--tokenizer {input.tok} {params.bracket} --out {output} > {log} 2>&1"
+
+
+rule ladder_rates:
+    # Each variant's best bracketed rate, the file the ladder's run configs read: from the bracket runs' held-out
+    # losses only (no code file among the inputs: editing the summaries must not retrain the ladder).
+    input:
+        ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("bracket")],
+    output:
+        f"{LRUN}/rates.json",
+    log:
+        f"logs/{SCALE}/ladder/rates.log",
+    benchmark:
+        bench("ladder_rates")
+    params:
+        scale=SCALE,
+        ppl_root=lambda w, input: os.path.dirname(input.ppl[0]),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.results.summarize.ladder rates --scale {params.scale} --ppl-root {params.ppl_root} "
+        "--out {output} > {log} 2>&1"
 
 
 _LADDER_TRAIN = ("python -m yocou.utils.runlock {params.out} && OMP_NUM_THREADS={threads} {params.launch} train "
@@ -167,11 +195,14 @@ rule ladder_points:
         data=f"{LTOK}/train.bin",
         ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("anneal")],
         baselines=lambda w: [f"{LRES}/baselines/d{d}.json" for d in LADDER.budgets],
+        bracket=f"{LRES}/bracket.json",  # every run at its variant's best rate (checked; a rewrite re-reads the points)
     output:
         csv=f"{LRES}/points.csv",
         json=f"{LRES}/points.json",
     log:
         f"logs/{SCALE}/ladder/points.log",
+    benchmark:
+        bench("ladder_points")
     params:
         scale=SCALE,
         run_root=lambda w, input: os.path.dirname(os.path.dirname(input.summaries[0])),
@@ -179,4 +210,4 @@ rule ladder_points:
     conda: CONDA_ENV
     shell:
         "python -m yocou.results.summarize.ladder points --scale {params.scale} --run-root {params.run_root} --res {params.res} "
-        "--data {input.data} --out {output.csv} > {log} 2>&1"
+        "--data {input.data} --bracket {input.bracket} --out {output.csv} > {log} 2>&1"

@@ -1,6 +1,8 @@
 # reproduce_all: everything, computed. The render targets (RENDER_ALL, Snakefile) and the compute jobs' own results
 # under results/<scale>/ (the tidy tables, the raw evaluations), then timing and the committed config; with the
-# report's HTML pages (report.smk) of the tables among them.
+# report's HTML pages (report.smk) of the tables among them. RENDER_ALL holds the annealed token ladder and its
+# bracket where the scale has one. Not here: the mechanism probe, the crossover and the other studies of their own
+# targets.
 
 _REPRODUCE_ALL = [
     RENDER_ALL,

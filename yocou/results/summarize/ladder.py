@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from yocou.training.ladder import (
     LADDER_SPLITS,
     STUDY_FILE,
     LadderStudy,
+    best_rates,
     load_study,
     plan,
 )
@@ -101,6 +103,18 @@ def bracket_best(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return best
 
 
+def write_rates(study: LadderStudy, ppl_root: str | Path, out: str | Path) -> dict[str, Any]:
+    """``rates.json``: each variant's best bracketed rate (``{"best": {variant: {lr, score, interior, edge}}}``,
+    :func:`bracket_best`), the only file the ladder's run configs read from the bracket. Rule ladder_rates makes it
+    from the bracket runs' held-out losses alone (no code file among its inputs), so it is rewritten when those runs
+    are re-evaluated, and not when the bracket's summary or its code is."""
+    from yocou.utils.io import atomic_write_json
+
+    doc = {"best": bracket_best(bracket_table(study, ppl_root))}
+    atomic_write_json(out, doc)
+    return doc
+
+
 def _bracket_word(best: Mapping[str, Any]) -> str:
     return "interior" if best["interior"] else f"NOT bracketed: best at the {best['edge']} rate"
 
@@ -150,6 +164,29 @@ def _metrics_rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def check_rates(study: LadderStudy, run_root: str | Path, bracket: Mapping[str, Any],
+                up_to: int | None = None) -> None:
+    """Every stable segment and annealed branch was trained at its variant's best rate in ``bracket`` (the
+    bracket summary, ``bracket.json``): a reader's check that the rates the run configs read (``rates.json``, rule
+    ladder_rates) and the summary's agree.
+
+    Raises:
+        ValueError: a run's rate differs from its variant's best, naming the run's summary.json and how to retrain.
+    """
+    best = best_rates(bracket)
+    for p in plan(study).values():
+        if p.kind == "bracket" or (up_to is not None and p.steps > up_to):
+            continue
+        path = Path(run_root) / p.name / "summary.json"
+        lr = float(_read(path)["provenance"]["config"]["train"]["lr"])
+        if p.variant not in best or not math.isclose(lr, best[p.variant], rel_tol=1e-9):
+            root = Path(run_root)
+            raise ValueError(
+                f"{path}: trained at lr {lr:g}, but the bracket's best rate for {p.variant} is "
+                f"{best.get(p.variant)}: retrain the ladder's runs with the bracket's rates (`snakemake --cores all "
+                f"ladder --config mode=compute -R ladder_rates`; rates in {root}/rates.json)")
+
+
 def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, train_tokens: int,
                  up_to: int | None = None) -> pd.DataFrame:
     """One row per annealed model: variant, seed, steps, tokens, parameters (all and without the embedding and head),
@@ -194,12 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--ppl-root", required=True, type=reads())
     b.add_argument("--baseline", required=True, type=reads())
     b.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
+    r = sub.add_parser("rates")
+    r.add_argument("--scale", required=True)
+    r.add_argument("--study", default=STUDY_FILE, type=reads())
+    r.add_argument("--ppl-root", required=True, type=reads())
+    r.add_argument("--out", required=True, type=writes(paths=suffixed(".json")))
     pt = sub.add_parser("points")
     pt.add_argument("--scale", required=True)
     pt.add_argument("--study", default=STUDY_FILE, type=reads())
     pt.add_argument("--run-root", required=True, type=reads())
     pt.add_argument("--res", required=True, type=reads())
     pt.add_argument("--data", default=None, type=reads(), help="train.bin (epochs); default runs/<scale>/tokens/train.bin")
+    pt.add_argument("--bracket", default=None, type=reads(),
+                    help="bracket.json: check that every run was trained at its variant's best rate")
     pt.add_argument("--up-to", type=int, default=None, metavar="STEPS",
                     help="only the budgets of at most STEPS steps (an interim table while larger ones train)")
     pt.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
@@ -221,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
         raise ValueError(f"--scale {a.scale}: {STUDY_FILE} has no section for this scale")
     if a.cmd == "bracket":
         write_bracket(study, a.ppl_root, a.baseline, a.out, a.scale)
+    elif a.cmd == "rates":
+        write_rates(study, a.ppl_root, a.out)
     elif a.cmd == "points":
         from yocou.data.tokens import TokenStream
         from yocou.results.render.common import write_table
@@ -228,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         data = a.data or f"runs/{a.scale}/tokens/train.bin"
         if a.up_to is not None and a.up_to not in study.budgets:
             raise ValueError(f"--up-to {a.up_to}: not a budget of the ladder ({study.budgets})")
+        if a.bracket:
+            check_rates(study, a.run_root, _read(Path(a.bracket)), up_to=a.up_to)
         df = points_table(study, a.run_root, a.res, len(TokenStream(data)), up_to=a.up_to)
         write_table(df, Path(a.out).with_suffix(""), title=f"Annealed points of the token ladder ({a.scale}, CPU)",
                     notes=["Held-out losses in nats/token (rule ppl); bigram_*: Kneser-Ney fitted on the training "
