@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -70,11 +69,17 @@ def slurm_dry_run(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.mark.slow
 def test_paper_dry_run_plans_the_full_dag(tmp_path: Path, slurm_dry_run: str) -> None:
     """Every rule of the smoke DAG (the one CI runs end to end) is planned at paper scale too, but the
-    learning-rate study, which the paper config does not configure (no lr_sensitivity: section)."""
+    learning-rate study, which the paper config does not configure (no lr_sensitivity: section), and the token
+    ladder, which its study file does not (no paper: section in workflows/studies/ladder.yaml)."""
     smoke = _snakemake(_workdir(tmp_path), "-n", "--cores", "2", "reproduce_all", "--config", "scale=smoke")
     assert "lr_sensitivity" not in PAPER
     lr = {"summarize_lr", "lr_sensitivity", "report_pages_lr_sensitivity"}
-    assert _rules_planned(slurm_dry_run) == _rules_planned(smoke) - lr
+    assert "paper" not in yaml.safe_load((ROOT / "workflows/studies/ladder.yaml").read_text())
+    ladder = {"report_pages_ladder", "report_pages_bracket"}
+    for f in ("workflows/rules/ladder.smk", "workflows/rules/compute/ladder.smk"):
+        ladder |= set(re.findall(r"^rule (\w+):", (ROOT / f).read_text(), re.M))
+    assert "ladder_train" in ladder and "ladder_train" in _rules_planned(smoke)
+    assert _rules_planned(slurm_dry_run) == _rules_planned(smoke) - lr - ladder
     assert "lr_sensitivity" in _rules_planned(smoke)
     for v in PAPER["core_variants"]:
         assert f"runs/paper/models/{v}/model.pt" in slurm_dry_run
