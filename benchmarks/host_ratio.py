@@ -38,19 +38,26 @@ def read_jobs(path: str | Path) -> pd.DataFrame:
     Raises:
         ValueError: a column of :data:`COLUMNS` is missing, naming the file and the column.
     """
-    df = pd.read_csv(path, dtype={"wildcards": str}, keep_default_na=False, na_values={"cpu_s": ["", "NA"]})
+    try:
+        df = pd.read_csv(path, dtype={"wildcards": str}, keep_default_na=False, na_values={"cpu_s": ["", "NA"]})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a CSV table ({str(e).splitlines()[0]})") from None
     for c in COLUMNS:
         if c not in df.columns:
             raise ValueError(f"{path}: no column {c!r} (expected a timing.csv of python -m yocou.results.timing)")
-    return df[list(COLUMNS)].dropna(subset=["cpu_s"])
+    cpu = pd.to_numeric(df["cpu_s"], errors="coerce")
+    if bad := [v for v, n in zip(df["cpu_s"], cpu) if pd.isna(n) and not pd.isna(v)]:
+        raise ValueError(f"{path}: cpu_s {bad[0]!r}: expected CPU seconds (a number, or empty/NA)")
+    return df.assign(cpu_s=cpu)[list(COLUMNS)].dropna(subset=["cpu_s"])
 
 
 def pair(here: pd.DataFrame, reference: pd.DataFrame, min_cpu_s: float) -> pd.DataFrame:
     """The jobs in both tables (same rule and wildcards; the reference's last row wins on a duplicate), with
-    ``cpu_here``, ``cpu_ref`` and ``ratio`` = here / reference; reference jobs under ``min_cpu_s`` left out."""
+    ``cpu_here``, ``cpu_ref`` and ``ratio`` = here / reference; reference jobs under ``min_cpu_s`` (or of no CPU
+    time) left out."""
     ref = reference.drop_duplicates(["rule", "wildcards"], keep="last")
     df = here.merge(ref, on=["rule", "wildcards"], suffixes=("_here", "_ref"))
-    df = df[df["cpu_s_ref"] >= min_cpu_s].rename(columns={"cpu_s_here": "cpu_here", "cpu_s_ref": "cpu_ref"})
+    df = df[(df["cpu_s_ref"] >= min_cpu_s) & (df["cpu_s_ref"] > 0)].rename(columns={"cpu_s_here": "cpu_here", "cpu_s_ref": "cpu_ref"})
     return df.assign(ratio=df["cpu_here"] / df["cpu_ref"]).sort_values(["rule", "wildcards"]).reset_index(drop=True)
 
 
@@ -93,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         here = read_jobs(a.here)
         ref = pd.concat([read_jobs(p) for p in a.reference], ignore_index=True)
-    except (OSError, ValueError) as e:
+    except OSError as e:
+        print(f"host_ratio: {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    except ValueError as e:
         print(f"host_ratio: {e}", file=sys.stderr)
         return 2
     df = pair(here, ref, a.min_cpu_s)

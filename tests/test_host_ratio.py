@@ -49,3 +49,28 @@ def test_a_table_without_cpu_seconds_is_refused_naming_the_file_and_column(hr, t
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"host_ratio: {bad}: no column 'cpu_s'") and len(err.splitlines()) == 1
     assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "not a CSV table"),
+    ('rule,wildcards,cpu_s\n"train,yoco,3\n', "not a CSV table"),
+    ("rule,wildcards,cpu_s\ntrain,yoco,abc\n", "cpu_s 'abc': expected CPU seconds"),
+])
+def test_a_garbled_table_is_refused_in_one_line_naming_the_file(hr, tmp_path: Path, capsys, text: str,
+                                                                  says: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    ok = _csv(tmp_path / "ok.csv", [("train", "yoco", "200")])
+    for args in (["--here", str(bad), "--reference", str(ok)], ["--here", str(ok), "--reference", str(bad)]):
+        assert hr.main([*args, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"host_ratio: {bad}: {says}") and len(err.splitlines()) == 1, err
+    assert hr.main(["--here", str(tmp_path / "none.csv"), "--reference", str(ok), "--out", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err.strip() == f"host_ratio: {tmp_path / 'none.csv'}: No such file or directory"
+
+
+def test_a_reference_job_of_no_cpu_time_is_left_out(hr, tmp_path: Path) -> None:
+    here = _csv(tmp_path / "here.csv", [("train", "yoco", "300"), ("train", "rins", "5")])
+    ref = _csv(tmp_path / "ref.csv", [("train", "yoco", "200"), ("train", "rins", "0")])
+    assert hr.main(["--here", str(here), "--reference", str(ref), "--min-cpu-s", "0", "--out", str(tmp_path / "o")]) == 0
+    assert [j["wildcards"] for j in json.loads((tmp_path / "o.json").read_text())["jobs"]] == ["yoco"]

@@ -78,6 +78,7 @@ def test_a_ladder_run_needs_the_bracketed_rate() -> None:
     ({"typo": 1}, "typo"),
     ({"heldout_plays": {"n": 0}}, "heldout_plays.n"),
     ({"heldout_plays": {"n": 1, "sources": "x"}}, "heldout_plays.sources"),
+    ({"warmup_steps": 8, "budgets": [20, 40], "bracket": {"steps": 10, "rates": [1e-3, 3e-3, 1e-2]}}, "bracket.steps"),
 ])
 def test_bad_study_sections_are_refused_naming_the_field(tmp_path: Path, change: dict, field: str) -> None:
     p = tmp_path / "ladder.yaml"
@@ -176,6 +177,18 @@ def test_load_study_refuses_an_unknown_scale_section_and_a_variant_the_scale_lac
     f.write_text(yaml.safe_dump({"smoke": {**STUDY, "variants": {"yoco": 2, "yocoo": 1}}}))
     with pytest.raises(ValueError, match=r"ladder.yaml: smoke.variants: 'yocoo' is not a variant of the smoke config"):
         load_study("smoke", f, scales=["smoke"], variants={"yoco": {}, "yocou": {}})
+
+
+def test_an_empty_or_broken_study_file_is_refused_with_its_position(tmp_path: Path) -> None:
+    """An empty file would drop the ladder from every scale without a word; a YAML error names its line and
+    column."""
+    f = tmp_path / "ladder.yaml"
+    f.write_text("# only a comment\n")
+    with pytest.raises(ValueError, match=rf"^{f}: expected a mapping of scale names to ladder sections, got an empty file$"):
+        load_study("smoke", f)
+    f.write_text("smoke:\n  warmup_steps: 2\n\tbad: 1\n")
+    with pytest.raises(ValueError, match=rf"^{f}: not YAML \(.*, line 3, column 1\)$"):
+        load_study("smoke", f)
 
 
 def test_rates_pick_each_variants_lowest_mean_held_out_loss_from_the_bracket_runs(tmp_path: Path) -> None:

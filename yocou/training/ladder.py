@@ -117,6 +117,9 @@ class LadderStudy(BaseModel):
         b = self.bracket
         if b.steps * self.cooldown_fraction != round(b.steps * self.cooldown_fraction):
             raise ValueError(f"bracket.steps: {b.steps} x cooldown_fraction is not a whole step")
+        if round((1 - self.cooldown_fraction) * b.steps) <= self.warmup_steps:
+            raise ValueError(f"bracket.steps: {b.steps} leaves no stable phase after warmup_steps "
+                             f"({self.warmup_steps}): the bracket would never train at its peak rate")
         return self
 
     def stable_step(self, budget: int) -> int:
@@ -134,8 +137,9 @@ def load_study(scale: str, path: str | Path = STUDY_FILE, scales: list[str] | No
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file is not YAML, a section is not a configured scale, or the section does not validate
-            (or names a variant the scale does not have), naming the file, scale and field.
+        ValueError: the file is not YAML (with the line and column) or is empty, a section is not a configured
+            scale, or the section does not validate (or names a variant the scale does not have), naming the file,
+            scale and field.
     """
     import yaml
 
@@ -143,11 +147,15 @@ def load_study(scale: str, path: str | Path = STUDY_FILE, scales: list[str] | No
     if not p.is_file():
         raise FileNotFoundError(f"ladder study file {p} not found")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
-        raise ValueError(f"{p}: not YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(data, Mapping):
-        raise ValueError(f"{p}: expected a mapping of scale names to ladder sections")
+        mark = getattr(e, "problem_mark", None)
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{p}: not YAML ({str(e).splitlines()[0]}{where})") from None
+    if not isinstance(data, Mapping) or not data:
+        # an empty file would drop the study from every scale without a word
+        raise ValueError(f"{p}: expected a mapping of scale names to ladder sections, got "
+                         f"{'an empty file' if not data else type(data).__name__}")
     if scales is not None and (unknown := sorted(str(k) for k in data if k not in scales)):
         raise ValueError(f"{p}: {unknown[0]}: not a configured scale (one of {sorted(scales)})")
     if scale not in data:
