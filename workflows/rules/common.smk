@@ -43,28 +43,32 @@ def config_json(*sections):
     return _shell_json({k: config[k] for k in ("scale", *sections) if k in config})
 
 
-def run_config_json(variant):
-    """What one run depends on (seed, model, train, its own variant entry and the one its equal_flops_to
-    names, and the scale's sizes: those name), as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
+def _run_config_doc(variant):
+    """What one run depends on: seed, model, train, its own variant entry and the one its equal_flops_to names, and
+    the scale's sizes those name (a dict)."""
     spec = config["variants"][variant]
     names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
     own = config.get("sizes") or {}
     used = {config["variants"][n]["size"] if "size" in config["variants"][n] else config["model"]["size"]
             for n in names} & set(own)
-    return _shell_json({k: config[k] for k in ("scale", "seed", "model", "train")}
-                       | {"variants": {n: config["variants"][n] for n in names}}
-                       | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
+    return ({k: config[k] for k in ("scale", "seed", "model", "train")}
+            | {"variants": {n: config["variants"][n] for n in names}}
+            | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
+
+
+def run_config_json(variant):
+    """_run_config_doc as shell-quoted JSON: editing another variant or any evaluation setting never retrains it."""
+    return _shell_json(_run_config_doc(variant))
 
 
 def ladder_config_json(variant):
-    """What a ladder run depends on in the scale's config: run_config_json less the `train` keys the ladder sets
+    """What a ladder run depends on in the scale's config: _run_config_doc less the `train` keys the ladder sets
     itself (yocou.training.ladder.LADDER_TRAIN_KEYS: its schedule, rate, steps, seed offset, checkpoints), so that
     changing the short-budget runs' rate or schedule never retrains the ladder."""
     from yocou.training.ladder import LADDER_TRAIN_KEYS
 
-    doc = json.loads(shlex.split(run_config_json(variant))[0])
-    doc["train"] = {k: v for k, v in doc["train"].items() if k not in LADDER_TRAIN_KEYS}
-    return _shell_json(doc)
+    doc = _run_config_doc(variant)
+    return _shell_json(doc | {"train": {k: v for k, v in doc["train"].items() if k not in LADDER_TRAIN_KEYS}})
 
 
 # Every job's Snakemake `benchmark:` file (wall and CPU seconds, peak memory), read by the rule `timing`
