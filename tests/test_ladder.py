@@ -100,6 +100,8 @@ def test_heldout_plays_follow_the_hash_rule_and_name_their_field() -> None:
     assert heldout_plays(ids, spec) == by_hand
     with pytest.raises(ValueError, match=r"heldout_plays\.n: 4 documents asked for, but .* has 3"):
         heldout_plays(ids, spec.model_copy(update={"n": 4}))
+    with pytest.raises(ValueError, match=r"heldout_plays\.exclude: 'sonets' is not a document under shakespeare/"):
+        heldout_plays(ids, spec.model_copy(update={"exclude": ["sonnets", "sonets"]}))
 
 
 def test_split_tokens_partitions_the_training_stream_by_document(token_dir: Path, tmp_path: Path) -> None:

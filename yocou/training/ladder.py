@@ -179,11 +179,16 @@ def heldout_plays(doc_ids: list[str], spec: PlaysHoldout) -> list[str]:
     order.
 
     Raises:
-        ValueError: fewer than ``spec.n`` candidates, naming the field.
+        ValueError: a name in ``spec.exclude`` that is not a document of ``spec.source`` (a misspelt name would
+            leave its document a candidate without a word), or fewer than ``spec.n`` candidates; naming the field.
     """
     import hashlib
 
     prefix = f"{spec.source}/"
+    names = {d[len(prefix):] for d in doc_ids if d.startswith(prefix)}
+    if unknown := [x for x in spec.exclude if x not in names]:
+        raise ValueError(f"heldout_plays.exclude: {unknown[0]!r} is not a document under {prefix} in the training "
+                         f"stream (e.g. {', '.join(sorted(names)[:3])})")
     cands = [d for d in doc_ids if d.startswith(prefix) and d[len(prefix):] not in spec.exclude]
     if len(cands) < spec.n:
         raise ValueError(f"heldout_plays.n: {spec.n} documents asked for, but the training stream has {len(cands)} "
