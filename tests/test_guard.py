@@ -267,3 +267,25 @@ def test_start_script_logs_one_line_and_exits_2(tmp_path: Path, monkeypatch: pyt
     assert e.value.code == 2
     text = log.read_text().strip().splitlines()
     assert len(text) == 1 and text[0].startswith("rule table9: error: output csv") and a.read_text() == "x", text
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_start_script_reports_later_bad_input_in_one_line(tmp_path: Path, bug: bool) -> None:
+    """Bad input met after the start (a truncated result file the script reads) is one line in the log, naming the
+    file, and status 2, as a refusal at the start is; a bug keeps its traceback and Python's status 1."""
+    import subprocess
+    import sys
+
+    log, bad = tmp_path / "rule.log", tmp_path / "table3.json"
+    bad.write_text('{"rows": [1, 2')
+    body = "raise KeyError('x')" if bug else f"from yocou.results.readers import read_json; read_json({str(bad)!r})"
+    script = ("import argparse; from yocou.utils import guard\n"
+              f"sm = argparse.Namespace(input={{}}, output={{}}, log=[{str(log)!r}], rule='table3')\n"
+              f"guard.start_script(sm)\n{body}\n")
+    env = {k: v for k, v in os.environ.items() if k != "YOCOU_TRACEBACK"}
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
+    lines = log.read_text().splitlines()
+    if bug:
+        assert got.returncode == 1 and lines[0] == "Traceback (most recent call last):" and lines[-1] == "KeyError: 'x'"
+    else:
+        assert got.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"rule table3: error: {bad}: "), lines

@@ -243,17 +243,38 @@ def check_snakemake(sm: Any) -> None:
 
 def start_script(sm: Any) -> None:
     """The first line of every pipeline script: its stdout and stderr go to its log (``snakemake.log[0]``), then
-    :func:`check_snakemake`; a refusal is one line in the log, ``<rule>: error: <message>``, and exit status 2."""
-    from yocou.utils.entry import USER_ERRORS, disk_error, error_message
+    :func:`check_snakemake`; a refusal is one line in the log, ``rule <rule>: error: <message>``, and exit status
+    2. Bad input the script meets later (a truncated result file it reads, say: :data:`yocou.utils.entry.USER_ERRORS`
+    or a disk error) is reported the same way, one line and status 2, by an ``excepthook``; any other exception
+    keeps its traceback (``YOCOU_TRACEBACK=1`` keeps it for bad input too)."""
+    from yocou.utils.entry import (
+        EXIT_USER_ERROR,
+        USER_ERRORS,
+        disk_error,
+        error_message,
+    )
 
     sys.stdout = sys.stderr = open(sm.log[0], "w", encoding="utf-8")  # noqa: SIM115 - open for the process
+    rule = getattr(sm, "rule", "?")
+
+    def user_error(e: BaseException) -> bool:
+        return isinstance(e, USER_ERRORS) or disk_error(e)
+
+    def hook(kind: type[BaseException], e: BaseException, tb: Any) -> None:
+        if not user_error(e) or os.environ.get("YOCOU_TRACEBACK"):
+            sys.__excepthook__(kind, e, tb)
+            return
+        print(f"rule {rule}: error: {error_message(e)}", flush=True)
+        os._exit(EXIT_USER_ERROR)  # the status says bad input (sys.exit is not honoured inside an excepthook)
+
+    sys.excepthook = hook
     try:
         check_snakemake(sm)
     except (*USER_ERRORS, OSError) as e:
-        if isinstance(e, OSError) and not isinstance(e, USER_ERRORS) and not disk_error(e):
+        if not user_error(e):
             raise
-        print(f"rule {getattr(sm, 'rule', '?')}: error: {error_message(e)}", flush=True)
-        raise SystemExit(2) from None
+        print(f"rule {rule}: error: {error_message(e)}", flush=True)
+        raise SystemExit(EXIT_USER_ERROR) from None
 
 
 def _labelled(files: Any, kind: str) -> dict[str, list[str]]:
