@@ -254,6 +254,31 @@ def test_remote_model_padding_gives_the_unpadded_logits(runs: dict) -> None:
     torch.testing.assert_close(right.logits[0, :n], ref, rtol=0, atol=1e-5)
 
 
+def test_position_ids_are_checked_against_the_models_own(runs: dict) -> None:
+    """``position_ids`` as transformers makes them for a left-padded batch (the mask's cumulative sum, from 0 at each
+    row's first real token) are accepted and change nothing, also token by token with the cache; positions the model
+    does not use (an offset, a packed second sequence restarting at 0) are refused naming ``position_ids``, where
+    they would otherwise be silently ignored."""
+    model, _, hf_dir = runs["yocou"]
+    hf = _load_hf(hf_dir)
+    ids = _ids(model.cfg.vocab_size, 2, 10, 9)
+    mask = torch.ones_like(ids)
+    mask[1, :3] = 0
+    hf_pos = (mask.cumsum(1) - 1).masked_fill(mask == 0, 1)   # transformers' rule (GenerationMixin)
+    with torch.no_grad():
+        ref = hf(ids, attention_mask=mask).logits
+        torch.testing.assert_close(hf(ids, attention_mask=mask, position_ids=hf_pos).logits, ref, rtol=0, atol=0)
+        cache = hf(ids[:, :6], attention_mask=mask[:, :6], position_ids=hf_pos[:, :6], use_cache=True).cache
+        step = hf(ids[:, 6:7], attention_mask=mask[:, :7], position_ids=hf_pos[:, 6:7], cache=cache).logits
+        torch.testing.assert_close(step[:, 0], ref[:, 6], rtol=0, atol=1e-5)
+        packed = torch.cat([torch.arange(5), torch.arange(5)]).unsqueeze(0)
+        for bad in (hf_pos + 7, packed, torch.arange(10)[None]):  # an offset; two packed sequences; padding counted
+            with pytest.raises(ValueError, match="position_ids: YocouForCausalLM counts each row's real tokens"):
+                hf(ids, attention_mask=mask, position_ids=bad)
+        with pytest.raises(ValueError, match=r"position_ids has shape \(3,\); expected \[2, 10\]"):
+            hf(ids, position_ids=torch.arange(3))
+
+
 _FRESH = r"""
 import json, socket, sys
 sys.path.extend(json.loads(sys.argv[1]))   # site-packages, without running their .pth files (-S)

@@ -348,7 +348,8 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
         """Logits ``[B, N, V]`` (the last ``logits_to_keep`` positions when > 0) and, with ``labels``
         ``[B, N]``, the mean next-token cross-entropy (labels shifted inside; -100 ignored).
 
-        Positions count each row's real tokens from 0 (``position_ids`` is not read). With ``use_cache=True`` or a
+        Positions count each row's real tokens from 0; a ``position_ids`` that says otherwise at a real token (packed
+        sequences, an offset) is refused, not ignored. With ``use_cache=True`` or a
         :class:`YocouCache` (``cache`` or ``past_key_values``; a fresh one when none), ``input_ids`` are the tokens
         after those the cache has seen, ``attention_mask`` covers all of them, and the cache is returned in
         ``cache``. Otherwise ``input_ids`` is the whole sequence and no cache is returned.
@@ -364,7 +365,8 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
             ValueError: a cache that is not a :class:`YocouCache` (a transformers ``DynamicCache``, say), an
                 ``attention_mask`` whose shape is not the rows and the cached plus new tokens, rows that are not the
                 cache's, ``inputs_embeds``, ``output_hidden_states`` or ``output_attentions`` (not supported: the
-                model's forward is yocou's, which takes token ids and returns logits).
+                model's forward is yocou's, which takes token ids and returns logits), a ``position_ids`` other than
+                the positions the model uses (see above).
         """
         if inputs_embeds is not None or input_ids is None:
             raise ValueError("YocouForCausalLM takes input_ids (token ids [B, N]); inputs_embeds is not supported")
@@ -389,6 +391,8 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
             if m.shape[1] != past + N:
                 raise ValueError(f"attention_mask covers {m.shape[1]} tokens; the cache has {past} and {N} are new")
             ok = m[:, past:]
+        if position_ids is not None:
+            self._check_positions(position_ids, ok, cache, B, N, past)
         keep_positions = isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.ndim == 1
         last_only = not keep_positions and int(logits_to_keep) == 1 and labels is None
         logits = self._run_rows(input_ids, ok, cache, last_only)
@@ -406,6 +410,22 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
                                    labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100)
         out = CausalLMOutputWithPast(loss=loss, logits=logits, cache=cache)
         return out if return_dict is not False else out.to_tuple()
+
+    @staticmethod
+    def _check_positions(position_ids: torch.Tensor, ok: torch.Tensor | None, cache: YocouCache | None, B: int,
+                         N: int, past: int) -> None:
+        """Refuse ``position_ids`` ``[B or 1, N]`` unless it equals, at every real token, the positions the model
+        uses: each row's real tokens (cached and new) counted from 0."""
+        dev = position_ids.device
+        new = ok.to(dev) if ok is not None else torch.ones(B, N, dtype=torch.bool, device=dev)
+        seen = cache._ok if cache is not None and cache._ok is not None else torch.ones(B, past, dtype=torch.bool)
+        want = torch.cat([seen.to(dev), new], 1).long().cumsum(1)[:, past:] - 1
+        if position_ids.ndim != 2 or position_ids.shape[1] != N or position_ids.shape[0] not in (1, B):
+            raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}; expected [{B}, {N}] (or [1, {N}])")
+        if not torch.equal(position_ids.expand(B, N)[new], want[new]):
+            raise ValueError("position_ids: YocouForCausalLM counts each row's real tokens from 0 (from "
+                             "attention_mask and the cache); other positions (packed sequences, an offset) are not "
+                             "supported: pass none")
 
     @classmethod
     def _supports_default_dynamic_cache(cls) -> bool:
