@@ -237,6 +237,30 @@ def test_cli_resources_validates_as_planning_does(tmp_path: Path, edit, needle: 
     assert len(lines) == 1 and lines[0].startswith("python -m yocou.workflow.cluster: error: ") and needle in lines[0], lines
 
 
+@pytest.mark.parametrize("hf,ok", [
+    ({}, False),                                                       # as committed: the cluster user sets it
+    ({"name": "json", "data_files": "corpus.jsonl"}, True),
+    ({"disk_path": "/data/corpus"}, True),
+])
+def test_check_config_refuses_a_paper_config_whose_corpus_is_unset(tmp_path: Path, hf: dict, ok: bool) -> None:
+    """`python -m yocou.workflow.cluster check --config` refuses, in one line naming the field and before it asks
+    SLURM anything, the paper config as committed (no pretraining corpus: the first sbatch job would stop at once),
+    and passes it once a source is set (then SLURM is checked, which may fail here: not this test's concern)."""
+    cfg = yaml.safe_load((ROOT / "workflows/config/paper.yaml").read_text())
+    cfg["data"]["corpus"]["sources"]["hf"].update(hf)
+    p = tmp_path / "paper.yaml"
+    p.write_text(yaml.safe_dump(cfg))
+    res = subprocess.run([sys.executable, "-m", "yocou.workflow.cluster", "check", "--config", str(p),
+                          "--timeout-s", "5"], capture_output=True, text=True, timeout=120)
+    lines = res.stderr.strip().splitlines()
+    if ok:
+        assert res.stdout.splitlines()[0] == "config: scale paper: the corpus sources are set", res.stdout
+        assert "data.corpus" not in res.stderr
+    else:
+        assert res.returncode == 2 and not res.stdout and len(lines) == 1, res.stdout + res.stderr
+        assert lines[0].startswith("python -m yocou.workflow.cluster check: error: data.corpus.sources.hf.name: unset")
+
+
 # --------------------------------------------------------------------------------------------------
 # the training launcher
 

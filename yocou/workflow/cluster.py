@@ -411,6 +411,26 @@ def slurm_check(timeout_s: float = 30.0) -> str:
            "allocations in the last hour)"
 
 
+def config_check(cfg: Mapping[str, Any]) -> str:
+    """Preflight of a resolved scale config for a cluster run: what the first job would otherwise stop on.
+
+    Now one check: with ``data.corpus.sources.hf.enabled``, one of ``name`` and ``disk_path`` is set (the paper
+    scale's config leaves both unset for the cluster's user to fill; the ``corpus`` job would stop at once).
+
+    Returns:
+        One line saying what was checked.
+
+    Raises:
+        ValueError: naming the field and what to set.
+    """
+    hf = ((cfg.get("data") or {}).get("corpus") or {}).get("sources", {}).get("hf") or {}
+    if hf.get("enabled") and not (hf.get("name") or hf.get("disk_path")):
+        raise ValueError("data.corpus.sources.hf.name: unset, and so is disk_path: set the pretraining corpus (a "
+                         "dataset name, a builder such as json with data_files, or a save_to_disk folder; "
+                         "docs/usage.md), or the corpus job stops at once")
+    return f"config: scale {cfg.get('scale')}: the corpus sources are set"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m yocou.workflow.cluster gpu-run --gpus N --slots K [--lock-dir D] -- COMMAND ...``
 
@@ -418,8 +438,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     held until COMMAND ends. In a SLURM job, or with K of 0, COMMAND runs unchanged.
     ``python -m yocou.workflow.cluster resources --config CFG.yaml RULE`` prints a rule's resources as JSON (RULE: a rule
     of the workflow, :data:`RULES`).
-    ``python -m yocou.workflow.cluster check`` is the SLURM profile's preflight (:func:`slurm_check`): run it first on the
-    submit host; it fails in one line when the executor plugin could not read job states.
+    ``python -m yocou.workflow.cluster check [--config CFG.yaml]`` is the SLURM profile's preflight (:func:`slurm_check`):
+    run it first on the submit host; it fails in one line when the executor plugin could not read job states, or,
+    with ``--config``, when the config would stop its first job (:func:`config_check`).
     """
     import json
 
@@ -440,14 +461,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("rule", metavar="RULE", choices=sorted(RULES), help="a rule of the workflow (yocou.workflow.cluster.RULES)")
     c = sub.add_parser("check", help="preflight of the SLURM profile: its commands on PATH, sacct reads job states")
     c.add_argument("--timeout-s", type=float, default=30.0, help="seconds to wait for sacct")
+    c.add_argument("--config", type=reads(if_exists=True), default=None,
+                   help="also check this scale config (workflows/config/paper.yaml): the corpus source is set")
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
 
     check_args(a)
     if a.cmd == "check":
         try:
+            if a.config:
+                from yocou.workflow.wfconfig import read_scale_file, resolve_config
+
+                print(config_check(resolve_config(read_scale_file(a.config))))
             print(slurm_check(a.timeout_s))
-        except RuntimeError as e:
+        except (RuntimeError, ValueError) as e:
             print(f"python -m yocou.workflow.cluster check: error: {e}", file=sys.stderr)
             return 2
         return 0
