@@ -254,6 +254,28 @@ def test_remote_model_padding_gives_the_unpadded_logits(runs: dict) -> None:
     torch.testing.assert_close(right.logits[0, :n], ref, rtol=0, atol=1e-5)
 
 
+def test_save_pretrained_keeps_the_export_record_and_its_check(runs: dict, tmp_path: Path) -> None:
+    """A loaded export saved again keeps ``yocou_export.json`` and the model card byte for byte, so an edited
+    ``n_loops`` in the re-saved folder is still refused at load; a model changed since (a resized vocabulary) is
+    saved without them, and loads."""
+    _, _, hf_dir = runs["yocou"]
+    hf = _load_hf(hf_dir)
+    again = tmp_path / "again"
+    hf.save_pretrained(again)
+    for name in ("yocou_export.json", "README.md"):
+        assert (again / name).read_bytes() == (hf_dir / name).read_bytes(), name
+    cfg = json.loads((again / "config.json").read_text())
+    stages = [{**st, "n_loops": st["n_loops"] + 1} if st["kind"] == "self" else st for st in cfg["stages"]]
+    (again / "config.json").write_text(json.dumps({**cfg, "stages": stages}))
+    with pytest.raises(ValueError, match="config.json says stages = .* but yocou_export.json records"):
+        _load_hf(again)
+    hf.resize_token_embeddings(hf.config.vocab_size + 8)
+    resized = tmp_path / "resized"
+    hf.save_pretrained(resized)
+    assert not (resized / "yocou_export.json").exists() and not (resized / "README.md").exists()
+    assert _load_hf(resized).config.vocab_size == hf.config.vocab_size
+
+
 def test_position_ids_are_checked_against_the_models_own(runs: dict) -> None:
     """``position_ids`` as transformers makes them for a left-padded batch (the mask's cumulative sum, from 0 at each
     row's first real token) are accepted and change nothing, also token by token with the cache; positions the model

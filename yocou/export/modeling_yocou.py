@@ -276,9 +276,34 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
     def from_pretrained(cls, pretrained_model_name_or_path: Any, *args: Any, **kwargs: Any) -> "YocouForCausalLM":
         """transformers' loader (RoPE's inverse frequencies, a buffer outside the weights, are made by
         :meth:`_init_weights`), then :func:`check_export_record` on a local folder."""
+        import os
+
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         check_export_record(pretrained_model_name_or_path, model.config)
+        if os.path.isdir(str(pretrained_model_name_or_path)):
+            model._export_folder = str(pretrained_model_name_or_path)
         return model
+
+    def save_pretrained(self, save_directory: Any, *args: Any, **kwargs: Any) -> None:
+        """transformers' ``save_pretrained``, then the export's ``yocou_export.json`` and model card (``README.md``)
+        copied from the folder the model was loaded from, so the saved folder keeps the load-time check
+        (:func:`check_export_record`) and its provenance; neither is copied where the model no longer matches the
+        record (a resized vocabulary, say): it is not the exported model any more."""
+        import os
+
+        super().save_pretrained(save_directory, *args, **kwargs)
+        src = getattr(self, "_export_folder", None)
+        if src is None or os.path.realpath(src) == os.path.realpath(str(save_directory)):
+            return
+        try:
+            check_export_record(src, self.config)
+        except ValueError:
+            return
+        for name in ("yocou_export.json", "README.md"):
+            if os.path.isfile(os.path.join(src, name)):
+                with open(os.path.join(src, name), "rb") as fin, \
+                        open(os.path.join(str(save_directory), name), "wb") as fout:
+                    fout.write(fin.read())
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.model.embed
