@@ -312,7 +312,7 @@ from yocou.workflow.committed import committed_state as _committed_state  # noqa
 try:
     COMMITTED = _committed_state(config, scale=SCALE, results_dir=RES, runs_dir=RUN)
 except ValueError as _e:
-    raise WorkflowError(str(_e)) from None
+    config_error(_e)
 if COMMITTED.message:
     logger.warning(f"Warning: {COMMITTED.message}")
 
