@@ -326,6 +326,8 @@ def test_encode_corpus_and_token_stream(tmp_path):
         ts.document(99)
     with pytest.raises(FileNotFoundError):
         TokenStream(tmp_path / "t" / "nope.bin")
+    with pytest.raises(IsADirectoryError, match=r"is a folder; expected a token file <split>\.bin in it"):
+        TokenStream(tmp_path / "t")   # the folder of the streams, not one of them
     # corrupt metadata names the file: not JSON, not an object, a field missing
     meta_path = tmp_path / "t" / "train.json"
     good = meta_path.read_text()

@@ -193,6 +193,9 @@ class TokenStream:
             path = path.with_suffix(".bin")
         self.path = path
         meta_path = path.with_suffix(".json")
+        if path.is_dir():
+            raise IsADirectoryError(f"TokenStream: {path} is a folder; expected a token file <split>.bin in it "
+                                    f"(e.g. {path / 'train.bin'})")
         if not path.is_file():
             raise FileNotFoundError(f"TokenStream: token file {path} not found (run encode_corpus)")
         if not meta_path.is_file():
