@@ -247,8 +247,14 @@ def test_nested_override_from_the_command_line_is_read_as_numbers(tmp_path: Path
     assert over["train"]["batch_size"] == cfg["train"]["batch_size"]
     bad = copy.deepcopy(cfg)
     bad["train"]["steps"] = "many"
-    with pytest.raises(ConfigError, match=r"train\.steps: expected integer, got 'many'"):
+    with pytest.raises(ConfigError, match=r"train\.steps: expected integer, got 'many' \(str\)$"):
         resolve_config(bad, root=ROOT)
+    # text that reads as a number or a bool of the wrong type is named as what it reads as, not as text
+    for key, text, said in (("steps", "2.5", "2.5 (float)"), ("compile", "1", "1 (int)")):
+        bad = copy.deepcopy(cfg)
+        bad["train"][key] = text
+        with pytest.raises(ConfigError, match=rf"train\.{key}: expected \w+, got {re.escape(said)}$"):
+            resolve_config(bad, root=ROOT)
 
 
 def test_a_scale_file_that_is_not_yaml_is_named(tmp_path: Path) -> None:

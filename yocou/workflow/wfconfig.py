@@ -177,7 +177,16 @@ def _one_line(err: Any) -> str:
     if v == "enum":
         return f"{where}: {err.instance!r} is not one of {err.validator_value}"
     if v == "type":
-        return f"{where}: expected {err.validator_value}, got {err.instance!r} ({type(err.instance).__name__})"
+        got = err.instance
+        if isinstance(got, str):  # --config passes nested values as text: name what the text reads as
+            import yaml
+
+            try:
+                got = yaml.safe_load(got) if got.strip() else got
+            except yaml.YAMLError:
+                pass
+            got = err.instance if isinstance(got, (str, dict, list)) or got is None else got
+        return f"{where}: expected {err.validator_value}, got {got!r} ({type(got).__name__})"
     return f"{where}: {err.message}"
 
 
