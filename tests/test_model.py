@@ -307,6 +307,12 @@ def test_generate_sampling_is_seeded() -> None:
     a = generate(m, prompt, 6, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
     b = generate(m, prompt, 6, temperature=1.0, top_k=10, generator=torch.Generator().manual_seed(3))
     assert torch.equal(a, b) and a.shape == (1, 6)
+    # top_k past the vocabulary keeps all of it (as transformers does): the same draws as no top_k
+    c = generate(m, prompt, 6, temperature=1.0, top_k=10**6, generator=torch.Generator().manual_seed(3))
+    d = generate(m, prompt, 6, temperature=1.0, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(c, d)
+    with pytest.raises(ValueError, match="top_k must be >= 1"):
+        generate(m, prompt, 6, temperature=1.0, top_k=0)
 
 
 def test_cache_overflow_is_a_clear_error() -> None:

@@ -58,7 +58,8 @@ def generate(model: LM, prompt_BN: torch.Tensor, max_new_tokens: int, *, tempera
         every position is generated; with it, positions after a row's first ``eos_id`` are ``eos_id``.
 
     Raises:
-        ValueError: negative ``max_new_tokens`` or ``temperature``; ``prompt_BN`` not a 2-D integer tensor, or an id
+        ValueError: negative ``max_new_tokens`` or ``temperature``, ``top_k`` < 1 (one above ``vocab_size`` keeps
+            the whole vocabulary, as in transformers); ``prompt_BN`` not a 2-D integer tensor, or an id
             outside ``[0, vocab_size)``.
     """
     if not isinstance(prompt_BN, torch.Tensor) or prompt_BN.ndim != 2 or prompt_BN.dtype.is_floating_point \
@@ -73,6 +74,8 @@ def generate(model: LM, prompt_BN: torch.Tensor, max_new_tokens: int, *, tempera
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1 (or None: the whole vocabulary), got {top_k}")
     B, N = prompt_BN.shape
     out_BT = prompt_BN.new_full((B, max_new_tokens), eos_id if eos_id is not None else 0)
     if max_new_tokens == 0:
@@ -99,7 +102,7 @@ def _pick(logits_BV: torch.Tensor, temperature: float, top_k: int | None, genera
         return logits_BV.argmax(-1)
     logits = logits_BV.float() / temperature
     if top_k is not None:
-        kth = logits.topk(top_k, dim=-1).values[:, -1:]
+        kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     return torch.multinomial(probs, 1, generator=generator)[:, 0]
