@@ -133,7 +133,7 @@ def figure2_numbers(ref: pd.DataFrame, new: pd.DataFrame, alpha: float) -> dict[
 def main(argv: list[str] | None = None) -> int:
     from yocou.utils.guard import inside, reads, writes
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m yocou.workflow.studies", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("eqflops", help="the equal-FLOPs snapshot of a run as a model folder of its own")
     e.add_argument("--run", required=True, type=reads(paths=inside("run_config.json", "summary.json")), help="run folder with run_config.json, summary.json, model_step<N>.pt")

@@ -152,7 +152,7 @@ def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], 
 def main(argv: list[str] | None = None) -> None:
     from yocou.utils.guard import reads, replaces
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.lmeval.run", description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True, type=reads())
     ap.add_argument("--tokenizer", required=True, type=reads())
     ap.add_argument("--pack", default=None, type=reads())
