@@ -873,3 +873,13 @@ def test_the_llama_export_learns_the_document_separator(runs: dict) -> None:
     ids[:, ::4] = eos
     hf(ids, labels=ids).loss.backward()
     assert hf.model.embed_tokens.weight.grad[eos].abs().sum() > 0
+
+
+def test_eval_max_length_says_why_it_fell_back_to_the_training_length(tmp_path: Path) -> None:
+    """Without a scale config the export's longest length is the training length, and the recorded source says
+    which was missing: the run folder's run_config.json, or a scale in it."""
+    from yocou.export.folder import eval_max_length
+
+    assert eval_max_length(tmp_path, None, 256) == (
+        256, "train.seq_len (the run folder has no run_config.json naming its scale)")
+    assert eval_max_length(tmp_path, {"model": {}}, 128) == (128, "train.seq_len (the run config names no scale)")

@@ -99,7 +99,9 @@ def eval_max_length(run_dir: str | os.PathLike, run_config: dict | None,
     from yocou.workflow.scales import CONFIG_DIR
     from yocou.workflow.wfconfig import read_scale_file, resolve_config
 
-    scale = (run_config or {}).get("scale")
+    if run_config is None:
+        return train_seq_len, "train.seq_len (the run folder has no run_config.json naming its scale)"
+    scale = run_config.get("scale")
     if not isinstance(scale, str) or not scale:
         return train_seq_len, "train.seq_len (the run config names no scale)"
     run_dir = Path(run_dir).resolve()
