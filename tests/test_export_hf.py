@@ -289,7 +289,8 @@ def test_position_ids_are_checked_against_the_models_own(runs: dict) -> None:
     hf_pos = (mask.cumsum(1) - 1).masked_fill(mask == 0, 1)   # transformers' rule (GenerationMixin)
     with torch.no_grad():
         ref = hf(ids, attention_mask=mask).logits
-        torch.testing.assert_close(hf(ids, attention_mask=mask, position_ids=hf_pos).logits, ref, rtol=0, atol=0)
+        for pos in (hf_pos, hf_pos.int()):   # any integer dtype
+            torch.testing.assert_close(hf(ids, attention_mask=mask, position_ids=pos).logits, ref, rtol=0, atol=0)
         cache = hf(ids[:, :6], attention_mask=mask[:, :6], position_ids=hf_pos[:, :6], use_cache=True).cache
         step = hf(ids[:, 6:7], attention_mask=mask[:, :7], position_ids=hf_pos[:, 6:7], cache=cache).logits
         torch.testing.assert_close(step[:, 0], ref[:, 6], rtol=0, atol=1e-5)

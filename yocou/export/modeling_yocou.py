@@ -447,7 +447,7 @@ class YocouForCausalLM(YocouPreTrainedModel, GenerationMixin):
         want = torch.cat([seen.to(dev), new], 1).long().cumsum(1)[:, past:] - 1
         if position_ids.ndim != 2 or position_ids.shape[1] != N or position_ids.shape[0] not in (1, B):
             raise ValueError(f"position_ids has shape {tuple(position_ids.shape)}; expected [{B}, {N}] (or [1, {N}])")
-        if not torch.equal(position_ids.expand(B, N)[new], want[new]):
+        if not torch.equal(position_ids.long().expand(B, N)[new], want[new]):
             raise ValueError("position_ids: YocouForCausalLM counts each row's real tokens from 0 (from "
                              "attention_mask and the cache); other positions (packed sequences, an offset) are not "
                              "supported: pass none")
