@@ -484,6 +484,11 @@ def test_export_hf_cli(runs: dict, tmp_path: Path, capsys: pytest.CaptureFixture
             assert n in err, err
 
     fails(["export-hf", str(tmp_path / "nope"), str(tmp_path / "o1")], "RUN_DIR", "nope")
+    with pytest.raises(SystemExit) as bad:   # argparse's refusal: status 2, one line naming the option
+        cli_main(["export-hf", str(run_dir), str(tmp_path / "o0"), "--max-position-embeddings", str(10**20)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert bad.value.code == 2 and "--max-position-embeddings: expected an integer in [1, 2147483647]" in err[-1]
+    assert not (tmp_path / "o0").exists()
     empty = tmp_path / "empty_run"
     empty.mkdir()
     fails(["export-hf", str(empty), str(tmp_path / "o2")], "model.pt", str(empty))

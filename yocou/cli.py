@@ -404,7 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--tokenizer", default=None, type=reads(), help="tokenizer.json path or name (cl100k_base); default "
                     "RUN_DIR/tokenizer.json, else the pipeline's runs/<scale>/tokenizer.json two folders up")
     ex.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT_DIR")
-    ex.add_argument("--max-position-embeddings", type=int_at_least(1), default=None, metavar="N",
+    ex.add_argument("--max-position-embeddings", type=int_at_least(1, 2**31 - 1), default=None, metavar="N",
                     help="max_position_embeddings to write (default: the longest length the run's scale config "
                          "evaluates it at, from workflows/config/<scale>.yaml; else its training seq_len)")
     ex.set_defaults(func=_cmd_export_hf)

@@ -159,14 +159,17 @@ def name_too_long(e: OSError) -> ValueError | None:
                       + (f" (a component of {len(os.fsencode(bad))} bytes; at most 255)" if bad else ""))
 
 
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse ``type``: an integer >= ``minimum``; anything else fails naming the argument and what it expects."""
+def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """argparse ``type``: an integer >= ``minimum`` (and <= ``maximum`` when given); anything else fails naming the
+    argument and what it expects."""
+    want = f"an integer >= {minimum}" if maximum is None else f"an integer in [{minimum}, {maximum}]"
+
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+            raise argparse.ArgumentTypeError(f"expected {want}, got {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected {want}, got {value}")
         return value
     return parse
