@@ -414,7 +414,7 @@ def slurm_check(timeout_s: float = 30.0) -> str:
 def config_check(cfg: Mapping[str, Any]) -> str:
     """Preflight of a resolved scale config for a cluster run: what the first job would otherwise stop on.
 
-    Now one check: with ``data.corpus.sources.hf.enabled``, one of ``name`` and ``disk_path`` is set (the paper
+    The check: with ``data.corpus.sources.hf.enabled``, one of ``name`` and ``disk_path`` is set (the paper
     scale's config leaves both unset for the cluster's user to fill; the ``corpus`` job would stop at once).
 
     Returns:
