@@ -261,6 +261,9 @@ NOTES = (
     "neither.",
     "Training's share is of the summed job time (and of the summed CPU time); a job that ran before benchmarks "
     "were recorded, or has not run, has no file and is not counted.",
+    "A job stopped and started again is measured on its last attempt only: a training that resumed from its "
+    "checkpoint (its log says `resuming from step N`) is counted from step N, and an attempt stopped before its "
+    "first checkpoint is not counted.",
 )
 
 
