@@ -22,11 +22,11 @@ SEEDS = {"transformer": 1, "yoco": 3, "rins": 1, "yocou": 3}
 FPT = {"transformer": 6e6, "yoco": 5.6e6, "rins": 11e6, "yocou": 10e6}
 
 
-def _points(noise: float = 0.01, bigram: float = 6.0, seed: int = 0) -> pd.DataFrame:
+def _points(noise: float = 0.01, bigram: float = 6.0, seed: int = 0, seeds: dict | None = None) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for v, law in LAWS.items():
-        for k in range(SEEDS[v]):
+        for k in range((seeds or SEEDS)[v]):
             shift = rng.normal(0, noise)  # a seed's offset, shared by its budgets (same init and data order)
             for d in BUDGETS:
                 y = float(LF.power_law(d, *law)) + shift
@@ -93,6 +93,11 @@ def test_equal_flops_stays_inside_the_measured_range_and_saving_is_censored_when
     for e in res["equal_flops"]:
         assert BUDGETS[0] <= e["yoco_tokens"] <= BUDGETS[-1]
         assert e["yocou_tokens"] * FPT["yocou"] == pytest.approx(e["yoco_tokens"] * FPT["yoco"], rel=1e-6)
+    # the largest C inside both measured ranges: YOCO's last budget (YOCO-U's reaches further), YOCO-U in between
+    c = min(BUDGETS[-1] * FPT["yocou"], BUDGETS[-1] * FPT["yoco"])
+    for e in res["equal_flops"]:
+        assert e["train_flops"] == pytest.approx(c)
+        assert e["yoco_tokens"] == pytest.approx(BUDGETS[-1]) and BUDGETS[3] < e["yocou_tokens"] < BUDGETS[4]
     # YOCO-U below YOCO everywhere here: it reaches YOCO's final loss before YOCO's budget
     for t in res["token_saving"]:
         assert not t["censored"] and 0 < t["saving"] < 1
@@ -101,6 +106,33 @@ def test_equal_flops_stays_inside_the_measured_range_and_saving_is_censored_when
     pts["variant"] = pts["variant"].map({"yoco": "yocou", "yocou": "yoco"}).fillna(pts["variant"])
     for t in LF.analyse(pts, _rules())["token_saving"]:
         assert t["censored"] and t["saving"] is None
+
+
+@pytest.mark.slow
+def test_equal_flops_interval_is_the_bootstraps_at_the_holm_level_and_its_gate_reads_both_neighbours() -> None:
+    rules = _rules()
+    # 8 seeds a side: with 3 the bootstrap has 10 distinct resamples, and its 1.25% and 2.5% points coincide
+    pts = _points(noise=0.01, seeds={**SEEDS, "yoco": 8, "yocou": 8})
+    res = LF.analyse(pts, rules)
+    ef = {d["split"]: d for d in res["decisions"] if d["quantity"] == "equal_flops"}
+    for e in res["equal_flops"]:
+        d = ef[e["split"]]
+        diffs = [float(LF.power_law(e["yocou_tokens"], *a) - LF.power_law(e["yoco_tokens"], *b))
+                 for a, b in zip(res["boot"][e["split"]]["yocou"], res["boot"][e["split"]]["yoco"]) if a and b]
+        tail = 100 * (1 - d["level"]) / 2
+        assert d["level"] in (pytest.approx(0.975), pytest.approx(0.95))
+        if d["level"] > 0.96:  # the first of Holm's two rows: wider than the 95% interval
+            assert d["low_adjusted"] < d["low"] or d["high_adjusted"] > d["high"]
+        assert (d["low_adjusted"], d["high_adjusted"]) == pytest.approx(
+            (np.percentile(diffs, tail), np.percentile(diffs, 100 - tail)))
+        assert (d["low"], d["high"]) == pytest.approx((np.percentile(diffs, 2.5), np.percentile(diffs, 97.5)))
+        assert d["regime_past_bigram"]
+    # YOCO-U's fit is read between its 8.19M and 16.4M budgets: the 8.19M point short of its bigram gates the row
+    pts.loc[(pts["variant"] == "yocou") & (pts["tokens"] == int(BUDGETS[3])), "bigram_book"] = 1.0
+    gated = {(d["quantity"], d["split"]): d for d in LF.analyse(pts, rules)["decisions"]}
+    assert gated[("equal_flops", "book")]["verdict"] == LF.NOT_COMPARABLE
+    assert gated[("equal_flops", "code")]["regime_past_bigram"]
+    assert gated[("equal_tokens", "book")]["regime_past_bigram"]  # decided at 16.4M, which is past its bigram
 
 
 @pytest.mark.slow

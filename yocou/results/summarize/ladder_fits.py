@@ -9,7 +9,9 @@ held-out loss per split and the bigram fitted on that budget's own training wind
   intervals; YOCO-U - YOCO decided at the largest budget, Holm over the splits, only where both sides are past the
   bigram (else "not comparable (pre-bigram regime)");
 * **fits** ``L(D) = E + B D^-beta`` per variant and split on the seed means, with bootstrap bands over seeds;
-* **equal-FLOPs gap** from the fits at the largest YOCO-U FLOPs inside YOCO's measured range (never extrapolated);
+* **equal-FLOPs gap** from the fits at the largest training FLOPs C inside both variants' measured ranges (never
+  extrapolated), each side at D = C / its FLOPs per token; the decision's interval is the bootstrap's percentile
+  interval at the row's Holm level, and its gate reads each side's measured budgets on either side of its D;
 * **token saving** at YOCO's final loss (the paper's 62%), "censored" when YOCO-U's fit does not reach it inside
   its measured budgets; **crossover** of the fits, labelled "extrapolated" outside the measured budgets.
 
@@ -228,6 +230,17 @@ def _resample_fits(pts: pd.DataFrame, variants: Sequence[str], split: str, n_boo
     return out
 
 
+def _neighbours(variant: str, d: float, toks: Mapping[str, Sequence[float]]) -> list[tuple[str, int]]:
+    """The measured budgets of ``variant`` on either side of ``d`` tokens (one where ``d`` is measured, to 1e-6
+    relative): the points whose regime gates a comparison read from the fit at ``d``."""
+    near = [t for t in toks[variant] if math.isclose(t, d, rel_tol=1e-6)]
+    if near:
+        return [(variant, int(near[0]))]
+    below = [t for t in toks[variant] if t < d]
+    above = [t for t in toks[variant] if t > d]
+    return [(variant, int(t)) for t in (below[-1:] + above[:1])]
+
+
 def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | None = None) -> dict[str, Any]:
     """Everything the ladder report states: regime, gaps, decisions, fits, equal FLOPs, token saving, crossover.
 
@@ -269,11 +282,12 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
         toks = {v: sorted(pts[pts["variant"] == v]["tokens"].unique()) for v in ("yocou", "yoco")}
         for s in SPLITS:
             pu, py = fits[s]["yocou"], fits[s]["yoco"]
-            # equal FLOPs: the largest YOCO-U budget whose FLOPs fall inside YOCO's measured range
-            inside = [d for d in toks["yocou"] if toks["yoco"][0] <= d * fpt["yocou"] / fpt["yoco"] <= toks["yoco"][-1]]
-            if pu and py and inside:
-                du = float(max(inside))
-                dy = du * fpt["yocou"] / fpt["yoco"]
+            # equal FLOPs (eval/ladder.yaml): the largest C inside both measured FLOPs ranges, each side read from
+            # its fit at D = C / its FLOPs per token (one side at a measured budget, the other interpolated)
+            c_lo = max(toks["yocou"][0] * fpt["yocou"], toks["yoco"][0] * fpt["yoco"])
+            c_hi = min(toks["yocou"][-1] * fpt["yocou"], toks["yoco"][-1] * fpt["yoco"])
+            if pu and py and c_lo <= c_hi:
+                du, dy = c_hi / fpt["yocou"], c_hi / fpt["yoco"]
                 est = float(power_law(du, *pu) - power_law(dy, *py))
                 bs = [float(power_law(du, *a) - power_law(dy, *b)) for a, b in zip(boots[s]["yocou"], boots[s]["yoco"])
                       if a and b]
@@ -281,13 +295,13 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
                     if len(bs) >= 100 else (None, None)
                 p = (2 * min(np.mean(np.array(bs) <= 0), np.mean(np.array(bs) >= 0))) if len(bs) >= 100 else None
                 flops.append({"quantity": "equal_flops", "split": s, "yocou_tokens": du, "yoco_tokens": dy,
-                              "train_flops": du * fpt["yocou"], "gap": est, "low": lo, "high": hi,
+                              "train_flops": c_hi, "gap": est, "low": lo, "high": hi,
                               "p": float(min(1.0, p)) if p is not None else None, "n_boot": len(bs),
                               "paper": float(rules["equal_flops"]["paper_gap_nats"])})
-                dy_measured = min(d for d in toks["yoco"] if d >= dy)  # the YOCO point the gate reads
                 decisions.append({"quantity": "equal_flops", "split": s, "a": "yocou", "b": "yoco", "gap": est,
-                                  "low": lo, "high": hi, "p": flops[-1]["p"], "tokens": int(du),
-                                  "gate_points": [("yocou", int(du)), ("yoco", int(dy_measured))]})
+                                  "low": lo, "high": hi, "p": flops[-1]["p"], "tokens": int(round(du)),
+                                  "gate_points": _neighbours("yocou", du, toks) + _neighbours("yoco", dy, toks),
+                                  "boot": bs if len(bs) >= 100 else None})
             if pu and py:
                 m = _means(pts, s)
                 target = float(m[(m["variant"] == "yoco") & (m["tokens"] == toks["yoco"][-1])]["mean"].iloc[0])
@@ -318,6 +332,11 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
                 se = half / float(stats.t.ppf(0.5 + level / 2, n - 1))
                 t = float(stats.t.ppf(0.5 + h["level"] / 2, n - 1))
                 lo, hi = d["gap"] - t * se, d["gap"] + t * se
+            bs = d.pop("boot", None)
+            if q == "equal_flops" and bs is not None and h["level"] is not None:
+                # the bootstrap's percentile interval at the Holm level of this row
+                lo, hi = (float(np.percentile(bs, 50 * (1 - h["level"]))),
+                          float(np.percentile(bs, 100 - 50 * (1 - h["level"]))))
             d["low_adjusted"], d["high_adjusted"] = lo, hi
             verdict = _decide(lo, hi, margin, paper_sign=-1)
             d["verdict_unadjusted"] = _decide(d["low"], d["high"], margin, paper_sign=-1)
@@ -417,7 +436,7 @@ def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov
     out += ["", "#### The paper's quantities\n"]
     for e in res["equal_flops"]:
         out.append(f"- Equal FLOPs ({e['split']}): YOCO-U at {e['yocou_tokens'] / 1e6:.2f}M tokens against YOCO at "
-                   f"{e['yoco_tokens'] / 1e6:.2f}M (both fitted), YOCO-U - YOCO = {_fmt(e['gap'])} "
+                   f"{e['yoco_tokens'] / 1e6:.2f}M (both fitted, at {e['train_flops']:.3g} training FLOPs), YOCO-U - YOCO = {_fmt(e['gap'])} "
                    f"[{_fmt(e['low'])}, {_fmt(e['high'])}] (bootstrap over seeds, {e['n_boot']} resamples); the paper: "
                    f"{e['paper']:+.3f}.")
     for t in res["token_saving"]:
