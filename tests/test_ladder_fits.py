@@ -55,8 +55,12 @@ def test_tokens_to_reach_and_crossover_by_hand() -> None:
     assert LF.tokens_to_reach(2.5, p) == pytest.approx(4e6)
     assert LF.tokens_to_reach(1.9, p) == math.inf
     # 2 + x^-0.5 and 1.9 + 1.2 x^-0.5 cross where 0.2 x^-0.5 = 0.1: x = 4, D = 4e6
-    assert LF.crossover((1.9, 1.2, 0.5), p) == pytest.approx(4e6, rel=1e-6)
-    assert LF.crossover(p, (1.0, 1.0, 0.5)) is None
+    assert LF.crossover((1.9, 1.2, 0.5), p) == [pytest.approx(4e6, rel=1e-6)]
+    assert LF.crossover(p, (1.0, 1.0, 0.5)) == []
+    # two crossings, both reported: 2 + x^-0.5 and 2.05 + 0.5 x^-1 cross where x^-0.5 - 0.5 x^-1 = 0.05, i.e. with
+    # u = x^-0.5: 0.5 u^2 - u + 0.05 = 0, u = 1 -+ sqrt(0.9)
+    roots = sorted(1e6 * u ** -2 for u in (1 - math.sqrt(0.9), 1 + math.sqrt(0.9)))
+    assert LF.crossover(p, (2.05, 0.5, 1.0)) == [pytest.approx(r, rel=1e-6) for r in roots]
 
 
 def test_paired_t_and_holm_by_hand() -> None:
@@ -161,6 +165,46 @@ def test_the_plays_split_is_reported_beside_book_and_code_and_never_decided() ->
     assert {d["split"] for d in res["decisions"]} == {"book", "code"}
     assert {e["split"] for e in res["equal_flops"] + res["token_saving"] + res["crossover"]} <= {"book", "code"}
     assert "plays" not in set(LF.analyse(_points(noise=0.002), _rules(n_boot=100))["regime"]["split"])
+
+
+def test_holm_levels_follow_the_step_down_and_decisions_match_the_adjusted_p() -> None:
+    """Holm stops at the first p that is not rejected: with p = 0.03 and 0.04 (two rows) neither is rejected
+    (0.03 > 0.05 / 2), so both rows are read at 1 - 0.05 / 2, where an interval holds 0, not at 0.95."""
+    h = LF.holm([0.03, 0.04], 0.05)
+    assert [x["p_adjusted"] for x in h] == [pytest.approx(0.06), pytest.approx(0.06)]
+    assert [x["level"] for x in h] == [pytest.approx(0.975), pytest.approx(0.975)]
+    assert LF.holm([0.001, 0.04], 0.05)[1]["level"] == pytest.approx(0.95)  # both rejected: 0.975, then 0.95
+
+
+def test_decide_names_a_direction_first_as_the_rules_list_it() -> None:
+    """eval/ladder.yaml: a direction when the interval excludes 0, "no difference" when it lies inside the margin,
+    else inconclusive; an interval inside the margin that excludes 0 is a direction."""
+    assert LF._decide(0.005, 0.015, 0.02, paper_sign=-1) == "opposite"
+    assert LF._decide(-0.015, -0.005, 0.02, paper_sign=-1) == "same direction"
+    assert LF._decide(-0.01, 0.01, 0.02, paper_sign=-1) == "no difference"
+    assert LF._decide(-0.03, 0.01, 0.02, paper_sign=-1) == "inconclusive"
+    assert LF._decide(None, None, 0.02, paper_sign=-1) == "inconclusive (no interval)"
+
+
+@pytest.mark.slow
+def test_a_variant_not_bracketed_caps_the_verdicts_that_read_it(tmp_path: Path) -> None:
+    """bracket.json's best.<variant>.interior false for YOCO-U: every decided YOCO-U - YOCO row becomes
+    "inconclusive (rate not bracketed)" with the same gap and interval; with every variant interior nothing changes;
+    a bracket file without the field is refused naming it."""
+    rules = _rules(n_boot=100)
+    pts = _points(noise=0.002)
+    free = LF.analyse(pts, rules)
+    assert {d["verdict"] for d in free["decisions"]} <= {"same direction", "opposite"}  # decided without the cap
+    capped = LF.analyse(pts, rules, bracketed={v: v != "yocou" for v in LAWS})
+    for a, b in zip(free["decisions"], capped["decisions"]):
+        assert b["verdict"] == LF.NOT_BRACKETED and b["not_bracketed"] == ["yocou"]
+        assert (b["gap"], b["low"], b["high"]) == (a["gap"], a["low"], a["high"])
+    every = LF.analyse(pts, rules, bracketed={v: True for v in LAWS})
+    assert [d["verdict"] for d in every["decisions"]] == [d["verdict"] for d in free["decisions"]]
+    bad = tmp_path / "bracket.json"
+    bad.write_text(json.dumps({"best": {v: {"lr": 1e-3, "interior": True} for v in LAWS if v != "rins"}}))
+    with pytest.raises(ValueError, match=r"bracket.json: best.rins.interior: expected true or false"):
+        LF.read_bracketed(bad, list(LAWS))
 
 
 def test_bad_rules_name_the_key(tmp_path: Path) -> None:

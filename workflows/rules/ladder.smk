@@ -29,11 +29,14 @@ rule bracket_summary:
 
 rule ladder_fits:
     # The fits L(D) = E + B D^-beta with bootstrap bands over seeds, the equal-tokens and equal-FLOPs gaps, the
-    # token saving and the extrapolated crossover, decided by eval/ladder.yaml; Figure 2 redrawn from them.
+    # token saving and the crossovers, decided by eval/ladder.yaml (a variant whose bracketed rate is not interior caps
+    # the verdicts that read it: bracket.json); Figure 2 redrawn from them.
     input:
         points=f"{LRES}/points.csv",
         rules=str(_eval_dir() / "ladder.yaml"),  # eval/ beside the package (downstream.smk)
-        code=[f"{PKG}/results/summarize/ladder.py", f"{PKG}/results/render/ladder.py", f"{PKG}/results/render/common.py"],
+        bracket=rules.bracket_summary.output.json,
+        code=[f"{PKG}/results/summarize/ladder.py", f"{PKG}/results/summarize/ladder_fits.py",
+              f"{PKG}/results/render/ladder.py", f"{PKG}/results/render/common.py"],
     output:
         md=in_report(f"{LRES}/ladder.md", "ladder"),
         json=f"{LRES}/ladder.json",
@@ -50,7 +53,7 @@ rule ladder_fits:
     conda: CONDA_ENV
     shell:
         "python -m yocou.results.summarize.ladder fits --scale {params.scale} --points {input.points} --rules {input.rules} "
-        "--out {output.json} --figure {output.png} --dpi {params.dpi} > {log} 2>&1"
+        "--bracket {input.bracket} --out {output.json} --figure {output.png} --dpi {params.dpi} > {log} 2>&1"
 
 
 rule bracket:

@@ -41,7 +41,8 @@ LADDER_FILE = "ladder/ladder.json"
 ID_PREFIX = "v.ladder."
 _INTERIM = "interim"
 _VERDICT = {"same direction": SAME, "opposite": OPPOSITE, "no difference": NO_DIFFERENCE,
-            "inconclusive": INCONCLUSIVE, "inconclusive (one seed)": INCONCLUSIVE, NOT_COMPARABLE: NOT_COMPARABLE}
+            "inconclusive": INCONCLUSIVE, "inconclusive (no interval)": INCONCLUSIVE,
+            "inconclusive (rate not bracketed)": INCONCLUSIVE, NOT_COMPARABLE: NOT_COMPARABLE}
 _CLAIMS = {"equal_tokens": ("fig2.tokens_saved_pct",), "equal_flops": ("fig2.loss_gap_equal_flops",),
            "token_saving": ("fig2.tokens_saved_pct", "fig2.tokens_yocou_B", "fig2.tokens_yoco_B")}
 
@@ -80,6 +81,7 @@ class _Decision(_Model):
     verdict: str
     verdict_unadjusted: str
     regime_past_bigram: bool
+    not_bracketed: list[str] = []
 
 
 class _EqualFlops(_Model):
@@ -184,6 +186,8 @@ def verdicts(results_dir: str | Path, margin_nats: float | None = None) -> list[
             if verdict is None:
                 raise ValueError(f"{path}: decisions: verdict {d.verdict!r} is not one the ladder writes")
             qual = f"annealed ladder, decided at its largest budget; alone: {d.verdict_unadjusted}"
+            if d.not_bracketed:
+                qual += f"; capped: the best rate of {', '.join(d.not_bracketed)} is not bracketed (eval/ladder.yaml)"
         ci = "" if d.low is None else f"95% CI [{d.low:+.3f}, {d.high:+.3f}] ({ci_method})"
         out.append(Verdict(
             f"{ID_PREFIX}{d.quantity}.{d.split}", _CLAIMS[d.quantity],

@@ -5,8 +5,8 @@ Command line (what ``workflows/rules/ladder.smk`` calls)::
 
     python -m yocou.results.summarize.ladder bracket --scale S --ppl-root results/S/ladder/ppl --baseline B.json --out bracket.json
     python -m yocou.results.summarize.ladder points --scale S --run-root runs/S/ladder --res results/S/ladder --out points.csv
-    python -m yocou.results.summarize.ladder fits --scale S --points points.csv --rules eval/ladder.yaml --out ladder.json \\
-        --figure figures/S/fig2_ladder.png
+    python -m yocou.results.summarize.ladder fits --scale S --points points.csv --rules eval/ladder.yaml \\
+        --bracket bracket.json --out ladder.json --figure figures/S/fig2_ladder.png
 
 Every table is written as CSV, Markdown and JSON with provenance (:func:`yocou.results.render.common.write_table`).
 """
@@ -251,6 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--scale", required=True)
     f.add_argument("--points", required=True, type=reads())
     f.add_argument("--rules", default="eval/ladder.yaml", type=reads())
+    f.add_argument("--bracket", default=None, type=reads(),
+                   help="bracket.json: a variant whose best rate is not interior caps the verdicts that read it")
     f.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     f.add_argument("--figure", required=True, type=writes(paths=suffixed(".png", ".pdf")))
     f.add_argument("--dpi", type=int, default=150)
@@ -285,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from yocou.results.summarize.ladder_fits import write_fits
 
-        write_fits(a.points, a.rules, a.out, a.figure, a.scale, dpi=a.dpi, planned_steps=max(study.budgets))
+        write_fits(a.points, a.rules, a.out, a.figure, a.scale, dpi=a.dpi, planned_steps=max(study.budgets),
+                   bracket=a.bracket)
     return 0
 
 

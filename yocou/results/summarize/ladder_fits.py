@@ -13,7 +13,8 @@ held-out loss per split and the bigram fitted on that budget's own training wind
   extrapolated), each side at D = C / its FLOPs per token; the decision's interval is the bootstrap's percentile
   interval at the row's Holm level, and its gate reads each side's measured budgets on either side of its D;
 * **token saving** at YOCO's final loss (the paper's 62%), "censored" when YOCO-U's fit does not reach it inside
-  its measured budgets; **crossover** of the fits, labelled "extrapolated" outside the measured budgets.
+  its measured budgets; **crossovers** of the fits (every one), labelled "extrapolated" outside the budgets both
+  variants measured.
 
 Losses are nats/token; D is in tokens; C (training FLOPs) from :mod:`yocou.model.accounting` as recorded by each run.
 """
@@ -37,8 +38,10 @@ REPORTED = (*SPLITS, "plays")
 
 def _reported(pts: pd.DataFrame) -> list[str]:
     return [s for s in REPORTED if s in pts.columns and f"bigram_{s}" in pts.columns]
-PAIRS = (("yocou", "yoco"), ("yocou", "rins"), ("yoco", "transformer"))
+PAIRS = (("yocou", "yoco"), ("yocou", "rins"), ("transformer", "yoco"))
 NOT_COMPARABLE = "not comparable (pre-bigram regime)"
+#: eval/ladder.yaml (bracket): the cap on a verdict that reads a variant whose best bracketed rate is not interior
+NOT_BRACKETED = "inconclusive (rate not bracketed)"
 INTERIM = "interim (the decision budget is not reached)"
 
 
@@ -102,21 +105,21 @@ def tokens_to_reach(target: float, params: tuple[float, float, float]) -> float:
 
 
 def crossover(pu: tuple[float, float, float], py: tuple[float, float, float], lo: float = 1e4,
-              hi: float = 1e12) -> float | None:
-    """The smallest D in [lo, hi] where the two fitted curves cross (a sign change of their difference on a log
-    grid, refined by bisection); None when they do not cross there."""
+              hi: float = 1e12) -> list[float]:
+    """Every D in [lo, hi] where the two fitted curves cross, ascending (sign changes of their difference on a log
+    grid, each refined by bisection); empty when they do not cross there."""
     grid = np.logspace(math.log10(lo), math.log10(hi), 2000)
     diff = power_law(grid, *pu) - power_law(grid, *py)
-    idx = np.nonzero(np.sign(diff[:-1]) * np.sign(diff[1:]) < 0)[0]
-    if not len(idx):
-        return None
-    a, b = grid[idx[0]], grid[idx[0] + 1]
-    for _ in range(60):
-        m = math.sqrt(a * b)
-        fa = power_law(a, *pu) - power_law(a, *py)
-        fm = power_law(m, *pu) - power_law(m, *py)
-        a, b = (a, m) if np.sign(fa) != np.sign(fm) else (m, b)
-    return float(math.sqrt(a * b))
+    out = []
+    for i in np.nonzero(np.sign(diff[:-1]) * np.sign(diff[1:]) < 0)[0]:
+        a, b = grid[i], grid[i + 1]
+        for _ in range(60):
+            m = math.sqrt(a * b)
+            fa = power_law(a, *pu) - power_law(a, *py)
+            fm = power_law(m, *pu) - power_law(m, *py)
+            a, b = (a, m) if np.sign(fa) != np.sign(fm) else (m, b)
+        out.append(float(math.sqrt(a * b)))
+    return out
 
 
 # --- intervals -------------------------------------------------------------------------------------------------
@@ -139,17 +142,15 @@ def paired_t(diffs: Sequence[float], level: float) -> dict[str, Any]:
 
 
 def holm(pvals: Sequence[float | None], alpha: float) -> list[dict[str, Any]]:
-    """Holm's step-down over the non-None p-values: per entry the adjusted p and the per-row level ``1 - alpha /
-    (m - rank)`` (rank 0-based in ascending p) at which its interval is read; None entries stay None."""
-    idx = [i for i, p in enumerate(pvals) if p is not None]
-    m = len(idx)
-    order = sorted(idx, key=lambda i: pvals[i])
-    out: list[dict[str, Any]] = [{"p_adjusted": None, "level": None} for _ in pvals]
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * float(pvals[i])))
-        out[i] = {"p_adjusted": running, "level": 1 - alpha / (m - rank)}
-    return out
+    """Holm's step-down over the non-None p-values (:func:`yocou.results.audit.family.holm`): per entry the adjusted
+    p and the level at which its interval is read, ``1 - alpha / (m - i + 1)`` for the i-th rejected row and
+    ``1 - alpha / (m - r)`` for every row not rejected (r rejected), so an interval excludes 0 at its level exactly
+    when Holm rejects the row; None entries stay None."""
+    from yocou.results.audit.family import holm as _holm
+
+    h = _holm({i: float(p) for i, p in enumerate(pvals) if p is not None}, alpha)
+    return [{"p_adjusted": h[i]["p_adjusted"], "level": h[i]["level"]} if i in h else
+            {"p_adjusted": None, "level": None} for i in range(len(pvals))]
 
 
 # --- the analysis ----------------------------------------------------------------------------------------------
@@ -197,12 +198,15 @@ def equal_token_gaps(pts: pd.DataFrame, level: float) -> pd.DataFrame:
 
 
 def _decide(low: float | None, high: float | None, margin: float, paper_sign: int) -> str:
+    """eval/ladder.yaml (gaps): "same direction" (the paper's sign) or "opposite" when the interval excludes 0,
+    else "no difference" when it lies inside +-``margin``, else "inconclusive"; no interval (one seed, or too few
+    bootstrap fits): "inconclusive (no interval)"."""
     if low is None or high is None:
-        return "inconclusive (one seed)"
-    if -margin < low and high < margin:
-        return "no difference"
+        return "inconclusive (no interval)"
     if high < 0 or low > 0:
         return "same direction" if (np.sign(high if high < 0 else low) == paper_sign) else "opposite"
+    if -margin < low and high < margin:
+        return "no difference"
     return "inconclusive"
 
 
@@ -241,12 +245,16 @@ def _neighbours(variant: str, d: float, toks: Mapping[str, Sequence[float]]) -> 
     return [(variant, int(t)) for t in (below[-1:] + above[:1])]
 
 
-def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | None = None) -> dict[str, Any]:
+def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | None = None,
+            bracketed: Mapping[str, bool] | None = None) -> dict[str, Any]:
     """Everything the ladder report states: regime, gaps, decisions, fits, equal FLOPs, token saving, crossover.
 
     ``planned_steps``: the ladder's largest budget (optimizer steps, workflows/studies/ladder.yaml). Where the points
     stop short of it (the ladder still training), every decision's verdict is :data:`INTERIM`: the rules decide at
     the largest budget only, and an earlier rung is reported with its interval, not decided.
+
+    ``bracketed``: per variant, whether its best bracketed rate is interior (``bracket.json``'s ``best``); a
+    verdict that reads a variant that is not is capped at :data:`NOT_BRACKETED` (eval/ladder.yaml, bracket).
 
     Raises:
         ValueError: ``pts`` lacks a column this needs, naming it.
@@ -293,7 +301,9 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
                       if a and b]
                 lo, hi = (float(np.percentile(bs, 100 * alpha / 2)), float(np.percentile(bs, 100 * (1 - alpha / 2)))) \
                     if len(bs) >= 100 else (None, None)
-                p = (2 * min(np.mean(np.array(bs) <= 0), np.mean(np.array(bs) >= 0))) if len(bs) >= 100 else None
+                # two-sided bootstrap p with the +1 of Davison and Hinkley (1997, eq. 4.11): never 0 from B resamples
+                p = (2 * (1 + min(np.sum(np.array(bs) <= 0), np.sum(np.array(bs) >= 0))) / (1 + len(bs))
+                     if len(bs) >= 100 else None)
                 flops.append({"quantity": "equal_flops", "split": s, "yocou_tokens": du, "yoco_tokens": dy,
                               "train_flops": c_hi, "gap": est, "low": lo, "high": hi,
                               "p": float(min(1.0, p)) if p is not None else None, "n_boot": len(bs),
@@ -313,9 +323,9 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
                                "saving": None if censored else 1 - dstar / toks["yoco"][-1],
                                "censored": censored, "share_of_resamples_reaching": float(np.mean(reach)) if reach else None,
                                "paper": float(rules["token_saving"]["paper"])})
-                dx = crossover(pu, py)
-                cross.append({"split": s, "tokens": dx, "extrapolated": dx is None or not (
-                    toks["yocou"][0] <= dx <= toks["yocou"][-1])})
+                lo_d, hi_d = max(toks["yocou"][0], toks["yoco"][0]), min(toks["yocou"][-1], toks["yoco"][-1])
+                cross += [{"split": s, "tokens": dx, "extrapolated": not lo_d <= dx <= hi_d}
+                          for dx in crossover(pu, py)] or [{"split": s, "tokens": None, "extrapolated": True}]
     # Holm over the splits, per quantity; the gate and the decision.
     for q in ("equal_tokens", "equal_flops"):
         rows = [d for d in decisions if d["quantity"] == q]
@@ -342,6 +352,9 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
             d["verdict_unadjusted"] = _decide(d["low"], d["high"], margin, paper_sign=-1)
             d["regime_past_bigram"] = gate_ok
             d["verdict"] = verdict if gate_ok else NOT_COMPARABLE
+            unbracketed = [v for v in (d["a"], d["b"]) if bracketed is not None and not bracketed[v]]
+            if unbracketed and gate_ok:
+                d["verdict"], d["not_bracketed"] = NOT_BRACKETED, unbracketed
             if planned_steps is not None and int(pts["steps"].max()) < planned_steps:
                 d["verdict"] = INTERIM
     return {"regime": regime, "gaps": gaps, "decisions": decisions, "fits": fits, "equal_flops": flops,
@@ -349,21 +362,51 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
             "boot": boots}
 
 
+def _distinct(res: Mapping[str, Any], variant: str) -> int:
+    """How many distinct resamples (multisets) the bootstrap has over ``variant``'s n seeds: C(2n - 1, n)."""
+    n = int(res["regime"][res["regime"]["variant"] == variant]["n"].max())
+    return math.comb(2 * n - 1, n)
+
+
 def _fmt(x: Any, f: str = "+.4f") -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, f)
 
 
+def read_bracketed(path: str | Path, variants: Sequence[str]) -> dict[str, bool]:
+    """Per variant of ``variants``, whether ``path`` (the bracket's ``bracket.json``) has its best rate interior.
+
+    Raises:
+        ValueError: the file is not JSON, or lacks ``best.<variant>.interior`` (a boolean) for one of ``variants``,
+            naming the file and the field.
+    """
+    import json
+
+    try:
+        best = json.loads(Path(path).read_text(encoding="utf-8"))["best"]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not the bracket's JSON with a 'best' section ({type(e).__name__}: {e})") from None
+    out = {}
+    for v in variants:
+        got = best.get(v, {}).get("interior") if isinstance(best, dict) and isinstance(best.get(v), dict) else None
+        if not isinstance(got, bool):
+            raise ValueError(f"{path}: best.{v}.interior: expected true or false, got {got!r}")
+        out[v] = got
+    return out
+
+
 def write_fits(points: str | Path, rules_path: str | Path, out_json: str | Path, figure: str | Path, scale: str,
-               dpi: int = 150, planned_steps: int | None = None) -> dict[str, Any]:
+               dpi: int = 150, planned_steps: int | None = None, bracket: str | Path | None = None) -> dict[str, Any]:
     """Write ``ladder.{json,csv,md}`` beside ``out_json`` and the figure (:mod:`yocou.results.render.ladder`);
-    ``planned_steps``: see :func:`analyse`."""
+    ``planned_steps``: see :func:`analyse`; ``bracket``: the bracket's ``bracket.json``, whose best rates cap the
+    verdicts of variants not bracketed (:func:`read_bracketed`, :func:`analyse`)."""
     from yocou.results.render.common import configure
     from yocou.results.render.ladder import draw
     from yocou.utils.io import atomic_write_json, atomic_write_text, provenance
 
     pts = pd.read_csv(points)
     rules = read_rules(rules_path)
-    res = analyse(pts, rules, planned_steps)
+    bracketed = None if bracket is None else read_bracketed(bracket, list(dict.fromkeys(pts["variant"])))
+    res = analyse(pts, rules, planned_steps, bracketed)
     res["planned_steps"], res["steps_reached"] = planned_steps, int(pts["steps"].max())
     stem = Path(out_json).with_suffix("")
     prov = provenance({"scale": scale, "rules": rules}, None)
@@ -437,8 +480,8 @@ def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov
     for e in res["equal_flops"]:
         out.append(f"- Equal FLOPs ({e['split']}): YOCO-U at {e['yocou_tokens'] / 1e6:.2f}M tokens against YOCO at "
                    f"{e['yoco_tokens'] / 1e6:.2f}M (both fitted, at {e['train_flops']:.3g} training FLOPs), YOCO-U - YOCO = {_fmt(e['gap'])} "
-                   f"[{_fmt(e['low'])}, {_fmt(e['high'])}] (bootstrap over seeds, {e['n_boot']} resamples); the paper: "
-                   f"{e['paper']:+.3f}.")
+                   f"[{_fmt(e['low'])}, {_fmt(e['high'])}] (bootstrap over seeds, {e['n_boot']} resamples; "
+                   f"{_distinct(res, 'yocou')} distinct resamples of YOCO-U's seeds); the paper: {e['paper']:+.3f}.")
     for t in res["token_saving"]:
         if t["censored"]:
             out.append(f"- Token saving ({t['split']}): **censored**: YOCO-U's fit does not reach YOCO's final loss "
@@ -451,9 +494,10 @@ def report_md(res: Mapping[str, Any], rules: Mapping[str, Any], scale: str, prov
                        f"{t['yoco_final_loss']:.4f} at {t['yocou_tokens_needed'] / 1e6:.2f}M tokens; reached in "
                        f"{_fmt(t['share_of_resamples_reaching'], '.0%')} of resamples); the paper: {t['paper']:.0%}.")
     for c in res["crossover"]:
-        where = "none in 1e4-1e12 tokens" if c["tokens"] is None else f"{c['tokens'] / 1e6:.3g}M tokens"
+        where = "none in 1e4-1e12 tokens" if c["tokens"] is None else f"at {c['tokens'] / 1e6:.3g}M tokens"
         out.append(f"- Crossover of the fits ({c['split']}): {where}"
-                   + (" (**extrapolated**, not decided)" if c["extrapolated"] else " (inside the measured budgets)")
+                   + (" (**extrapolated**, outside both variants' measured budgets; not decided)" if c["extrapolated"]
+                      else " (inside the measured budgets; not decided)")
                    + ".")
     out.append(f"\n<sub>yocou · commit {prov['git_commit'][:10]}{' (dirty)' if prov.get('git_dirty') else ''} · "
                f"{prov['device'].get('cpu_model', '')} · CPU</sub>\n")
