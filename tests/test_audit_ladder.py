@@ -60,7 +60,28 @@ def test_a_complete_ladder_gives_decided_rows_with_their_regime(tmp_path: Path) 
         # equal FLOPs: YOCO-U pays ~1.8x per token, so its law loses here; the paper's direction is YOCO-U lower
         ef = rows[f"v.ladder.equal_flops.{split}"]
         assert ef.ci_low_adjusted > 0 and ef.verdict == OPPOSITE
+        # its regime: the worst of the measured points on either side of each fitted D (the ladder's gate)
+        lad = json.loads((res / "ladder" / "ladder.json").read_text(encoding="utf-8"))
+        f = next(e for e in lad["equal_flops"] if e["split"] == split)
+        budgets = sorted(pts["tokens"].unique())
+        near = [(v, t) for v, d in (("yocou", f["yocou_tokens"]), ("yoco", f["yoco_tokens"]))
+                for t in {max(b for b in budgets if b <= d * 1.0001), min(b for b in budgets if b >= d * 0.9999)}]
+        worst = max(_seed_means(pts, v, split, t) - float(pts[pts["tokens"] == t][f"bigram_{split}"].iloc[0])
+                    for v, t in near)
+        assert len(near) == 3 and ef.loss_minus_bigram == pytest.approx(worst, abs=1e-9)
         assert rows[f"v.ladder.token_saving.{split}"].claims[0] == "fig2.tokens_saved_pct"
+
+
+@pytest.mark.slow
+def test_the_equal_flops_regime_reads_the_budgets_on_both_sides_of_the_fitted_tokens(tmp_path: Path) -> None:
+    """YOCO-U's equal-FLOPs tokens fall between its last two budgets: a last budget barely past its bigram (by
+    0.06) is the row's worst point, though the budget below is far past."""
+    pts = _points(noise=0.002)
+    top = int(pts["tokens"].max())
+    at = (pts["variant"] == "yocou") & (pts["tokens"] == top)
+    pts.loc[at, "bigram_book"] = _seed_means(pts, "yocou", "book", top) + 0.06
+    ef = {v.id: v for v in AL.verdicts(_write(tmp_path, pts), margin_nats=0.05)}["v.ladder.equal_flops.book"]
+    assert ef.loss_minus_bigram == pytest.approx(-0.06, abs=1e-9)
 
 
 def test_a_ladder_with_the_plays_split_reads_and_its_rows_stay_on_book_and_code(tmp_path: Path) -> None:
