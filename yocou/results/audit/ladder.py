@@ -81,6 +81,7 @@ class _Decision(_Model):
     verdict: str
     verdict_unadjusted: str
     regime_past_bigram: bool
+    gate_points: list[tuple[str, int]]      # (variant, tokens): the measured points the ladder's gate read
     not_bracketed: list[str] = []
 
 
@@ -131,13 +132,9 @@ def _point(lad: _Ladder, variant: str, split: str, tokens: float) -> _Point | No
     return max(pts, key=lambda p: p.tokens) if pts else None
 
 
-def _around(lad: _Ladder, variant: str, split: str, tokens: float) -> list[_Point | None]:
-    """The measured points of ``variant`` on either side of ``tokens`` (one where it is measured): the points the
-    ladder's gate reads for a quantity taken from the fit at ``tokens`` (ladder_fits.analyse, equal FLOPs)."""
-    below = _point(lad, variant, split, tokens)
-    above = [p for p in lad.regime if p.variant == variant and p.split == split and p.tokens >= tokens * 0.9999]
-    up = min(above, key=lambda p: p.tokens) if above else None
-    return [below] if below is not None and up is not None and below.tokens == up.tokens else [below, up]
+def _exact(lad: _Ladder, variant: str, split: str, tokens: int) -> _Point | None:
+    """The seed-mean point of ``variant`` on ``split`` measured at exactly ``tokens``."""
+    return next((p for p in lad.regime if p.variant == variant and p.split == split and p.tokens == tokens), None)
 
 
 def _regime(points: list[_Point | None], split: str, margin: float | None) -> dict:
@@ -176,14 +173,13 @@ def verdicts(results_dir: str | Path, margin_nats: float | None = None) -> list[
     flops = {f.split: f for f in lad.equal_flops}
     out: list[Verdict] = []
     for d in lad.decisions:
+        pts = [_exact(lad, v, d.split, t) for v, t in d.gate_points]
         if d.quantity == "equal_tokens":
-            pts = [_point(lad, d.a, d.split, d.tokens), _point(lad, d.b, d.split, d.tokens)]
             what = f"at {d.tokens / 1e6:.3g}M tokens each (the ladder's largest budget reached)"
             paper, ci_method = "YOCO-U lower (62% fewer tokens to YOCO's loss)", (
                 f"paired t over {d.n_seeds} seeds, 95%")
         else:
             f = flops[d.split]
-            pts = _around(lad, d.a, d.split, f.yocou_tokens) + _around(lad, d.b, d.split, f.yoco_tokens)
             what = (f"at {f.train_flops:.3g} training FLOPs (YOCO-U {f.yocou_tokens / 1e6:.3g}M, YOCO "
                     f"{f.yoco_tokens / 1e6:.3g}M tokens), from the fitted L(D), inside the measured range")
             paper, ci_method = f"{f.paper:+g} nats (YOCO-U lower)", "bootstrap over seeds, 95%"

@@ -332,8 +332,10 @@ def analyse(pts: pd.DataFrame, rules: Mapping[str, Any], planned_steps: int | No
         adj = holm([d["p"] for d in rows], alpha)
         for d, h in zip(rows, adj):
             d.update(h)
-            points = d.pop("gate_points", None) or [("yocou", d["tokens"]), ("yoco", d["tokens"])]
-            gate_ok = all(past.get((v, d["split"], t), False) for v, t in points)
+            # the measured points whose regime gates the row (kept in ladder.json: the audit states their regime)
+            d["gate_points"] = [[v, int(t)] for v, t in
+                                d.get("gate_points") or [("yocou", d["tokens"]), ("yoco", d["tokens"])]]
+            gate_ok = all(past.get((v, d["split"], t), False) for v, t in d["gate_points"])
             lo, hi = d["low"], d["high"]
             if q == "equal_tokens" and d["p"] is not None and h["level"] is not None:
                 # the interval at the Holm level of this row
