@@ -188,7 +188,6 @@ def _mutate_text(s: str, factor: float) -> str:
 def _set_cell(rep: Path, reg: Path, ref: str, how) -> None:
     """Rewrite one cell of the copied table CSV (or one claim value of the copied registry)."""
     if ref.startswith("C:"):
-        import yaml
 
         # edit the one "value:" line of the claim in the copied YAML (a full dump/load round trip is slow)
         lines = reg.read_text(encoding="utf-8").splitlines(keepends=True)
@@ -452,7 +451,8 @@ def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_re
     (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": "eleven"}}}, "seeds.core"),
     (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": 0}}}, "seeds.core"),
     (lambda c: {**c, "config": {**c["config"], "train": {**c["config"]["train"], "steps": -5}}}, "train.steps"),
-    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": 3}}}, "seeds.core is 3"),
+    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": c["config"]["seeds"]["core"] + 2}}},
+     "seeds.core is"),
 ])
 def test_a_results_config_that_is_malformed_or_contradicts_the_tables_is_refused(edit, field, tmp_path, capsys):
     """``results/<scale>/config.json`` is validated before the audit reads it: a list, a wrong type, or a seed count
@@ -473,3 +473,23 @@ def test_a_results_config_that_is_malformed_or_contradicts_the_tables_is_refused
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(copy / "config.json") in err and field in err, err
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_while_computing_the_audit_reads_the_config_the_runs_started_with(tmp_path, capsys):
+    """A compute run replaces ``results/<scale>/config.json`` only after its audit, so until then that file is the
+    previous results' (here: two more core seeds than the tables have). The audit reads ``runs/<scale>/started.json``
+    where it exists, and passes; without it the stale config is refused, naming that file."""
+    from yocou.cli import main
+
+    copy = tmp_path / "results" / "tiny"
+    shutil.copytree(ROOT / "results" / "tiny" / "tidy", copy / "tidy")
+    cfg = json.loads((ROOT / "results" / "tiny" / "config.json").read_text(encoding="utf-8"))
+    stale = {**cfg, "config": {**cfg["config"], "seeds": {**cfg["config"]["seeds"],
+                                                          "core": cfg["config"]["seeds"]["core"] + 2}}}
+    (copy / "config.json").write_text(json.dumps(stale), encoding="utf-8")
+    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 2
+    assert str(copy / "config.json") in capsys.readouterr().err
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    (tmp_path / "runs" / "tiny" / "started.json").write_text(json.dumps(cfg), encoding="utf-8")
+    assert main(["audit", "--results", str(copy), "--baseline", str(BASELINE), "--report-only"]) == 0

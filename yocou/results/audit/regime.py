@@ -153,24 +153,15 @@ def _table(results_dir: Path, tidy: dict[str, pd.DataFrame], study: str) -> pd.D
     return read_tidy(p) if p.is_file() else None
 
 
-def _config(rd: Path) -> dict | None:
-    """The resolved config that made ``rd`` (``results/<scale>``): ``runs/<scale>/started.json`` beside it while
-    computing (the config the runs were started with; results/<scale>/config.json is written only after the
-    audit), else ``rd/config.json`` (the committed results'); None without either."""
-    for p in (rd.parent.parent / "runs" / rd.name / "started.json", rd / "config.json"):
-        if p.is_file():
-            from yocou.results.audit.resultsconfig import read_results_config
-
-            return read_results_config(p)
-    return None
-
-
 def context(results_dir: str | Path, tidy: dict[str, pd.DataFrame], rules: Rules | None = None) -> Context:
     """The :class:`Context` of ``results_dir``: its tidy tables (those in ``tidy``, else read from
-    ``results_dir/tidy``) and its resolved config (:func:`_config`; only the schedules are read from it)."""
+    ``results_dir/tidy``) and its resolved config
+    (:func:`yocou.results.audit.resultsconfig.results_config`; only the schedules are read from it)."""
     rules = rules or load_rules()
     rd = Path(results_dir)
-    cfg = _config(rd)
+    from yocou.results.audit.resultsconfig import results_config
+
+    cfg = results_config(rd)
     loss: dict[str, dict[str, float]] = {}
     for src in rules.heldout_loss:
         df = _table(rd, tidy, src["study"])

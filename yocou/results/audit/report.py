@@ -82,7 +82,7 @@ from yocou.results.audit.family import power_table, read_timing
 from yocou.results.audit.ladder import ID_PREFIX as LADDER_PREFIX
 from yocou.results.audit.ladder import verdicts as ladder_verdicts
 from yocou.results.audit.regime import PAST, PRE, UNKNOWN, load_rules
-from yocou.results.audit.resultsconfig import read_results_config
+from yocou.results.audit.resultsconfig import results_config
 from yocou.results.audit.verdicts import (
     INCONCLUSIVE,
     NO_DIFFERENCE,
@@ -153,8 +153,7 @@ def audit(scale: str, results_dir: str | Path | None = None, *, reported_dir: st
     main = reproduce(src, rdir, scale, tidy=tidy)  # the declared comparisons: one family (Holm), the power table's rows
     verdicts = main + ladder_verdicts(rdir, _ladder_margin())  # the ladder's rows, decided by eval/ladder.yaml
     claims = claim_status(load_claims(src), checks, verdicts)
-    cfg_path = rdir / "config.json"
-    cfg = read_results_config(cfg_path) if cfg_path.is_file() else {}
+    cfg = results_config(rdir) or {}   # the config computing runs with, else the committed results'
     return {"sources": src, "checks": checks, "verdicts": verdicts, "claims": claims, "scale": scale,
             "results_dir": str(rdir), "notes": shared_study_notes(rdir, rows), "seed_spread": seed_spread(tidy, rows),
             "regime_rules": load_rules(),

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, Validat
 
 from yocou.results.readers import read_json
 
-__all__ = ["read_results_config", "check_seed_counts"]
+__all__ = ["read_results_config", "results_config", "results_config_path", "check_seed_counts"]
 
 
 class _Seeds(BaseModel):
@@ -64,6 +64,27 @@ def read_results_config(path: str | Path) -> dict[str, Any]:
         field = ".".join(str(x) for x in err["loc"])
         raise ValueError(f"{p}: {field}: {err['msg']} (got {err.get('input')!r})") from None
     return cfg
+
+
+def results_config(results_dir: str | Path) -> dict[str, Any] | None:
+    """The resolved config that made ``results_dir`` (``results/<scale>``), validated: ``runs/<scale>/started.json``
+    beside it while computing (the config the runs were started with; ``results/<scale>/config.json`` is written only
+    after the audit, so until then it is the previous results' config), else ``results_dir/config.json`` (the
+    committed results'); None without either.
+
+    Raises:
+        ValueError: the file found is not a valid resolved config (:func:`read_results_config`).
+    """
+    p = results_config_path(results_dir)
+    return None if p is None else read_results_config(p)
+
+
+def results_config_path(results_dir: str | Path) -> Path | None:
+    """The file :func:`results_config` reads for ``results_dir``: ``runs/<scale>/started.json`` where it exists,
+    else ``results_dir/config.json`` where that does; None without either."""
+    rd = Path(results_dir)
+    return next((p for p in (rd.parent.parent / "runs" / rd.name / "started.json", rd / "config.json")
+                 if p.is_file()), None)
 
 
 def check_seed_counts(cfg: dict[str, Any], path: str | Path, runs: pd.DataFrame | None) -> None:

@@ -511,7 +511,8 @@ def require_known_roles(rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None
 
 
 def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
-    """Refuse a results folder made by the pipeline (it holds ``config.json``, the resolved config) that lacks a
+    """Refuse a results folder made by the pipeline (it holds ``config.json``, the resolved config, or is being
+    computed: ``runs/<scale>/started.json``; :func:`~yocou.results.audit.resultsconfig.results_config_path`) that lacks a
     tidy table the comparisons read: the pipeline writes every one of them at every scale (the learning-rate study
     only where ``lr_sensitivity`` is set), so an absent table is a lost file, not a study this scale does not run.
     A folder without ``config.json`` (made by hand, or by part of the pipeline) keeps "not run" for absent tables.
@@ -519,11 +520,15 @@ def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd
     Raises:
         FileNotFoundError: naming the first absent table, the study and the config.
     """
-    cfg_path = Path(results_dir) / "config.json"
-    if not cfg_path.is_file():
-        return
-    from yocou.results.audit.resultsconfig import check_seed_counts, read_results_config
+    from yocou.results.audit.resultsconfig import (
+        check_seed_counts,
+        read_results_config,
+        results_config_path,
+    )
 
+    cfg_path = results_config_path(results_dir)  # while computing, the config the runs were started with
+    if cfg_path is None:
+        return
     cfg = read_results_config(cfg_path)
     check_seed_counts(cfg, cfg_path, tidy.get("runs"))
     want = sorted({r["study"] for r in rows if not r.get("results")}  # another folder's study: "not run" if absent
