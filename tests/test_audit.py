@@ -188,7 +188,6 @@ def _mutate_text(s: str, factor: float) -> str:
 def _set_cell(rep: Path, reg: Path, ref: str, how) -> None:
     """Rewrite one cell of the copied table CSV (or one claim value of the copied registry)."""
     if ref.startswith("C:"):
-
         # edit the one "value:" line of the claim in the copied YAML (a full dump/load round trip is slow)
         lines = reg.read_text(encoding="utf-8").splitlines(keepends=True)
         start = next(i for i, l in enumerate(lines) if l.strip() == f"- id: {ref[2:]}")
@@ -451,12 +450,12 @@ def test_an_audit_of_a_copied_results_folder_names_the_shared_study_it_cannot_re
     (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": "eleven"}}}, "seeds.core"),
     (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": 0}}}, "seeds.core"),
     (lambda c: {**c, "config": {**c["config"], "train": {**c["config"]["train"], "steps": -5}}}, "train.steps"),
-    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"], "core": c["config"]["seeds"]["core"] + 2}}},
-     "seeds.core is"),
+    (lambda c: {**c, "config": {**c["config"], "seeds": {**c["config"]["seeds"],
+                                                         "core": c["config"]["seeds"]["core"] + 2}}}, "seeds.core is"),
 ])
 def test_a_results_config_that_is_malformed_or_contradicts_the_tables_is_refused(edit, field, tmp_path, capsys):
     """``results/<scale>/config.json`` is validated before the audit reads it: a list, a wrong type, or a seed count
-    the tidy runs table contradicts (3 where the table has 11 replicas of each core variant) fails in one line
+    the tidy runs table contradicts (two more than the table has replicas of each core variant) fails in one line
     naming the file and the field, and writes nothing; the committed config passes."""
     from yocou.cli import main
 

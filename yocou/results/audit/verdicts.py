@@ -511,11 +511,11 @@ def require_known_roles(rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None
 
 
 def require_tables(results_dir: str | Path, rows: list[dict], tidy: dict[str, pd.DataFrame]) -> None:
-    """Refuse a results folder made by the pipeline (it holds ``config.json``, the resolved config, or is being
-    computed: ``runs/<scale>/started.json``; :func:`~yocou.results.audit.resultsconfig.results_config_path`) that lacks a
-    tidy table the comparisons read: the pipeline writes every one of them at every scale (the learning-rate study
-    only where ``lr_sensitivity`` is set), so an absent table is a lost file, not a study this scale does not run.
-    A folder without ``config.json`` (made by hand, or by part of the pipeline) keeps "not run" for absent tables.
+    """Refuse a results folder made by the pipeline (it has a resolved config:
+    :func:`~yocou.results.audit.resultsconfig.results_config_path`) that lacks a tidy table the comparisons read:
+    the pipeline writes every one of them at every scale (the learning-rate study only where ``lr_sensitivity`` is
+    set), so an absent table is a lost file, not a study this scale does not run.
+    A folder without a resolved config (made by hand, or by part of the pipeline) keeps "not run" for absent tables.
 
     Raises:
         FileNotFoundError: naming the first absent table, the study and the config.
