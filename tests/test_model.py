@@ -224,7 +224,7 @@ def test_sliding_window_matches_slow_reference(n: int) -> None:
     x = torch.randn(1, n, KW["d_model"])
     from yocou.model.layers import apply_rope, rope_cos_sin
     with torch.no_grad():
-        out = layer(x, m.plan[0], torch.arange(n), rope_cos_sin(torch.arange(n), 12, 10000.0, x.dtype), None, 0)
+        out = layer(x, m.plan[0], rope_cos_sin(torch.arange(n), 12, 10000.0, x.dtype), None, 0)
         h = layer.attn_norm(x)
         # slow reference: separate Q, K, V matmuls on the row blocks of the fused matrix
         wq, wk, wv = layer.wqkv.weight.split([48, 48, 48], dim=0)

@@ -23,7 +23,7 @@ over sequences of N tokens:
   masked blocks does, and what the architecture costs. ``attention="dense"``: all
   ``N`` keys for every attention application, the ``N×N`` score matrix of one
   ``scaled_dot_product_attention`` call with a causal flag or a boolean window mask
-  (``model._mask_for``), which is what ``torch.utils.flop_counter`` charges for it.
+  (``yocou.model.attention.attention``), which is what ``torch.utils.flop_counter`` charges for it.
   The training forward makes such calls for global and cross attention and for
   window layers shorter than ``model.WINDOW_BLOCKED_MIN · W``; longer window layers
   run in blocks (``model.window_attend``), about ``N·(2W - 1)`` scores. The two

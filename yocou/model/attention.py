@@ -1,13 +1,25 @@
-"""The attention kernels: one exact computation (softmax attention of each query over the keys its mask allows) in
-the forms that are fastest where each is used.
+"""Attention: one exact computation (softmax attention of each query over the keys it may see) behind one dispatch,
+:func:`attention`, with a backend per device.
 
-- :func:`attend`: ``scaled_dot_product_attention`` with grouped-query heads, a causal flag or a boolean mask (and,
-  on CPU, a causal call split in two below PyTorch's flash-kernel key block).
-- :func:`window_attend`: sliding-window attention in blocks, linear in N (training at ``N >= 4·W`` and prefill
-  chunks over a window cache).
-- :func:`position_mask`, :func:`mask_for`: which key each query may see, as the cheapest exact form for
-  :func:`attend`.
-- :func:`full_attend`: a forward without a cache (training, scoring) picks among them.
+Every call site of the model (a training forward, a prefill chunk over a cache, a decode step; self, sliding-window
+and cross layers) is the same pattern: the K keys are the positions that end at the last query's position (lower-right
+causal alignment, ``q_offset = K - N``), and a sliding window of W lets a query see itself and the ``W - 1`` keys
+before it. Backends (:data:`BACKENDS`), chosen by device or forced by name (:func:`set_attention_backend`,
+:func:`attention_backend`, or ``YOCOU_ATTENTION_BACKEND``):
+
+- ``sdpa`` (CPU): ``scaled_dot_product_attention``; window layers at ``N >= WINDOW_BLOCKED_MIN · W`` and every
+  prefill chunk over a window cache in blocks (:func:`window_attend`, linear in N), shorter ones with one boolean
+  mask, a causal global call split in two below the CPU flash kernel's key block (:func:`attend`). On CPU these are
+  as fast as flex (``benchmarks/README.md``, "The model's kernels"). On CUDA a boolean mask or unequal query/key heads
+  send SDPA to its math kernel (fp32 scores materialised): :func:`sdpa_kernel_name` says which kernel a call gets.
+- ``flex`` (CUDA): ``flex_attention`` with a cached causal sliding-window ``BlockMask`` (:func:`flex_block_mask`) for
+  window layers and for prefill chunks of global layers (offset by the cached history), so no mask tensor and no
+  fp32 scores are materialised; a causal global call with N == K stays on SDPA's ``is_causal`` (flash), a decode step
+  on unmasked SDPA. Compiled (``torch.compile``) outside a compiled region, traced into it inside one. Its backward
+  exists on CUDA only (torch 2.13): on CPU it runs forward-only, which the tests use.
+
+Sources: PyTorch's ``torch.nn.functional.scaled_dot_product_attention`` and ``torch.nn.attention.flex_attention``
+docs; the backend split follows torchtitan's ``models/common/attention.py`` (read, not copied).
 
 Shape suffixes as in :mod:`yocou.model` (B batch, N queries, K keys, S slot capacity, C chunk, H query heads, G
 key/value heads, D the feature axis: d_model or the head dim, T flattened tokens, E experts).
@@ -15,13 +27,23 @@ key/value heads, D the feature axis: d_model or the head dim, T flattened tokens
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
+import warnings
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["CPU_FLASH_KV_SPLIT", "WINDOW_BLOCKED_MIN", "attend", "full_attend", "mask_for", "position_mask",
-           "window_attend"]
+__all__ = ["BACKENDS", "CPU_FLASH_KV_SPLIT", "WINDOW_BLOCKED_MIN", "attend", "attention", "attention_backend",
+           "backend_for", "call_sites", "flex_block_mask", "position_mask", "sdpa_kernel_name",
+           "set_attention_backend", "window_attend"]
+
+BACKENDS = ("sdpa", "flex")
+"""The attention backends :func:`attention` dispatches to (module docstring)."""
+
+_forced_backend: str | None = None
 
 
 CPU_FLASH_KV_SPLIT = 512
@@ -147,48 +169,210 @@ def position_mask(qpos_N: torch.Tensor, kpos_K: torch.Tensor, window: int | None
     return mask
 
 
-def mask_for(qpos_N: torch.Tensor, kpos_K: torch.Tensor | None, window: int | None, full: bool
-              ) -> tuple[bool, torch.Tensor | None]:
-    """(causal, mask) for :func:`attend`: the cheapest exact form of the pattern.
-
-    ``full``: keys are exactly the queries' positions 0..N-1 (a plain forward).
-    With a cache and global attention, the mask of a chunk is the same for every
-    layer application of the forward, so it is built once (a small memo).
-    """
-    if full:
-        if window is None or window >= qpos_N.shape[0]:
-            return True, None
-        return False, position_mask(qpos_N, qpos_N, window)
-    N = qpos_N.shape[0]
-    if N == 1 and window is None:
-        return False, None  # a decode step over a global slot sees every cached key
-    assert kpos_K is not None
-    K = kpos_K.shape[0]
-    assert window is None, "a cached window slot attends through window_attend, without a mask"
-    if K == N:
-        return True, None  # the first chunk: keys are exactly the chunk's positions 0..N-1
-    # A global slot or the shared K̂V̂ returns keys 0..start+N-1 for queries start..start+N-1,
-    # so start = K - N (known on the host: no device sync).
-    return False, _chunk_causal_mask(K - N, N, str(qpos_N.device))
-
-
 @functools.lru_cache(maxsize=2)
 def _chunk_causal_mask(start: int, n: int, device: str) -> torch.Tensor:
     """``[n, start + n]``: a chunk at positions ``start..start+n-1`` over keys ``0..start+n-1``."""
     return position_mask(torch.arange(start, start + n, device=device), torch.arange(start + n, device=device), None)
 
 
-def full_attend(q_BHND: torch.Tensor, k_BGND: torch.Tensor, v_BGND: torch.Tensor, window: int | None
-                ) -> torch.Tensor:
-    """Causal attention of a forward without a cache, keys at the queries' own positions ``0..N-1``: global, or
-    a sliding window of ``window`` keys (each query sees itself and the ``window - 1`` before it). Blocked
-    (:func:`window_attend`, linear in N) from ``N >= WINDOW_BLOCKED_MIN · window``, else one :func:`attend` call.
+def _check_backend(name: str, where: str) -> str:
+    if name not in BACKENDS:
+        raise ValueError(f"{where}: unknown attention backend {name!r}; expected one of {', '.join(BACKENDS)}")
+    return name
 
-    Shapes: ``q [B, H, N, D]``, ``k, v [B, G, N, D]`` -> ``[B, H, N, D]``.
+
+def set_attention_backend(name: str | None) -> None:
+    """Force every :func:`attention` call to the backend ``name`` (one of :data:`BACKENDS`); ``None``: by device
+    (:func:`backend_for`).
+
+    Raises:
+        ValueError: an unknown backend name.
     """
-    N = q_BHND.shape[2]
-    if window is not None and N >= WINDOW_BLOCKED_MIN * window:
-        return window_attend(q_BHND, k_BGND, v_BGND, 0, window)
-    pos_N = torch.arange(N, device=q_BHND.device)
-    causal, mask = mask_for(pos_N, None, window, full=True)
-    return attend(q_BHND, k_BGND, v_BGND, causal=causal, mask_NK=mask)
+    global _forced_backend
+    _forced_backend = None if name is None else _check_backend(name, "set_attention_backend")
+
+
+@contextlib.contextmanager
+def attention_backend(name: str | None) -> Iterator[None]:
+    """:func:`set_attention_backend` for the ``with`` block, restored after it.
+
+    Raises:
+        ValueError: an unknown backend name.
+    """
+    before = _forced_backend
+    set_attention_backend(name)
+    try:
+        yield
+    finally:
+        set_attention_backend(before)
+
+
+def backend_for(device: torch.device | str) -> str:
+    """The backend :func:`attention` uses on ``device``: the forced one (:func:`set_attention_backend`, else the
+    environment variable ``YOCOU_ATTENTION_BACKEND``), else ``flex`` on CUDA and ``sdpa`` elsewhere.
+
+    Raises:
+        ValueError: ``YOCOU_ATTENTION_BACKEND`` names no backend.
+    """
+    if _forced_backend is not None:
+        return _forced_backend
+    env = os.environ.get("YOCOU_ATTENTION_BACKEND")
+    if env:
+        return _check_backend(env, "YOCOU_ATTENTION_BACKEND")
+    return "flex" if torch.device(device).type == "cuda" else "sdpa"
+
+
+@functools.lru_cache(maxsize=32)
+def flex_block_mask(n_queries: int, n_keys: int, window: int | None, device: str):
+    """The ``BlockMask`` of :func:`attention`'s pattern for ``flex_attention``: query i (at key position
+    ``i + n_keys - n_queries``) sees key j iff ``j <= i + offset`` and, with a window W, ``i + offset - j < W``.
+
+    Cached by shape, window and device: a training run builds one per window, a chunked prefill one per chunk offset.
+    """
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = n_keys - n_queries
+
+    def causal_window(b, h, q_idx, kv_idx):
+        diff = q_idx + offset - kv_idx
+        return (diff >= 0) & (diff < window) if window is not None else diff >= 0
+
+    return create_block_mask(causal_window, None, None, n_queries, n_keys, device=device)
+
+
+@functools.cache
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def _flex(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, window: int | None) -> torch.Tensor:
+    from torch.nn.attention.flex_attention import flex_attention
+
+    N, K = q_BHND.shape[2], k_BGKD.shape[2]
+    block_mask = flex_block_mask(N, K, window, str(q_BHND.device))
+    gqa = q_BHND.shape[1] != k_BGKD.shape[1]
+    if torch.compiler.is_compiling():  # traced into the caller's graph
+        return flex_attention(q_BHND, k_BGKD, v_BGKD, block_mask=block_mask, enable_gqa=gqa)
+    if q_BHND.device.type == "cpu":  # eager: the unfused reference kernel (forward only on CPU)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+            return flex_attention(q_BHND, k_BGKD, v_BGKD, block_mask=block_mask, enable_gqa=gqa)
+    return _compiled_flex()(q_BHND, k_BGKD, v_BGKD, block_mask=block_mask, enable_gqa=gqa)
+
+
+def _all_visible(N: int, K: int, window: int | None) -> bool:
+    """A decode step (one query at the last key position) that sees every key given."""
+    return N == 1 and (window is None or K <= window)
+
+
+def attention(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *, window: int | None = None,
+              backend: str | None = None) -> torch.Tensor:
+    """Causal (optionally sliding-window) grouped-query attention, the one entry of every call site.
+
+    The K keys are consecutive positions ending at the last query's position: query i is at key position
+    ``q_offset + i`` with ``q_offset = K - N`` (a training forward: K = N; a prefill chunk over ``K - N`` cached
+    keys; a decode step: N = 1). Query i sees key j iff ``j <= q_offset + i`` and, with ``window`` W,
+    ``q_offset + i - j < W`` (W keys including itself; docs/design.md sections 1 and 3). A decode step over a
+    window ring passes exactly its ``min(pos + 1, W)`` keys, in any order: all of them are visible.
+
+    Args:
+        q_BHND: queries ``[B, H, N, D]``.
+        k_BGKD, v_BGKD: keys and values ``[B, G, K, D]``, ``H % G == 0``, ``K >= N``; cast to the queries' dtype.
+        window: the sliding window W in tokens, ``None`` for global (and cross) attention.
+        backend: one of :data:`BACKENDS`; ``None``: :func:`backend_for` the queries' device.
+
+    Returns:
+        ``[B, H, N, D]`` in the queries' dtype.
+
+    Raises:
+        ValueError: fewer keys than queries, or an unknown backend.
+    """
+    N, K = q_BHND.shape[2], k_BGKD.shape[2]
+    if K < N:
+        raise ValueError(f"attention: {K} keys for {N} queries; the keys must end at the last query (K >= N)")
+    backend = _check_backend(backend, "attention") if backend is not None else backend_for(q_BHND.device)
+    k_BGKD = k_BGKD.to(q_BHND.dtype)
+    v_BGKD = v_BGKD.to(q_BHND.dtype)
+    if _all_visible(N, K, window):
+        return attend(q_BHND, k_BGKD, v_BGKD)
+    if window is not None and window >= K:
+        window = None  # the window covers every key: plain causal attention
+    if window is None and K == N:
+        return attend(q_BHND, k_BGKD, v_BGKD, causal=True)
+    if backend == "flex":
+        return _flex(q_BHND, k_BGKD, v_BGKD, window)
+    if window is not None:
+        if K > N or N >= WINDOW_BLOCKED_MIN * window:
+            return window_attend(q_BHND, k_BGKD, v_BGKD, K - N, window)
+        pos_N = torch.arange(N, device=q_BHND.device)
+        return attend(q_BHND, k_BGKD, v_BGKD, mask_NK=position_mask(pos_N, pos_N, window))
+    return attend(q_BHND, k_BGKD, v_BGKD, mask_NK=_chunk_causal_mask(K - N, N, str(q_BHND.device)))
+
+
+def sdpa_kernel_name(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *,
+                     attn_mask: torch.Tensor | None = None, is_causal: bool = False) -> str:
+    """The kernel ``scaled_dot_product_attention`` takes for these inputs on their device, by PyTorch's own checks
+    (``torch.backends.cuda.can_use_flash_attention`` / ``can_use_efficient_attention`` / ``can_use_cudnn_attention``,
+    in the order SDPA tries them): ``flash``, ``efficient``, ``cudnn`` or ``math`` on CUDA; ``cpu`` (the fused CPU
+    kernel, which takes masks and grouped heads) elsewhere.
+    """
+    if q_BHND.device.type != "cuda":
+        return "cpu"
+    from torch.backends.cuda import (
+        SDPAParams,
+        can_use_cudnn_attention,
+        can_use_efficient_attention,
+        can_use_flash_attention,
+    )
+
+    gqa = q_BHND.shape[1] != k_BGKD.shape[1]
+    params = SDPAParams(q_BHND, k_BGKD, v_BGKD, attn_mask, 0.0, is_causal, gqa)
+    for name, can in (("cudnn", can_use_cudnn_attention), ("flash", can_use_flash_attention),
+                      ("efficient", can_use_efficient_attention)):
+        if (name != "cudnn" or torch.backends.cuda.cudnn_sdp_enabled()) and can(params, False):
+            return name
+    return "math"
+
+
+def call_sites(n_heads: int, n_kv_heads: int, head_dim: int, seq_len: int, window: int | None, *,
+               device: torch.device | str, dtype: torch.dtype, backend: str | None = None,
+               chunk: int = 4096) -> dict[str, str]:
+    """The kernel each attention call site of a model gets on ``device``: ``{call site: kernel}``.
+
+    Call sites: ``train/global`` (a causal global or cross layer over ``seq_len``), ``train/window`` (a sliding-window
+    layer, when ``window`` is given), ``prefill/global`` (a chunk of ``chunk`` queries after ``chunk`` cached keys),
+    ``prefill/window``, ``decode`` (one query over every key). Kernels: ``flex`` (fused ``flex_attention``; ``flex
+    (unfused)`` on CPU), ``blocked+<sdpa kernel>`` (:func:`window_attend`) or an SDPA kernel
+    (:func:`sdpa_kernel_name`). Built on the meta device where possible; on CUDA small probe tensors of the real
+    shapes are made (``[1, H, N, D]``).
+    """
+    device = torch.device(device)
+    backend = backend or backend_for(device)
+
+    def t(h: int, n: int) -> torch.Tensor:
+        return torch.empty(1, h, n, head_dim, device=device, dtype=dtype)
+
+    def sdpa(n: int, k: int, mask: bool, causal: bool) -> str:
+        m = torch.empty(n, k, dtype=torch.bool, device=device) if mask else None
+        return sdpa_kernel_name(t(n_heads, n), t(n_kv_heads, k), t(n_kv_heads, k), attn_mask=m, is_causal=causal)
+
+    flex = "flex" if device.type == "cuda" else "flex (unfused)"
+    sites = {"train/global": sdpa(seq_len, seq_len, False, True)}
+    c = min(chunk, seq_len)
+    if backend == "flex":
+        sites["prefill/global"] = flex
+    else:
+        sites["prefill/global"] = sdpa(c, 2 * c, True, False)
+    if window is not None and window < seq_len:
+        if backend == "flex":
+            sites["train/window"] = sites["prefill/window"] = flex
+        else:
+            q = min(window, seq_len)
+            blocked = "blocked+" + sdpa(q, q + window - 1, True, False)
+            sites["train/window"] = blocked if seq_len >= WINDOW_BLOCKED_MIN * window else sdpa(
+                seq_len, seq_len, True, False)
+            sites["prefill/window"] = blocked
+    sites["decode"] = sdpa(n_heads // n_kv_heads, seq_len, False, False)  # the folded query heads
+    return sites

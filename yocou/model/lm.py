@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .attention import attend, full_attend, mask_for, window_attend
+from .attention import attention
 from .cache import KVCache
 from .layers import (
     MoE,
@@ -63,7 +63,7 @@ class SelfLayer(nn.Module):
         self.ffn_norm = RMSNorm(D, cfg.norm_eps)
         self.ffn = make_ffn(cfg)
 
-    def forward(self, x_BND: torch.Tensor, app: Application, pos_N: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+    def forward(self, x_BND: torch.Tensor, app: Application, rope: tuple[torch.Tensor, torch.Tensor],
                 cache: KVCache | None, start: int) -> torch.Tensor:
         cfg = self.cfg
         B, N, _ = x_BND.shape
@@ -74,16 +74,13 @@ class SelfLayer(nn.Module):
         v = v.view(B, N, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
         cos, sin = rope
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if cache is None:  # training, scoring: keys at the queries' own positions
-            o = full_attend(q, k, v, app.window)
-        elif app.window is not None:
-            k, v, n_hist = cache.window_read(app, k, v, start)
-            # n_hist < 0: a decode step, the ring holds exactly the visible keys.
-            o = attend(q, k, v) if n_hist < 0 else window_attend(q, k, v, n_hist, app.window)
-        else:
-            k, v, kpos = cache.write_and_read(app, k, v, start)
-            causal, mask = mask_for(pos_N, kpos, None, full=False)
-            o = attend(q, k, v, causal=causal, mask_NK=mask)
+        # The keys end at the last query (attention's alignment): the chunk's own (training, scoring), a window
+        # cache's history and the chunk (a decode step: exactly the ring's visible keys), or a global slot's 0..pos.
+        if cache is not None and app.window is not None:
+            k, v, _ = cache.window_read(app, k, v, start)
+        elif cache is not None:
+            k, v, _ = cache.write_and_read(app, k, v, start)
+        o = attention(q, k, v, window=app.window)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
@@ -122,18 +119,15 @@ class CrossLayer(nn.Module):
         self.ffn_norm = RMSNorm(D, cfg.norm_eps)
         self.ffn = make_ffn(cfg)
 
-    def forward(self, x_BND: torch.Tensor, pos_N: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, kpos_K: torch.Tensor | None) -> torch.Tensor:
-        """``kpos_K=None``: keys are positions 0..N-1 of a plain forward (causal)."""
+    def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor) -> torch.Tensor:
+        """Causal attention over the shared K̂V̂ ``k_BGKD, v_BGKD`` ``[B, G, K, D]``: positions ``0..K-1``, ending at
+        the last query's position (a plain forward: the queries' own; an early exit: one query over all K)."""
         B, N, _ = x_BND.shape
         q = self.wq(self.attn_norm(x_BND)).view(B, N, self.cfg.n_heads, self.cfg.head_dim).transpose(1, 2)
         if rope is not None:
             q = apply_rope(q, *rope)
-        if kpos_K is None:
-            o = full_attend(q, k_BGKD, v_BGKD, None)
-        else:
-            causal, mask = mask_for(pos_N, kpos_K, None, full=False)
-            o = attend(q, k_BGKD, v_BGKD, causal=causal, mask_NK=mask)
+        o = attention(q, k_BGKD, v_BGKD)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
@@ -250,34 +244,32 @@ class LM(nn.Module):
         rope_full = rope_cos_sin(pos_N, self.cfg.head_dim, self.cfg.rope_theta, dtype, self.rope_inv_freq)
         hidden = [x] if return_hidden else []
         aux = torch.zeros((), device=dev)
-        shared_kv: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        shared_kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         cut = self.exit_at if (last_only or not compute_logits) else len(self.plan)
         for i, app in enumerate(self.plan):
             if i == cut:
                 if not compute_logits:
                     break
-                x, pos_N = x[:, -1:], pos_N[-1:]
+                x = x[:, -1:]
                 rope_full = (rope_full[0][-1:], rope_full[1][-1:])
             if app.kind == "kv":
                 rope = rope_full if self.cfg.cross_rope else None
                 k, v = self.kv_makers[str(app.stage)](x, rope)
                 if cache is None:
-                    shared_kv[app.slot] = (k, v, None)
+                    shared_kv[app.slot] = (k, v)
                 else:
                     cache.write_shared(app, k, v, start)
                 continue
             layer = self.stages[app.stage][app.layer]
             if app.kind == "self":
-                x = layer(x, app, pos_N, rope_full, cache, start)
+                x = layer(x, app, rope_full, cache, start)
             else:
                 rope = rope_full if self.cfg.cross_rope else None
                 if cache is None:
-                    k, v, kpos = shared_kv[app.slot]
-                    if i >= cut:  # the last position only (early exit): its query sees every key
-                        kpos = torch.arange(N, device=dev)
+                    k, v = shared_kv[app.slot]
                 else:
-                    k, v, kpos = cache.read_shared(app.slot, start + N)
-                x = layer(x, pos_N, rope, k, v, kpos)
+                    k, v, _ = cache.read_shared(app.slot, start + N)
+                x = layer(x, rope, k, v)
             if isinstance(layer.ffn, MoE):
                 aux = aux + layer.ffn.aux_loss
             if return_hidden:

@@ -42,6 +42,7 @@ from pydantic import Field, Strict
 
 from yocou.data.needles import NeedleMix
 from yocou.model import accounting
+from yocou.model.attention import call_sites
 from yocou.model.config import ModelConfig, config_from_dict
 from yocou.model.limits import new_model
 from yocou.model.lm import LM
@@ -92,6 +93,9 @@ class TrainConfig:
             full tensors, so a run resumes with any number of processes.
         activation_checkpointing: recompute each layer in the backward pass
             instead of storing its activations (less memory, about 1/3 more compute).
+        allow_math_attention: on CUDA, train at ``seq_len >= MATH_ATTENTION_MAX_SEQ_LEN`` even where an attention
+            call site gets SDPA's math kernel (fp32 scores materialised: :func:`math_attention_refusal`). Changes
+            no result.
         eval_every: every this many optimizer steps, and at the last, rank 0 computes the held-out loss
             (:class:`HeldoutEval`: mean NLL in nats/token on the first ``eval_tokens`` tokens of each held-out
             split, windows of ``seq_len``) into that step's ``metrics.jsonl`` row as ``heldout_loss``; 0: off.
@@ -132,6 +136,7 @@ class TrainConfig:
     snapshot_steps: tuple[PosInt, ...] = ()
     fsdp: Bool = False
     activation_checkpointing: Bool = False
+    allow_math_attention: Bool = False
     tensorboard: Bool = False
     eval_every: NonNegInt = 0
     eval_tokens: Annotated[int, Strict(), Field(ge=2)] = 16384
@@ -159,7 +164,10 @@ class TrainConfig:
 #: ``heldout/<split>``.
 TB_SCALARS = ("loss", "lr", "grad_norm", "tokens_per_s")
 #: TrainConfig fields that change no result: a checkpoint written with other values of them still resumes.
-_NO_RESULT_FIELDS = ("tensorboard",)
+_NO_RESULT_FIELDS = ("tensorboard", "allow_math_attention")
+#: From this training length on, a CUDA run refuses an attention call site on SDPA's math kernel
+#: (:func:`math_attention_refusal`).
+MATH_ATTENTION_MAX_SEQ_LEN = 8192
 
 
 class _TensorBoardLog:
@@ -323,6 +331,29 @@ def build_optimizer(model: torch.nn.Module, tc: TrainConfig) -> torch.optim.Adam
     return torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay},
                               {"params": no_decay, "weight_decay": 0.0}],
                              lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps, fused=True)
+
+
+def attention_kernels(model_cfg: ModelConfig, tc: TrainConfig, device: torch.device) -> dict[str, str]:
+    """The kernel each attention call site of a training step gets on ``device`` (``train/global``,
+    ``train/window`` where a window is shorter than ``seq_len``; :func:`yocou.model.attention.call_sites`), at the
+    dtype the step computes in."""
+    windows = [st.window for st in model_cfg.stages if st.window is not None]
+    dtype = torch.bfloat16 if tc.dtype == "bf16" else torch.float32
+    sites = call_sites(model_cfg.n_heads, model_cfg.n_kv_heads, model_cfg.head_dim, tc.seq_len,
+                       min(windows) if windows else None, device=device, dtype=dtype)
+    return {k: v for k, v in sites.items() if k.startswith("train/")}
+
+
+def math_attention_refusal(kernels: Mapping[str, str], tc: TrainConfig) -> str | None:
+    """One line refusing a training run whose attention would run on SDPA's math kernel (``[N, K]`` fp32 scores per
+    head materialised, forward and backward: out of memory or many times slower than a fused kernel) at
+    ``seq_len >= MATH_ATTENTION_MAX_SEQ_LEN``, unless ``tc.allow_math_attention``; ``None`` when it may run."""
+    math = [site for site, kernel in kernels.items() if kernel.endswith("math")]
+    if not math or tc.seq_len < MATH_ATTENTION_MAX_SEQ_LEN or tc.allow_math_attention:
+        return None
+    return (f"train.seq_len {tc.seq_len}: attention call site {', '.join(math)} gets SDPA's math kernel on this GPU "
+            f"(dtype {tc.dtype}); use train.dtype bf16, force the flex backend (YOCOU_ATTENTION_BACKEND=flex) or set "
+            f"train.allow_math_attention: true")
 
 
 def global_window_note(model_cfg: ModelConfig, seq_len: int) -> str | None:
@@ -802,6 +833,13 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
     opt = build_optimizer(model, tc)
     flops_per_token = accounting.train_flops_per_token(model_cfg, tc.seq_len)
     ckpt = Checkpointer(out, model, opt, model_cfg, tc, rank, prov)
+    if device.type == "cuda":  # every rank decides alike, so every rank stops
+        kernels = attention_kernels(model_cfg, tc, device)
+        if rank == 0:
+            print(f"attention kernels: {', '.join(f'{k} {v}' for k, v in kernels.items())}", file=sys.stderr,
+                  flush=True)
+        if refusal := math_attention_refusal(kernels, tc):
+            raise ValueError(refusal)
     if rank == 0:
         memory.require(16 * sum(p.numel() for p in model.parameters()) + activation_bytes(model_cfg, tc, world),
                        f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32, and the "
@@ -809,6 +847,7 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
                        f"{tc.seq_len} kept for the backward pass)")
         if note := global_window_note(model_cfg, tc.seq_len):
             print(f"note: {note}", file=sys.stderr, flush=True)
+
     resuming = ckpt.path.exists()
     start_step, rows = ckpt.resume(device)
     if init_from is not None and not resuming:
