@@ -419,8 +419,8 @@ def test_lm_eval_hf_model_scores_as_yocoulm(runs: dict, tok_path: Path) -> None:
     assert all(texts)
 
 
-_ALLOWED_IMPORTS = {"__future__", "dataclasses", "functools", "typing", "math", "json", "os", "torch",
-                    "transformers"}
+_ALLOWED_IMPORTS = {"__future__", "collections", "contextlib", "dataclasses", "functools", "typing", "math", "json", "os", "torch",
+                    "transformers", "warnings"}
 
 
 @pytest.mark.parametrize("name", REMOTE_CODE_FILES)

@@ -342,9 +342,17 @@ def test_moe_routed_equals_dense_masked_reference() -> None:
         xt = x.reshape(-1, KW["d_model"])
         probs, idx, w = moe.route(xt)
         gate = torch.zeros_like(probs).scatter(1, idx, w)  # [T, E], zero off the top-k
-        dense = torch.stack([e(xt) for e in moe.experts], dim=1)  # [T, E, D]
+        dense = torch.stack([_expert(moe, e, xt) for e in range(5)], dim=1)  # [T, E, D]
         ref = (gate[:, :, None] * dense).sum(1) + moe.shared(xt)
     torch.testing.assert_close(got, ref.reshape(3, 7, -1), rtol=0, atol=1e-5)
+
+
+def _expert(moe: torch.nn.Module, e: int, x_TD: torch.Tensor) -> torch.Tensor:
+    """Expert ``e`` of an MoE as a :class:`SwiGLU` with its weights."""
+    from yocou.model.layers import SwiGLU
+    dense = SwiGLU(x_TD.shape[-1], moe.experts.d_expert)
+    dense.load_state_dict({"w13.weight": moe.experts.w13[e], "w2.weight": moe.experts.w2[e]})
+    return dense(x_TD)
 
 
 def test_moe_one_expert_top1_equals_dense_swiglu() -> None:
@@ -352,7 +360,7 @@ def test_moe_one_expert_top1_equals_dense_swiglu() -> None:
     cfg = C.yoco(n_layers=2, window=W, **{**KW, "n_experts": 1, "top_k": 1, "d_expert": 32})
     moe = _model(cfg).stages[0][0].ffn
     dense = SwiGLU(KW["d_model"], 32)
-    dense.load_state_dict(moe.experts[0].state_dict())
+    dense.load_state_dict({"w13.weight": moe.experts.w13[0], "w2.weight": moe.experts.w2[0]})
     x = torch.randn(2, 5, KW["d_model"])
     with torch.no_grad():
         torch.testing.assert_close(moe(x), dense(x), rtol=0, atol=1e-6)
@@ -437,3 +445,59 @@ def test_fused_linear_both_paths_match_float64_reference() -> None:
     assert all(t.grad_fn is None for t in inf)
     for a, b in zip(inf, ref):
         torch.testing.assert_close(a.double(), b, rtol=0, atol=1e-4)
+
+
+def _moe(n_experts: int = 5, top_k: int = 2) -> torch.nn.Module:
+    cfg = C.yocou(n_layers=2, window=W, **{**KW, "n_experts": n_experts, "top_k": top_k, "d_expert": 16,
+                                           "d_shared_expert": 16})
+    return _model(cfg).stages[0][0].ffn
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_moe_grouped_and_padded_expert_paths_agree(dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch._grouped_mm`` over the expert groups and the padded batched matmul give the same output and
+    gradients (both sync-free forms of the same computation)."""
+    moe = _moe().to(dtype)
+    x = torch.randn(3, 7, KW["d_model"], dtype=dtype)
+    outs, grads = [], []
+    for grouped in (True, False):
+        monkeypatch.setattr(type(moe.experts), "_grouped", lambda self, x, g=grouped: g)
+        moe.zero_grad()
+        y = moe(x)
+        (y.float() * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        outs.append(y.detach().float())
+        grads.append([moe.experts.w13.grad.float().clone(), moe.experts.w2.grad.float().clone()])
+    tol = dict(rtol=0, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(outs[0], outs[1], **tol)
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, **tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_moe_compiles_with_fullgraph_no_host_sync(dtype: torch.dtype) -> None:
+    """No data-dependent host sync (``nonzero``, ``.item()``, shapes from counts): the layer compiles with
+    ``fullgraph=True``, forward and backward, and equals eager."""
+    moe = _moe().to(dtype)
+    x = torch.randn(2, 9, KW["d_model"], dtype=dtype, requires_grad=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(moe, fullgraph=True, dynamic=False)
+    got = compiled(x)
+    got.float().sum().backward()
+    want = moe(x.detach())
+    tol = dict(rtol=0, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(got.float(), want.float(), **tol)
+    assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+def test_moe_loads_a_checkpoint_with_one_module_per_expert() -> None:
+    """A state dict with ``experts.<e>.w13.weight`` / ``experts.<e>.w2.weight`` loads into the stacked weights."""
+    moe = _moe()
+    sd = {k: v for k, v in moe.state_dict().items() if not k.startswith("experts.")}
+    for e in range(5):
+        sd[f"experts.{e}.w13.weight"] = moe.experts.w13[e].detach().clone()
+        sd[f"experts.{e}.w2.weight"] = moe.experts.w2[e].detach().clone()
+    fresh = _moe()
+    with torch.no_grad():
+        fresh.experts.w13.zero_()
+    fresh.load_state_dict(sd)
+    assert torch.equal(fresh.experts.w13, moe.experts.w13) and torch.equal(fresh.experts.w2, moe.experts.w2)

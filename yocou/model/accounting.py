@@ -45,8 +45,21 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from torch.utils.flop_counter import register_flop_formula
 
 from yocou.model.config import ModelConfig, expand_plan
+
+@register_flop_formula(torch.ops.aten._grouped_mm)
+def _grouped_mm_flops(a_shape: tuple[int, ...], b_shape: tuple[int, ...], *args: object, out_shape: object = None,
+                      **kwargs: object) -> int:
+    """``torch.utils.flop_counter``'s count for ``torch._grouped_mm`` (the MoE's expert groups, which torch 2.13's
+    counter does not count): 2 FLOPs per multiply-add of the groups' matmuls. ``[M, K] x [E, K, N]`` (forward, input
+    gradient): ``2·M·K·N``; ``[K, M] x [M, N]`` summed per group into ``[E, K, N]`` (weight gradient): ``2·K·M·N``;
+    ``[E, M, K] x [E, K, N]``: ``2·E·M·K·N``."""
+    if len(a_shape) == 2:
+        return 2 * a_shape[0] * a_shape[1] * b_shape[-1]
+    return 2 * a_shape[0] * a_shape[1] * a_shape[2] * b_shape[-1]
+
 
 DTYPE_BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 

@@ -10,11 +10,13 @@ key/value heads, D the feature axis: d_model or the head dim, T flattened tokens
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["MoE", "RMSNorm", "SwiGLU", "apply_rope", "fused_linear", "rope_cos_sin", "rope_inv_freq"]
+__all__ = ["Experts", "MoE", "RMSNorm", "SwiGLU", "apply_rope", "fused_linear", "rope_cos_sin", "rope_inv_freq"]
 
 
 class RMSNorm(nn.Module):
@@ -91,6 +93,62 @@ class SwiGLU(nn.Module):
         return self.w2(F.silu(gate) * up)
 
 
+class Experts(nn.Module):
+    """E SwiGLU experts as two stacked weights: ``w13 [E, 2·d_expert, D]`` (each expert's rows ``[w1; w3]``, as
+    :class:`SwiGLU`'s ``w13``) and ``w2 [E, D, d_expert]``.
+
+    :meth:`forward` computes tokens already sorted by expert, without a host sync: ``torch._grouped_mm`` over the
+    expert groups where it runs (bf16 anywhere; any dtype eagerly on CPU), otherwise one batched matmul over groups
+    padded to the token count (exact: an expert receives each token at most once). Source: torchtitan's
+    ``GroupedExperts`` (read, not copied).
+    """
+
+    def __init__(self, n_experts: int, d_model: int, d_expert: int) -> None:
+        super().__init__()
+        self.d_expert = d_expert
+        self.w13 = nn.Parameter(torch.empty(n_experts, 2 * d_expert, d_model))
+        self.w2 = nn.Parameter(torch.empty(n_experts, d_model, d_expert))
+        with torch.no_grad():  # each expert initialised as nn.Linear initialises its weight, in module order
+            for e in range(n_experts):
+                nn.init.kaiming_uniform_(self.w13[e], a=math.sqrt(5))
+                nn.init.kaiming_uniform_(self.w2[e], a=math.sqrt(5))
+
+    def _grouped(self, x: torch.Tensor) -> bool:
+        if not hasattr(torch, "_grouped_mm"):
+            return False
+        aligned = all(n * x.element_size() % 16 == 0 for n in (self.w13.shape[2], self.d_expert))
+        eager_cpu = x.device.type == "cpu" and not torch.compiler.is_compiling()
+        return aligned and (x.dtype == torch.bfloat16 or eager_cpu)
+
+    def forward(self, x_MD: torch.Tensor, e_M: torch.Tensor, counts_E: torch.Tensor) -> torch.Tensor:
+        """Every expert on its own tokens: ``x_MD [M, D]`` sorted by expert ``e_M [M]`` (ascending), ``counts_E
+        [E]`` tokens per expert -> ``[M, D]``. The weights are cast to ``x``'s dtype (an autocast dtype)."""
+        w13_EFD, w2_EDF = self.w13.to(x_MD.dtype), self.w2.to(x_MD.dtype)
+        F_ = self.d_expert
+        if self._grouped(x_MD):
+            offs_E = counts_E.cumsum(0).to(torch.int32)
+            h = torch._grouped_mm(x_MD, w13_EFD.transpose(-2, -1), offs=offs_E)  # [M, 2F]
+            return torch._grouped_mm(F.silu(h[:, :F_]) * h[:, F_:], w2_EDF.transpose(-2, -1), offs=offs_E)
+        # Padded groups: row r of expert e's group is its r-th token (r < M, so a capacity of M is exact).
+        M, D = x_MD.shape
+        E = w13_EFD.shape[0]
+        starts_E = counts_E.cumsum(0) - counts_E
+        r_M = torch.arange(M, device=x_MD.device) - starts_E[e_M]
+        buf_EMD = x_MD.new_zeros(E, M, D).index_put((e_M, r_M), x_MD)
+        h_EMF = torch.bmm(buf_EMD, w13_EFD.transpose(1, 2))
+        y_EMD = torch.bmm(F.silu(h_EMF[..., :F_]) * h_EMF[..., F_:], w2_EDF.transpose(1, 2))
+        return y_EMD[e_M, r_M]
+
+
+def _stack_per_expert_weights(moe: MoE, state_dict: dict, prefix: str, *args) -> None:  # noqa: ANN002
+    """Stack ``experts.<e>.{w13,w2}.weight`` of a checkpoint with one module per expert into ``experts.{w13,w2}``
+    (a ``load_state_dict`` pre-hook)."""
+    for name in ("w13", "w2"):
+        keys = [f"{prefix}experts.{e}.{name}.weight" for e in range(moe.experts.w13.shape[0])]
+        if all(k in state_dict for k in keys):
+            state_dict[f"{prefix}experts.{name}"] = torch.stack([state_dict.pop(k) for k in keys])
+
+
 class MoE(nn.Module):
     """Routed SwiGLU experts with top-k routing and shared experts (paper Table 6).
 
@@ -98,15 +156,28 @@ class MoE(nn.Module):
     [assume]. Load-balancing loss (Switch Transformer): ``E · Σ_e f_e · P_e`` with
     f_e the fraction of routed slots sent to e and P_e the mean router probability.
     ``[B, N, D] -> [B, N, D]``; the last loss is kept in ``self.aux_loss``.
+
+    The routed slots are sorted by expert and computed group by group (:class:`Experts`): fixed shapes, no
+    data-dependent host sync, so the layer compiles with ``fullgraph=True``. A checkpoint with one module per expert
+    (``experts.<e>.w13.weight``, ``experts.<e>.w2.weight``) loads into the stacked weights.
     """
 
     def __init__(self, d_model: int, n_experts: int, top_k: int, d_expert: int, d_shared_expert: int = 0) -> None:
         super().__init__()
         self.top_k = top_k
         self.router = nn.Linear(d_model, n_experts, bias=False)
-        self.experts = nn.ModuleList(SwiGLU(d_model, d_expert) for _ in range(n_experts))
+        self.experts = Experts(n_experts, d_model, d_expert)
         self.shared = SwiGLU(d_model, d_shared_expert) if d_shared_expert else None
         self.aux_loss = torch.zeros(())
+        self.register_load_state_dict_pre_hook(_stack_per_expert_weights)
+
+    def reset_expert_parameters(self, std: float, std_out: float) -> None:
+        """Normal(0, std) for ``w13`` and Normal(0, std_out) for ``w2``, expert by expert in the order of one module
+        per expert (e0 w13, e0 w2, e1 w13, ...), so a seed gives the weights it gave that layout."""
+        with torch.no_grad():
+            for e in range(self.experts.w13.shape[0]):
+                nn.init.normal_(self.experts.w13[e], 0.0, std)
+                nn.init.normal_(self.experts.w2[e], 0.0, std_out)
 
     def route(self, x_TD: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Router probabilities ``[T, E]``, chosen experts ``[T, k]`` and their weights ``[T, k]``."""
@@ -118,21 +189,18 @@ class MoE(nn.Module):
     def forward(self, x_BND: torch.Tensor) -> torch.Tensor:
         B, N, D = x_BND.shape
         x_TD = x_BND.reshape(-1, D)
+        T, k = x_TD.shape[0], self.top_k
         probs_TE, idx_Tk, w_Tk = self.route(x_TD)
-        out_TD = torch.zeros_like(x_TD)
-        flat_e = idx_Tk.reshape(-1)
-        flat_t = torch.arange(x_TD.shape[0], device=x_TD.device).repeat_interleave(self.top_k)
-        flat_w = w_Tk.reshape(-1)
-        for e, expert in enumerate(self.experts):
-            sel = (flat_e == e).nonzero(as_tuple=True)[0]
-            if sel.numel() == 0:
-                continue
-            t = flat_t[sel]
-            y = expert(x_TD[t]) * flat_w[sel, None].to(x_TD.dtype)
-            out_TD.index_add_(0, t, y.to(out_TD.dtype))
+        E = probs_TE.shape[1]
+        flat_e = idx_Tk.reshape(-1)  # slot t·k + j: token t's j-th expert
+        counts_E = torch.zeros(E, dtype=torch.int64, device=x_TD.device).scatter_add_(
+            0, flat_e, torch.ones_like(flat_e))
+        order = flat_e.argsort(stable=True)  # slots sorted by expert
+        dtype = torch.get_autocast_dtype(x_TD.device.type) if torch.is_autocast_enabled(x_TD.device.type) else x_TD.dtype
+        y_sorted = self.experts(x_TD[order // k].to(dtype), flat_e[order], counts_E)
+        y_TkD = torch.empty_like(y_sorted).index_copy_(0, order, y_sorted).view(T, k, D)
+        out_TD = (y_TkD * w_Tk[..., None].to(y_TkD.dtype)).sum(1).to(x_TD.dtype)
         if self.shared is not None:
             out_TD = out_TD + self.shared(x_TD)
-        E = len(self.experts)
-        frac_E = torch.bincount(flat_e, minlength=E).float() / flat_e.numel()
-        self.aux_loss = E * (frac_E * probs_TE.mean(0)).sum()
+        self.aux_loss = E * (counts_E.float() / flat_e.numel() * probs_TE.mean(0)).sum()
         return out_TD.reshape(B, N, D)

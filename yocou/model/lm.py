@@ -186,11 +186,15 @@ class LM(nn.Module):
         1/sqrt(2·layer applications) when ``init_scaled_out`` [assume, GPT-2 style]."""
         std = self.cfg.init_std
         n_apps = sum(1 for a in self.plan if a.kind != "kv")
+        std_out = std / math.sqrt(2 * n_apps) if self.cfg.init_scaled_out else std
         for name, p in self.named_parameters():
             if p.ndim == 1:
                 nn.init.ones_(p)
-            elif self.cfg.init_scaled_out and (name.endswith("wo.weight") or name.endswith("w2.weight")):
-                nn.init.normal_(p, 0.0, std / math.sqrt(2 * n_apps))
+            elif ".experts." in name:
+                if name.endswith(".w13"):
+                    self.get_submodule(name.rsplit(".experts.", 1)[0]).reset_expert_parameters(std, std_out)
+            elif name.endswith(("wo.weight", "w2.weight")):
+                nn.init.normal_(p, 0.0, std_out)
             else:
                 nn.init.normal_(p, 0.0, std)
 
