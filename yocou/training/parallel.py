@@ -2,9 +2,14 @@
 
 * :func:`shard_fsdp` applies ``torch.distributed.fsdp.fully_shard`` (FSDP2, per-parameter DTensor
   sharding on dim 0) to every decoder layer and then the root (embedding, the small K̂V̂ makers, final
-  norm, LM head), the layout torchtitan uses. A looped layer (YOCO-U's self-decoder, RINS, Loop) is one FSDP
-  unit called T times per step: its parameters are all-gathered for each call and its gradient is the
-  sum over the calls, exactly as without sharding.
+  norm, LM head), the layout torchtitan uses, with a ``MixedPrecisionPolicy`` (bf16 all-gathers and compute, fp32
+  gradient reduction) for bf16 training and, on a 2-D mesh, HSDP (shard within a group, replicate across groups).
+  A looped layer (YOCO-U's self-decoder, RINS, Loop) is one FSDP unit called T times per step; it stays gathered
+  from its first call to the backward (``reshard_after_forward=False``), so it is all-gathered once per forward,
+  not T times. Its gradient is the sum over the calls, exactly as without sharding.
+* :func:`compile_layers` compiles each decoder layer and K̂V̂ maker (``nn.Module.compile``) before sharding, as
+  torchtitan does: the plan loop of ``LM.forward`` holds FSDP's hooks, so compiling the whole model under FSDP
+  would run it eagerly.
 * :func:`apply_activation_checkpointing` recomputes each layer application and K̂V̂ maker in the backward pass
   (``torch.utils.checkpoint``, non-reentrant) instead of keeping its activations. Parameter names and
   state dicts do not change.
@@ -12,9 +17,10 @@
   number of processes: full tensors keyed by parameter name (``torch.distributed.checkpoint.state_dict``
   with ``full_state_dict=True``). Gathering is collective; rank 0 receives the full tensors on CPU.
 
-Mixed precision stays ``torch.autocast`` (as without FSDP): parameters, gradients and their reduction
-are fp32, matmuls run in bf16. Sources: PyTorch FSDP2 docs (``torch.distributed.fsdp.fully_shard``),
-``torch.distributed.checkpoint.state_dict``.
+Without a policy (fp32 training, or unsharded) mixed precision is ``torch.autocast``: parameters, gradients and
+their reduction fp32, matmuls in bf16. Sources: PyTorch FSDP2 docs (``torch.distributed.fsdp.fully_shard``,
+``MixedPrecisionPolicy``), ``torch.distributed.device_mesh.init_device_mesh``,
+``torch.distributed.checkpoint.state_dict``; torchtitan's ``parallelize`` functions (read, not copied).
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = ["is_sharded", "shard_fsdp", "apply_activation_checkpointing", "full_state", "load_full_state"]
+__all__ = ["apply_activation_checkpointing", "compile_layers", "full_state", "is_sharded", "load_full_state",
+           "looped_layers", "shard_fsdp"]
 
 
 def is_sharded(model: nn.Module) -> bool:
@@ -40,30 +47,62 @@ def _layers(model: nn.Module) -> list[nn.Module]:
     return [layer for stage in model.stages for layer in stage]
 
 
-def shard_fsdp(model: nn.Module, *, reshard_after_forward: bool = True) -> nn.Module:
+def looped_layers(model: nn.Module) -> list[nn.Module]:
+    """The decoder layers of stages with ``n_loops > 1`` (called once per loop in a forward)."""
+    return [layer for st, stage in zip(model.cfg.stages, model.stages) if st.n_loops > 1 for layer in stage]
+
+
+def shard_fsdp(model: nn.Module, *, param_dtype: torch.dtype | None = None, replicate: int = 1) -> nn.Module:
     """Shard ``model`` in place with FSDP2 over the default process group (all ranks).
 
     Args:
         model: a :class:`yocou.model.lm.LM` on this rank's device (or CPU; shards move to the mesh's device).
-        reshard_after_forward: free the gathered parameters after each forward call (ZeRO-3); ``False``
-            keeps them until the backward (ZeRO-2 like; more memory, fewer all-gathers for looped layers).
+        param_dtype: the dtype parameters are all-gathered and computed in (``torch.bfloat16`` for bf16 training);
+            gradients are reduced in fp32 into the fp32 sharded parameters. ``None``: fp32 throughout.
+        replicate: HSDP: the world splits into ``replicate`` groups of ``world / replicate`` ranks; parameters
+            are sharded within a group (a node) and replicated across groups (gradients all-reduced across them).
+            1: plain FSDP over every rank.
 
     Returns:
         ``model`` (its class becomes ``FSDP<cls>``; call it, not ``model.forward``).
 
     Raises:
         RuntimeError: ``torch.distributed`` is not initialised (run under ``torchrun``).
+        ValueError: ``replicate`` does not divide the world size.
     """
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     if not (dist.is_available() and dist.is_initialized()):
         raise RuntimeError("shard_fsdp needs an initialised process group: launch with torchrun (WORLD_SIZE > 1)")
+    world = dist.get_world_size()
+    if replicate < 1 or world % replicate:
+        raise ValueError(f"train.fsdp_replicate ({replicate}) must divide the world size ({world})")
+    device_type = next(model.parameters()).device.type
+    if device_type == "meta":
+        device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    mesh = (init_device_mesh(device_type, (replicate, world // replicate), mesh_dim_names=("replicate", "shard"))
+            if replicate > 1 else init_device_mesh(device_type, (world,), mesh_dim_names=("shard",)))
+    kw: dict[str, Any] = {"mesh": mesh}
+    if param_dtype is not None:
+        kw["mp_policy"] = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
+    looped = {id(layer) for layer in looped_layers(model)}
     # The K̂V̂ makers stay in the root unit: they are small and return views of one fused matmul.
     for unit in _layers(model):
-        fully_shard(unit, reshard_after_forward=reshard_after_forward)
-    fully_shard(model, reshard_after_forward=reshard_after_forward)
+        fully_shard(unit, reshard_after_forward=id(unit) not in looped, **kw)
+    fully_shard(model, **kw)
     return model
+
+
+def compile_layers(model: nn.Module, *, fullgraph: bool = True) -> int:
+    """``torch.compile`` each decoder layer and K̂V̂ maker in place (``nn.Module.compile``: names and state dicts
+    unchanged); call after :func:`apply_activation_checkpointing` and before :func:`shard_fsdp`. Returns the number
+    of modules compiled. With ``fullgraph`` a graph break is an error at the first call."""
+    units = _layers(model) + list(model.kv_makers.values())
+    for unit in units:
+        unit.compile(fullgraph=fullgraph)
+    return len(units)
 
 
 def apply_activation_checkpointing(model: nn.Module) -> int:

@@ -82,7 +82,8 @@ class TrainConfig:
         dtype: ``bf16`` autocast (CPU AMX / CUDA) or ``fp32``.
         grad_accum: micro-steps per optimizer step (batch divides evenly).
         log_every, ckpt_every: in steps.
-        compile: ``torch.compile`` the training forward.
+        compile: ``torch.compile`` the training forward: the whole model in one process or under DDP; under FSDP each
+            decoder layer and K̂V̂ maker (:func:`yocou.training.parallel.compile_layers`, fullgraph), before sharding.
         stop_at_flops: stop early once analytic training FLOPs reach this; 0 disables.
         snapshot_steps: after each of these optimizer steps also write the weights to
             ``model_step<N>.pt`` (same format as ``model.pt``). Table 2's "equal FLOPs" YOCO-U is
@@ -90,7 +91,10 @@ class TrainConfig:
             run (:func:`yocou.workflow.pipeline.resolve_run`, ``equal_flops_to``).
         fsdp: shard parameters, gradients and optimizer state with FSDP2 over the
             ranks of ``torchrun`` (:mod:`yocou.training.parallel`) instead of DDP; checkpoints hold
-            full tensors, so a run resumes with any number of processes.
+            full tensors, so a run resumes with any number of processes. With ``dtype`` bf16, parameters are
+            all-gathered and computed in bf16 and gradients reduced in fp32 (``MixedPrecisionPolicy``).
+        fsdp_replicate: HSDP with FSDP: shard within groups of ``world / fsdp_replicate`` ranks (a node) and
+            replicate across the groups; 1 (the default): shard over every rank.
         activation_checkpointing: recompute each layer in the backward pass
             instead of storing its activations (less memory, about 1/3 more compute).
         allow_math_attention: on CUDA, train at ``seq_len >= MATH_ATTENTION_MAX_SEQ_LEN`` even where an attention
@@ -135,6 +139,7 @@ class TrainConfig:
     stop_at_flops: NonNegFloat = 0.0
     snapshot_steps: tuple[PosInt, ...] = ()
     fsdp: Bool = False
+    fsdp_replicate: PosInt = 1
     activation_checkpointing: Bool = False
     allow_math_attention: Bool = False
     tensorboard: Bool = False
@@ -319,7 +324,10 @@ def build_model(model_cfg: ModelConfig, tc: TrainConfig, device: torch.device, w
     if tc.activation_checkpointing:
         parallel.apply_activation_checkpointing(model)
     if tc.fsdp and world > 1:
-        parallel.shard_fsdp(model)
+        if tc.compile:
+            parallel.compile_layers(model)
+        parallel.shard_fsdp(model, param_dtype=torch.bfloat16 if tc.dtype == "bf16" else None,
+                            replicate=tc.fsdp_replicate)
     return model
 
 
@@ -678,10 +686,11 @@ class StepResult:
 
 def _step_parts(model: torch.nn.Module, opt: torch.optim.Optimizer, tc: TrainConfig, world: int,
                 device: torch.device, run_dir: Path) -> StepParts:
-    """Wrap ``model`` for the forward pass (DDP unless sharded; ``torch.compile`` with ``tc.compile``)."""
+    """Wrap ``model`` for the forward pass (DDP unless sharded; ``torch.compile`` with ``tc.compile`` unless sharded,
+    where :func:`build_model` compiled each layer)."""
     sharded = parallel.is_sharded(model)
     fwd = model if sharded else wrap_ddp(model, world, device)
-    if tc.compile:
+    if tc.compile and not sharded:
         fwd = torch.compile(fwd)
     amp = torch.autocast(device.type, dtype=torch.bfloat16, enabled=tc.dtype == "bf16")
     return StepParts(model=model, fwd=fwd, opt=opt, amp=amp, world=world, sharded=sharded, run_dir=run_dir)
