@@ -1,6 +1,6 @@
 """FSDP2 training (yocou.training.parallel through yocou.training.train) on 2 CPU processes (gloo) against one process:
-the same loss curve and weights as an unsharded run, with activation checkpointing and gradient
-accumulation, and a checkpoint written by 2 sharded processes that resumes in 1 process."""
+the same loss curve and weights as an unsharded run, with activation checkpointing, gradient accumulation, per-layer
+compile, HSDP and the bf16 policy, and a sharded (DCP) checkpoint written by 2 processes that resumes in 1 and in 2."""
 
 from __future__ import annotations
 
@@ -151,27 +151,48 @@ sys.exit(main())
 """
 
 
-@pytest.mark.slow
-def test_fsdp_checkpoint_resumes_in_one_process(tmp_path: Path, token_dir: Path, one_process: Path) -> None:
-    """2 sharded processes with activation checkpointing and 2 micro-steps write a full-tensor checkpoint
-    at step 4 and stop; 1 process resumes it and ends where the unsharded run ends."""
-    rc = _run_config(tmp_path / "rc.json", fsdp=True, activation_checkpointing=True, grad_accum=2)
+def _stopped_after_first_checkpoint(tmp_path: Path, token_dir: Path, rc: Path, out: Path) -> None:
+    """2 sharded processes stop right after writing the step-4 checkpoint: a DCP folder, each rank's shards in it."""
+    from torch.distributed.checkpoint import FileSystemReader
+
     script = tmp_path / "die_after_ckpt.py"
     script.write_text(_DIE_AFTER_CKPT)
-    out = tmp_path / "run"
     res = subprocess.run(_torchrun(str(script), *_train_args(rc, token_dir / "train.bin", out)), env=_env(),
                          capture_output=True, text=True)
     assert res.returncode != 0, "the sharded run was not stopped after its checkpoint"
-    ck = torch.load(out / "ckpt.pt", weights_only=False)
-    assert ck["step"] == 4 and not (out / "model.pt").exists(), res.stderr[-3000:]
-    names = set(torch.load(one_process / "model.pt", weights_only=False)["model"])
-    assert set(ck["model"]) == names
-    assert set(ck["optimizer"]["state"]) == names  # keyed by name, so it loads with any number of processes
-    res = subprocess.run([sys.executable, "-m", "yocou.cli", *_train_args(rc, token_dir / "train.bin", out)],
-                         env=_env(), capture_output=True, text=True)
+    dcp_dir = out / "ckpt.dcp"
+    meta = json.loads((dcp_dir / "meta.json").read_text())
+    assert meta["step"] == 4 and not (out / "model.pt").exists() and not (out / "ckpt.pt").exists(), \
+        res.stderr[-3000:]
+    assert sorted(p.name for p in dcp_dir.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]  # one per rank
+    keys = set(FileSystemReader(str(dcp_dir)).read_metadata().state_dict_metadata)
+    names = {n for n, _ in _named_parameters()}
+    assert {f"model.{n}" for n in names} <= keys
+    assert {f"optimizer.state.{n}.exp_avg" for n in names} <= keys  # keyed by name: loads on any world size
+
+
+def _named_parameters() -> list[tuple[str, torch.nn.Parameter]]:
+    from yocou.model.lm import LM
+
+    return list(LM(MODEL).named_parameters())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("resume_ranks", [1, 2])
+def test_fsdp_sharded_checkpoint_resumes_on_one_and_two_processes(tmp_path: Path, token_dir: Path,
+                                                                  one_process: Path, resume_ranks: int) -> None:
+    """2 sharded processes with activation checkpointing and 2 micro-steps write a DCP checkpoint at step 4 and
+    stop; 1 process, or 2 again, resumes it and ends where the unsharded run ends."""
+    rc = _run_config(tmp_path / "rc.json", fsdp=True, activation_checkpointing=True, grad_accum=2)
+    out = tmp_path / "run"
+    _stopped_after_first_checkpoint(tmp_path, token_dir, rc, out)
+    cmd = [sys.executable, "-m", "yocou.cli"] if resume_ranks == 1 else _torchrun("-m", "yocou.cli")
+    res = subprocess.run([*cmd, *_train_args(rc, token_dir / "train.bin", out)], env=_env(), capture_output=True,
+                         text=True)
     assert res.returncode == 0, res.stderr[-3000:]
     assert "resuming from step 4" in res.stderr
     _assert_same_run(one_process, out)
+    assert not (out / "ckpt.dcp").exists()  # the finished run's resume state is removed
 
 
 def test_activation_checkpointing_keeps_names_and_gradients() -> None:
@@ -320,3 +341,35 @@ def test_full_state_round_trip_in_one_process() -> None:
     step(b, opt_b, 1)
     for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
         torch.testing.assert_close(p, q, rtol=0, atol=0, msg=n)
+
+
+def test_sharded_checkpoint_round_trip_swap_and_bad_meta(tmp_path: Path) -> None:
+    """In one process (no process group): save_sharded then load_sharded restores weights and AdamW state into a
+    fresh model; a swap cut off after the old folder moved aside resumes from ``.old``; an unreadable meta.json is
+    named in one line."""
+    from yocou.model.lm import LM
+    from yocou.training import parallel
+
+    torch.manual_seed(0)
+    a = LM(MODEL)
+    opt_a = torch.optim.AdamW(a.parameters(), lr=1e-2)
+    a(torch.randint(0, 300, (2, 16))).logits_BNV.float().mean().backward()
+    opt_a.step()
+    path = tmp_path / "ckpt.dcp"
+    parallel.save_sharded(path, a, opt_a, {"step": 1})
+    assert parallel.sharded_checkpoint(path) == path and not path.with_name("ckpt.dcp.tmp").exists()
+    parallel.save_sharded(path, a, opt_a, {"step": 2})  # replaces the first
+    assert parallel.read_sharded_meta(path) == {"step": 2} and not path.with_name("ckpt.dcp.old").exists()
+    path.rename(path.with_name("ckpt.dcp.old"))  # as if cut off between the two renames
+    found = parallel.sharded_checkpoint(path)
+    assert found == path.with_name("ckpt.dcp.old")
+    torch.manual_seed(1)
+    b = LM(MODEL)
+    opt_b = torch.optim.AdamW(b.parameters(), lr=1e-2)
+    parallel.load_sharded(found, b, opt_b)
+    for (n, p), q in zip(a.named_parameters(), b.parameters()):
+        assert torch.equal(p, q), n
+        assert torch.equal(opt_a.state[p]["exp_avg_sq"], opt_b.state[q]["exp_avg_sq"]), n
+    (found / "meta.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"sharded checkpoint .*meta.json cannot be read \(JSONDecodeError\)"):
+        parallel.read_sharded_meta(found)

@@ -13,6 +13,9 @@
 * :func:`apply_activation_checkpointing` recomputes each layer application and K̂V̂ maker in the backward pass
   (``torch.utils.checkpoint``, non-reentrant) instead of keeping its activations. Parameter names and
   state dicts do not change.
+* :func:`save_sharded` and :func:`load_sharded`: the resume checkpoint of a sharded run as a
+  ``torch.distributed.checkpoint`` (DCP) folder, each rank writing its own shards (no gather on rank 0), with a
+  JSON file of the run's metadata; it loads on any number of processes (DCP reshards on load), one included.
 * :func:`full_state` and :func:`load_full_state` move the training state in one format whatever the
   number of processes: full tensors keyed by parameter name (``torch.distributed.checkpoint.state_dict``
   with ``full_state_dict=True``). Gathering is collective; rank 0 receives the full tensors on CPU.
@@ -26,13 +29,20 @@ their reduction fp32, matmuls in bf16. Sources: PyTorch FSDP2 docs (``torch.dist
 from __future__ import annotations
 
 import functools
+import shutil
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-__all__ = ["apply_activation_checkpointing", "compile_layers", "full_state", "is_sharded", "load_full_state",
-           "looped_layers", "shard_fsdp"]
+__all__ = ["DCP_META", "apply_activation_checkpointing", "compile_layers", "full_state", "is_sharded",
+           "load_full_state", "load_sharded", "looped_layers", "read_sharded_meta", "save_sharded", "shard_fsdp",
+           "sharded_checkpoint"]
+
+DCP_META = "meta.json"
+"""The file of a DCP checkpoint folder holding the run's metadata (step, configs, metrics rows), beside DCP's own
+``.metadata`` and the ranks' ``*.distcp`` shard files."""
 
 
 def is_sharded(model: nn.Module) -> bool:
@@ -165,3 +175,87 @@ def load_full_state(model: nn.Module, opt: torch.optim.Optimizer | None, model_s
         model.load_state_dict(model_state)
     if opt is not None and opt_state is not None:
         set_optimizer_state_dict(model, opt, opt_state, options=_options())
+
+
+def _dist() -> tuple[int, bool]:
+    import torch.distributed as dist
+
+    on = dist.is_available() and dist.is_initialized()
+    return (dist.get_rank() if on else 0), on
+
+
+def save_sharded(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
+    """Write the model and optimizer state to the DCP folder ``path`` (collective: every rank calls it and writes
+    its own shards), with ``meta`` (JSON) as :data:`DCP_META`.
+
+    Atomic: the state goes to ``<path>.tmp``; once every rank has written, rank 0 writes the metadata there and
+    swaps the folder in for ``path`` (the previous checkpoint is kept as ``<path>.old`` until the swap is done, and
+    :func:`load_sharded` falls back to it). Sources: PyTorch's ``torch.distributed.checkpoint`` (``save``,
+    ``state_dict.get_state_dict``) docs.
+    """
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    from yocou.utils.io import atomic_write_json
+
+    rank, on = _dist()
+    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
+    if rank == 0 and tmp.exists():
+        shutil.rmtree(tmp)  # a save that did not finish
+    if on:
+        dist.barrier()
+    msd, osd = get_state_dict(model, opt)
+    dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=str(tmp))
+    if rank == 0:
+        atomic_write_json(tmp / DCP_META, meta)
+        if path.exists():
+            if old.exists():
+                shutil.rmtree(old)
+            path.rename(old)
+        tmp.rename(path)
+        if old.exists():
+            shutil.rmtree(old)
+    if on:
+        dist.barrier()
+
+
+def sharded_checkpoint(path: Path) -> Path | None:
+    """The DCP folder to resume from: ``path``, or ``<path>.old`` where a swap was cut off; ``None`` if neither."""
+    for p in (path, path.with_name(path.name + ".old")):
+        if (p / DCP_META).is_file():
+            return p
+    return None
+
+
+def read_sharded_meta(path: Path) -> dict[str, Any]:
+    """The metadata of a DCP checkpoint folder (:data:`DCP_META`).
+
+    Raises:
+        ValueError: it is missing or not a JSON object, naming the file.
+    """
+    import json
+
+    f = path / DCP_META
+    try:
+        meta = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise ValueError(f"sharded checkpoint {f} cannot be read ({type(e).__name__}); remove {path} to restart "
+                         "the run from step 0") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"sharded checkpoint {f} is not a JSON object; remove {path} to restart the run")
+    return meta
+
+
+def load_sharded(path: Path, model: nn.Module, opt: torch.optim.Optimizer) -> None:
+    """Load a :func:`save_sharded` folder into ``model`` and ``opt``, sharded or not, on this run's processes
+    (collective when sharded; DCP reshards from the world size that wrote it). Sources: PyTorch's
+    ``torch.distributed.checkpoint.load`` and ``state_dict.set_state_dict`` docs.
+    """
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    msd, osd = get_state_dict(model, opt)
+    state = {"model": msd, "optimizer": osd}
+    dcp.load(state, checkpoint_id=str(path))
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optimizer"])

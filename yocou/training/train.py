@@ -11,7 +11,7 @@ uninterrupted one.
 Outputs in ``out_dir``: ``metrics.jsonl`` (one row per logged step: step, tokens,
 train_flops, loss, lr, tokens_per_s, ...; with ``TrainConfig.eval_every`` also ``heldout_loss``, the held-out
 NLL per split at a fixed schedule, :class:`HeldoutEval`), ``ckpt.pt`` (resume state, written
-atomically every ``ckpt_every`` steps), ``model.pt`` (final weights + config +
+atomically every ``ckpt_every`` steps; with ``TrainConfig.fsdp`` the sharded ``ckpt.dcp/`` instead), ``model.pt`` (final weights + config +
 provenance) and ``summary.json``; with ``TrainConfig.tensorboard`` also TensorBoard event files
 (``events.out.tfevents.*``) holding the same rows.
 
@@ -29,6 +29,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass, fields
@@ -413,16 +414,23 @@ class Checkpointer:
     * ``model.pt`` and ``model_step<N>.pt`` (:meth:`save_weights`): weights, configs, step and provenance
       (:func:`_save_model`).
 
-    A sharded (FSDP) model's state is gathered as full tensors keyed by name (:func:`yocou.training.parallel.full_state`,
-    collective), so every rank calls :meth:`save` and :meth:`save_weights`, and a checkpoint resumes with any
-    number of processes.
+    With ``tc.fsdp`` the resume state is ``ckpt.dcp/`` instead of ``ckpt.pt``: a ``torch.distributed.checkpoint``
+    folder each rank writes its shards into (:func:`yocou.training.parallel.save_sharded`, collective), with the
+    step, configs and rows in its ``meta.json``; it resumes with any number of processes. The weights files are
+    gathered as full tensors keyed by name (:func:`yocou.training.parallel.full_state`, collective), so every rank
+    calls :meth:`save` and :meth:`save_weights`.
     """
 
     def __init__(self, out: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, model_cfg: ModelConfig,
                  tc: TrainConfig, rank: int, prov: dict[str, Any]) -> None:
         self.out, self.path = out, out / "ckpt.pt"
+        self.dcp_path = out / "ckpt.dcp"
         self.model, self.opt, self.model_cfg, self.tc, self.rank, self.prov = model, opt, model_cfg, tc, rank, prov
         self.sharded = parallel.is_sharded(model)
+
+    def exists(self) -> bool:
+        """Whether a resume checkpoint is there (``ckpt.pt``, or with ``tc.fsdp`` a ``ckpt.dcp`` folder)."""
+        return self.path.exists() or (self.tc.fsdp and parallel.sharded_checkpoint(self.dcp_path) is not None)
 
     def resume(self, device: torch.device) -> tuple[int, list[str]]:
         """Load ``ckpt.pt`` into the model and optimizer if it exists.
@@ -435,6 +443,15 @@ class Checkpointer:
             ValueError: the file is unreadable or not a resume checkpoint (:func:`read_checkpoint`), or it was
                 written with another model config or TrainConfig (fields in ``_NO_RESULT_FIELDS`` aside).
         """
+        dcp_dir = parallel.sharded_checkpoint(self.dcp_path) if self.tc.fsdp else None
+        if dcp_dir is not None:
+            meta = parallel.read_sharded_meta(dcp_dir)
+            self._check_config(meta, dcp_dir)
+            parallel.load_sharded(dcp_dir, self.model, self.opt)
+            step = int(meta["step"])
+            if self.rank == 0:
+                print(f"resuming from step {step} ({dcp_dir})", file=sys.stderr, flush=True)
+            return step, (list(meta.get("metrics_rows", [])) if step else [])
         if not self.path.exists():
             return 0, []
         # FSDP: every rank maps the full-tensor file (pages shared on a node) and keeps its shards.
@@ -442,7 +459,7 @@ class Checkpointer:
                              what="resume checkpoint", keys=("model", "optimizer", "step", "model_config",
                                                              "train_config"),
                              remedy=f"remove it to restart the run in {self.out} from step 0")
-        self._check_config(ck)
+        self._check_config(ck, self.path)
         if self.tc.fsdp:
             parallel.load_full_state(self.model, self.opt, ck["model"], ck["optimizer"])
         else:
@@ -489,15 +506,19 @@ class Checkpointer:
         """Write ``state.pt`` (the format of ``ckpt.pt``, kept after the run ends): what a branch starts from."""
         _save_ckpt(self.out / "state.pt", self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
 
-    def _check_config(self, ck: Mapping[str, Any]) -> None:
-        """ValueError unless ``ck`` was written with this run's configs; a TrainConfig field added after the
-        checkpoint was written counts as its default, and fields that change no result may differ."""
+    def _check_config(self, ck: Mapping[str, Any], path: Path) -> None:
+        """ValueError unless ``ck`` (read from ``path``) was written with this run's configs; a TrainConfig field
+        added after the checkpoint was written counts as its default, and fields that change no result may differ."""
         if _config_differs(ck, self.model_cfg, self.tc):
-            raise ValueError(f"{self.path} was written with a different config; remove {self.out} to start over")
+            raise ValueError(f"{path} was written with a different config; remove {self.out} to start over")
 
     def save(self, step: int, rows: list[str]) -> None:
-        """Write ``ckpt.pt``: the state after optimizer step ``step`` and the ``metrics.jsonl`` rows so far."""
-        _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
+        """Write ``ckpt.pt`` (with ``tc.fsdp``: ``ckpt.dcp/``): the state after optimizer step ``step`` and the
+        ``metrics.jsonl`` rows so far."""
+        _save_ckpt(self.dcp_path if self.tc.fsdp else self.path, self.model, self.opt, step, self.model_cfg, self.tc,
+                   self.rank, rows)
+        if self.tc.fsdp and self.rank == 0 and self.path.exists():  # a full-tensor state it resumed from
+            self.path.unlink()
 
     def save_weights(self, path: Path, step: int) -> None:
         """Write the weights after optimizer step ``step`` to ``path`` in the format of ``model.pt``."""
@@ -506,9 +527,14 @@ class Checkpointer:
             _save_model(path, state, self.model_cfg, self.tc, step, self.prov)
 
     def discard(self) -> None:
-        """Remove ``ckpt.pt`` (the run is finished)."""
-        if self.rank == 0 and self.path.exists():
+        """Remove ``ckpt.pt`` and ``ckpt.dcp/`` (the run is finished)."""
+        if self.rank != 0:
+            return
+        if self.path.exists():
             self.path.unlink()
+        for p in (self.dcp_path, self.dcp_path.with_name("ckpt.dcp.old"), self.dcp_path.with_name("ckpt.dcp.tmp")):
+            if p.is_dir():
+                shutil.rmtree(p)
 
 
 # --- metrics -------------------------------------------------------------------------------------------------
@@ -714,16 +740,15 @@ def draw_batch(stream: Any, tc: TrainConfig, step: int, rank: int, world: int,
 def _accumulate_gradients(parts: StepParts, tc: TrainConfig, aux_weight: float, x: torch.Tensor,
                           y: torch.Tensor) -> torch.Tensor:
     """Forward and backward of ``tc.grad_accum`` equal micro-batches of ``x, y``, gradients summed (each
-    loss divided by ``grad_accum``) and reduced across ranks on the last micro-step only. Returns this
-    rank's mean cross-entropy (a 0-d tensor)."""
+    loss divided by ``grad_accum``). Under DDP they are all-reduced on the last micro-step only; under FSDP each
+    micro-step reduce-scatters into the sharded gradients (FSDP2's default), so no rank holds unsharded gradients
+    (4 bytes per parameter) across micro-steps. Returns this rank's mean cross-entropy (a 0-d tensor)."""
     micro_b = x.shape[0] // tc.grad_accum
     ce_sum = torch.zeros((), device=x.device)
     for i in range(tc.grad_accum):
         xs, ys = x[i * micro_b:(i + 1) * micro_b], y[i * micro_b:(i + 1) * micro_b]
         sync = i == tc.grad_accum - 1
-        if parts.sharded:
-            parts.model.set_requires_gradient_sync(sync)  # FSDP2's no_sync: reduce-scatter on the last micro-step
-        no_sync = parts.world > 1 and not sync and hasattr(parts.fwd, "no_sync")
+        no_sync = parts.world > 1 and not sync and not parts.sharded and hasattr(parts.fwd, "no_sync")
         with parts.fwd.no_sync() if no_sync else contextlib.nullcontext():
             with parts.amp:
                 loss, ce = _loss(parts.fwd, xs, ys, aux_weight)
@@ -857,7 +882,7 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
         if note := global_window_note(model_cfg, tc.seq_len):
             print(f"note: {note}", file=sys.stderr, flush=True)
 
-    resuming = ckpt.path.exists()
+    resuming = ckpt.exists()
     start_step, rows = ckpt.resume(device)
     if init_from is not None and not resuming:
         start_step, rows = ckpt.start_from(init_from, device)
@@ -933,8 +958,13 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
                rank: int, rows: list[str]) -> None:
     """Atomically write the resume state, including the metrics rows logged so far (:class:`Checkpointer`).
 
-    With ``tc.fsdp`` the state is full tensors keyed by name (:func:`yocou.training.parallel.full_state`, collective).
+    A ``.dcp`` path is a sharded DCP folder (:func:`yocou.training.parallel.save_sharded`, collective); otherwise one
+    file, with ``tc.fsdp`` of full tensors keyed by name (:func:`yocou.training.parallel.full_state`, collective).
     """
+    meta = {"step": step, "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}
+    if path.suffix == ".dcp":
+        parallel.save_sharded(path, model, opt, meta)
+        return
     if tc.fsdp:
         msd, osd = parallel.full_state(model, opt)
     if rank != 0:
@@ -942,8 +972,7 @@ def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc:
     if not tc.fsdp:
         msd, osd = model.state_dict(), opt.state_dict()
     with atomic_path(path) as tmp:
-        torch.save({"model": msd, "optimizer": osd, "step": step,
-                    "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}, tmp)
+        torch.save({"model": msd, "optimizer": osd, **meta}, tmp)
 
 
 #: TrainConfig fields in which a cooldown branch may differ from the run it starts from: its length and cooldown,
@@ -978,12 +1007,17 @@ def branch_mismatch(parent: Mapping[str, Any], tc: TrainConfig, step: int) -> st
 def _config_differs(ck: Mapping[str, Any], model_cfg: ModelConfig, tc: TrainConfig) -> str | None:
     """Which of a checkpoint's configs (``"model"`` or ``"train"``) differs from ``model_cfg`` / ``tc``, else None.
     A TrainConfig field added after the checkpoint was written counts as its default, and the fields that change
-    no result (:data:`_NO_RESULT_FIELDS`) may differ."""
-    if ck["model_config"] != model_cfg.to_dict():
+    no result (:data:`_NO_RESULT_FIELDS`) may differ. Compared as JSON values (a tuple equals its list), so a
+    checkpoint whose configs went through JSON (a sharded checkpoint's ``meta.json``) compares alike."""
+    def plain(x: Any) -> Any:
+        return json.loads(json.dumps(x))
+
+    if plain(ck["model_config"]) != plain(model_cfg.to_dict()):
         return "model"
-    ours = dataclasses.asdict(tc)
+    ours = plain(dataclasses.asdict(tc))
     defaults = {f.name: f.default for f in fields(TrainConfig) if f.default is not dataclasses.MISSING}
-    theirs = {**defaults, **(ck.get("train_config") or {}), **{k: ours[k] for k in _NO_RESULT_FIELDS}}
+    theirs = plain({**defaults, **(ck.get("train_config") or {})})
+    theirs.update({k: ours[k] for k in _NO_RESULT_FIELDS})
     return "train" if theirs != ours else None
 
 
@@ -993,7 +1027,7 @@ def _prepare_out_dir(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> None
     same configs retrain in place, as before; an unreadable ``model.pt`` is left to the run to replace."""
     out.mkdir(parents=True, exist_ok=True)
     final = out / "model.pt"
-    if not final.is_file() or (out / "ckpt.pt").exists():
+    if not final.is_file() or (out / "ckpt.pt").exists() or parallel.sharded_checkpoint(out / "ckpt.dcp"):
         return
     try:
         ck = torch.load(final, map_location="cpu", weights_only=False, mmap=True)

@@ -48,7 +48,7 @@ rule train:
         heldout=lambda w, input: f"--heldout {' '.join(input.heldout)}" if input.heldout else "",
         needle_template=lambda w: needle_template(w.variant),  # a rerun trigger only
     threads: job_threads("train", "train")
-    # An interrupted run resumes from its checkpoint (ckpt.pt, which also holds the metrics rows). A trainer
+    # An interrupted run resumes from its checkpoint (ckpt.pt, or ckpt.dcp/ under FSDP; it also holds the metrics rows). A trainer
     # holds its run folder's lock (yocou.utils.runlock); the check comes before the log is opened, so that a second
     # snakemake run on the same folder refuses in its own terminal, naming the trainer's PID, and leaves the running
     # trainer's log alone.
