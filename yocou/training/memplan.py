@@ -341,7 +341,7 @@ def check_against_device(plan: MemoryPlan, device: Any = "cuda", what: str = "th
 
 # --- CLI -------------------------------------------------------------------------------------------------------------
 def _paper_plans(config: dict, variants: Sequence[str], world_size: int | None, activation_checkpointing: bool,
-                 param_dtype: str, reduce_dtype: str) -> list[tuple[str, ModelConfig, MemoryPlan]]:
+                 param_dtype: str, reduce_dtype: str, no_sync: bool = False) -> list[tuple[str, ModelConfig, MemoryPlan]]:
     from yocou.model.config import config_from_dict
     from yocou.workflow.pipeline import resolve_run
 
@@ -355,7 +355,8 @@ def _paper_plans(config: dict, variants: Sequence[str], world_size: int | None, 
         micro = max(1, tc["batch_size"] // (full_w * tc.get("grad_accum", 1)))
         out.append((v, mc, plan_memory(mc, world_size=W, micro_batch=micro, seq_len=tc["seq_len"],
                                        param_dtype=param_dtype, reduce_dtype=reduce_dtype,
-                                       activation_checkpointing=activation_checkpointing)))
+                                       activation_checkpointing=activation_checkpointing,
+                                       no_sync_accumulation=no_sync)))
     return out
 
 
@@ -387,6 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--param-dtype", default="bf16")
     ap.add_argument("--reduce-dtype", default="fp32")
     ap.add_argument("--no-activation-checkpointing", action="store_true")
+    ap.add_argument("--no-sync-accumulation", action="store_true",
+                    help="unsharded fp32 gradients held across the micro-steps (gradient sync on the last only)")
     a = ap.parse_args(argv)
     if a.gpu_gb <= 0:
         raise ValueError(f"--gpu-gb must be > 0, got {a.gpu_gb}")
@@ -395,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not names:
         raise ValueError("--variant or --all is required")
     named = _paper_plans(config, names, a.world_size, not a.no_activation_checkpointing, a.param_dtype,
-                         a.reduce_dtype)
+                         a.reduce_dtype, a.no_sync_accumulation)
     print(markdown_rows(named, int(a.gpu_gb * 1e9)))
     return 0
 
