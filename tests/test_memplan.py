@@ -84,8 +84,7 @@ CASES = {
     "transformer": (preset("transformer-smoke", **SMALL), 0.05),
     "yoco": (preset("yoco-smoke", window=16, **SMALL), 0.05),
     "yocou_t3": (preset("yocou-smoke", window=16, n_loops=3, **SMALL), 0.05),
-    # MoE: the routed experts' bookkeeping is estimated (about 6 % under at this shape)
-    "moe": (preset("transformer-smoke", n_experts=8, top_k=2, d_expert=64, d_shared_expert=64, **SMALL), 0.15),
+    "moe": (preset("transformer-smoke", n_experts=8, top_k=2, d_expert=64, d_shared_expert=64, **SMALL), 0.05),
 }
 
 
@@ -161,11 +160,11 @@ def test_bad_input_names_the_field(field, value):
 def test_check_against_device_refuses_in_one_line(monkeypatch):
     pl = plan_memory(PAPER["yocou"], world_size=8, micro_batch=1, seq_len=8192)
     monkeypatch.delenv("YOCOU_NO_MEMORY_CHECK", raising=False)
-    monkeypatch.setattr("yocou.training.memplan.available_bytes", lambda dev: (pl.total - 2**30, "test"))
+    monkeypatch.setattr("yocou.utils.memory.available_bytes", lambda dev: (pl.total - 2**30, "test"))
     with pytest.raises(MemoryRefusal, match="1.0 GiB short") as e:
         check_against_device(pl, "cpu")
     assert "\n" not in str(e.value)
-    monkeypatch.setattr("yocou.training.memplan.available_bytes", lambda dev: (pl.total, "test"))
+    monkeypatch.setattr("yocou.utils.memory.available_bytes", lambda dev: (pl.total, "test"))
     check_against_device(pl, "cpu")
 
 

@@ -135,17 +135,17 @@ def test_init_from_refuses_another_model_or_a_non_branch(tmp_path: Path, token_d
 
 def test_training_activations_past_memory_are_refused_before_any_step(tmp_path: Path, token_dir: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """A batch whose activations cannot fit is refused in one line naming the micro-batch, not allocated until the
-    process dies; the bound is the logits (fp32, and their gradient) plus each layer's input and hidden state."""
+    """A batch whose planned step (yocou.training.memplan) cannot fit is refused in one line naming the micro-batch,
+    before any step; with a byte more than the plan it is not refused by the check."""
     import yocou.utils.memory as M
-    from yocou.model.config import expand_plan
-    from yocou.training.train import activation_bytes
+    from yocou.training.train import memory_plan
 
     tc = TrainConfig(steps=1, batch_size=256, seq_len=64, dtype="fp32")
-    apps = sum(1 for a in expand_plan(MODEL) if a.kind != "kv")
-    assert activation_bytes(MODEL, tc) == 256 * 64 * (8 * MODEL.vocab_size + apps * (MODEL.d_model + MODEL.d_ff) * 4)
+    need = memory_plan(MODEL, tc, 1, False).total
+    assert need > 256 * 64 * 8 * MODEL.vocab_size  # the logits and their gradient alone
     monkeypatch.delenv("YOCOU_NO_MEMORY_CHECK", raising=False)
-    monkeypatch.setattr(M, "available_bytes", lambda device="cpu": (10_000_000, "a test's limit"))
-    with pytest.raises(M.MemoryRefusal, match=r"micro-batch of 256 x seq_len 64"):
+    monkeypatch.setattr(M, "available_bytes", lambda device="cpu": (need - 1, "a test's limit"))
+    with pytest.raises(M.MemoryRefusal, match=r"micro-batch of 256 x seq_len 64 per rank, unsharded.*1 B short"):
         train(MODEL, tc, token_dir / "train.bin", tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
     assert not (tmp_path / "run" / "model.pt").exists()

@@ -33,7 +33,8 @@ import torch
 from yocou.model.accounting import dtype_bytes
 from yocou.model.attention import WINDOW_BLOCKED_MIN
 from yocou.model.config import ModelConfig, expand_plan
-from yocou.utils.memory import MemoryRefusal, available_bytes, format_bytes
+from yocou.utils import memory
+from yocou.utils.memory import MemoryRefusal, format_bytes
 
 __all__ = ["MemoryPlan", "application_activation_bytes", "check_against_device", "main", "plan_memory", "unit_params"]
 
@@ -136,9 +137,9 @@ def _ffn_bytes(cfg: ModelConfig, T: int, r: int, c: int, autocast: bool) -> int:
     kT, E = cfg.top_k * T, cfg.n_experts
     n = (c if autocast else r) * T * D  # the router's input
     n += 4 * T * E + 12 * T * cfg.top_k  # router probabilities (fp32), top-k weights (fp32) and indices (int64)
-    n += (2 * c if autocast else r) * kT * D  # each routed token's rows gathered for its expert (cast per w13 half)
-    n += 4 * c * kT * cfg.d_expert + c * kT * D + c * kT  # expert gate, up, silu, product; output; its weight
-    n += 3 * 8 * kT  # the gather, weight and scatter-add indices (int64)
+    n += c * kT * D  # the routed rows sorted by expert, in the compute dtype (the grouped matmul's input)
+    n += 4 * c * kT * cfg.d_expert + 2 * c * kT * D  # gate and up (one [kT, 2F]), silu, product; outputs sorted, unsorted
+    n += 2 * 8 * kT  # the sort order and the gather index (int64)
     if cfg.d_shared_expert:
         n += (2 * c * T * D if autocast else 0) + 4 * c * T * cfg.d_shared_expert
     return n
@@ -202,8 +203,10 @@ def _weight_cast_bytes(cfg: ModelConfig, c: int, activation_checkpointing: bool)
     application of each slice of a fused weight (``wqkv``, ``w13``, ``wkv``: views, which autocast does not cache)."""
     D, H, G, Dh = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
     if cfg.n_experts:
-        leaf_ffn = D * cfg.n_experts + cfg.n_experts * D * cfg.d_expert + D * cfg.d_shared_expert
-        fused_ffn = cfg.n_experts * 2 * D * cfg.d_expert + 2 * D * cfg.d_shared_expert  # experts used by some token
+        # The router and the shared expert's w2 are autocast-cached leaves; the experts' stacked weights are cast
+        # (both, all E) at every application by the MoE itself, like a fused slice.
+        leaf_ffn = D * cfg.n_experts + D * cfg.d_shared_expert
+        fused_ffn = cfg.n_experts * 3 * D * cfg.d_expert + 2 * D * cfg.d_shared_expert
     else:
         leaf_ffn, fused_ffn = D * cfg.d_ff, 2 * D * cfg.d_ff
     leaf = D * cfg.vocab_size
@@ -328,7 +331,7 @@ def check_against_device(plan: MemoryPlan, device: Any = "cuda", what: str = "th
     """
     if os.environ.get("YOCOU_NO_MEMORY_CHECK", "") not in ("", "0"):
         return
-    got = available_bytes(torch.device(device) if isinstance(device, str) else device)
+    got = memory.available_bytes(torch.device(device) if isinstance(device, str) else device)
     if got is None:
         return
     free, source = got

@@ -48,6 +48,7 @@ from yocou.model.config import ModelConfig, config_from_dict
 from yocou.model.limits import new_model
 from yocou.model.lm import LM
 from yocou.training import parallel
+from yocou.training.memplan import MemoryPlan, check_against_device, plan_memory
 from yocou.utils import memory
 from yocou.utils.io import atomic_path, atomic_write_json, atomic_write_text, provenance
 from yocou.utils.runlock import LOCK_NAME, RunLock
@@ -377,18 +378,15 @@ def global_window_note(model_cfg: ModelConfig, seq_len: int) -> str | None:
     return None
 
 
-def activation_bytes(model_cfg: ModelConfig, tc: TrainConfig, world: int = 1) -> int:
-    """A lower bound, in bytes, of the activations one rank keeps for the backward pass of a micro-batch
-    (``batch_size / grad_accum / world`` sequences of ``seq_len`` tokens): the fp32 logits and their gradient, and per
-    layer application the residual stream entering it and the feed-forward hidden activation (the input of each
-    layer only with ``activation_checkpointing``). The tensors certainly stored, so a refusal is right."""
-    from yocou.model.config import expand_plan
-
-    tokens = max(1, tc.batch_size // tc.grad_accum // world) * tc.seq_len
-    apps = sum(1 for a in expand_plan(model_cfg) if a.kind != "kv")
-    per_app = model_cfg.d_model if tc.activation_checkpointing else model_cfg.d_model + model_cfg.d_ff
-    elem = 2 if tc.dtype == "bf16" else 4
-    return tokens * (2 * 4 * model_cfg.vocab_size + apps * per_app * elem)
+def memory_plan(model_cfg: ModelConfig, tc: TrainConfig, world: int, sharded: bool) -> MemoryPlan:
+    """The bytes one rank holds at the peak of a training step (:func:`yocou.training.memplan.plan_memory`): sharded
+    over ``world`` ranks under FSDP (bf16 gathers with ``dtype`` bf16), a full replica otherwise, the micro-batch of
+    ``batch_size / grad_accum / world`` sequences of ``seq_len``."""
+    bf16 = tc.dtype == "bf16"
+    return plan_memory(model_cfg, world_size=world if sharded else 1,
+                       micro_batch=max(1, tc.batch_size // tc.grad_accum // world), seq_len=tc.seq_len,
+                       param_dtype="bf16" if sharded and bf16 else "fp32", compute_dtype="bf16" if bf16 else "fp32",
+                       activation_checkpointing=tc.activation_checkpointing)
 
 
 def _run_provenance(model_cfg: ModelConfig, tc: TrainConfig, run_config: Mapping[str, Any] | None,
@@ -874,11 +872,12 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
                   flush=True)
         if refusal := math_attention_refusal(kernels, tc):
             raise ValueError(refusal)
+    if device.type == "cuda" or rank == 0:  # each GPU its own memory; on CPU the host's, once
+        sharded = parallel.is_sharded(model)
+        check_against_device(memory_plan(model_cfg, tc, world, sharded), device,
+                             f"training {model_cfg.name} (a micro-batch of {tc.batch_size // tc.grad_accum // world} "
+                             f"x seq_len {tc.seq_len} per rank, {f'sharded over {world} ranks' if sharded else 'unsharded'})")
     if rank == 0:
-        memory.require(16 * sum(p.numel() for p in model.parameters()) + activation_bytes(model_cfg, tc, world),
-                       f"training {model_cfg.name} (weights, gradients and AdamW's two moments in fp32, and the "
-                       f"activations of a micro-batch of {tc.batch_size // tc.grad_accum // world} x seq_len "
-                       f"{tc.seq_len} kept for the backward pass)")
         if note := global_window_note(model_cfg, tc.seq_len):
             print(f"note: {note}", file=sys.stderr, flush=True)
 
