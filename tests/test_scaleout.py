@@ -267,14 +267,65 @@ def test_check_config_refuses_a_paper_config_whose_corpus_is_unset(tmp_path: Pat
 
 def test_launcher_single_node_and_slots() -> None:
     assert cluster.train_launcher({"launch": {"nproc": 1}}) == "python -m yocou.cli"
-    assert cluster.train_launcher({"launch": {"nproc": 2}}) == "torchrun --standalone --nproc-per-node 2 -m yocou.cli"
-    assert cluster.train_launcher({"launch": {"nproc": 8, "gpu_slots": 8}}) == \
-        "python -m yocou.workflow.cluster gpu-run --gpus 8 --slots 8 -- torchrun --standalone --nproc-per-node 8 -m yocou.cli"
+    assert cluster.train_launcher({"launch": {"nproc": 1, "gpu_slots": 2}}) == \
+        "python -m yocou.workflow.cluster gpu-run --gpus 1 --slots 2 -- python -m yocou.cli"
+    two = cluster.train_launcher({"launch": {"nproc": 2}})
+    assert two.startswith("bash -c ") and two.endswith(" torchrun")
+    assert "exec torchrun --standalone --nproc-per-node 2 -m yocou.cli" in two
+    eight = cluster.train_launcher({"launch": {"nproc": 8, "gpu_slots": 8}})
+    assert eight.startswith("python -m yocou.workflow.cluster gpu-run --gpus 8 --slots 8 -- bash -c ")
+    assert "exec torchrun --standalone --nproc-per-node 8 -m yocou.cli" in eight
+    with pytest.raises(ValueError, match=r"launch\.dist_timeout_s: expected a whole number of seconds >= 1, got 0"):
+        cluster.train_launcher({"launch": {"nproc": 2, "dist_timeout_s": 0}})
 
 
 def _executable(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+#: A stand-in torchrun: prints its node, the environment its workers would get and its arguments.
+_TORCHRUN = ('#!/bin/bash\necho "node=${SLURM_NODEID:-0} omp=$OMP_NUM_THREADS '
+             'async=${TORCH_NCCL_ASYNC_ERROR_HANDLING:-unset} debug=${NCCL_DEBUG:-unset} torchrun $*"\n')
+
+
+def _launch(prefix: str, bin_: Path, args: str = "train --run-config 'a b.json' --out runs/x", *, omp: str | None,
+            **env: str) -> subprocess.CompletedProcess:
+    """Run ``OMP_NUM_THREADS=<omp> <prefix> <args>`` in bash as the rule's shell does, stand-ins first on PATH."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_NUM_THREADS", "SLURM_JOB_ID", "NCCL_DEBUG", "TORCH_NCCL_ASYNC_ERROR_HANDLING")}
+    cmd = (f"OMP_NUM_THREADS={omp} " if omp is not None else "") + f"{prefix} {args}"
+    return subprocess.run(["bash", "-c", cmd], env={**base, "PATH": f"{bin_}:{os.environ['PATH']}", **env},
+                          capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(("omp", "nproc", "want"), [("16", 4, "4"), ("6", 4, "1"), ("3", 2, "1"), ("9", 2, "4"),
+                                                    (None, 2, "1"), ("x", 2, "1")])
+def test_one_node_torchrun_shares_the_jobs_threads_among_its_processes(tmp_path: Path, omp: str | None, nproc: int,
+                                                                       want: str) -> None:
+    """OMP_NUM_THREADS of each torchrun worker: the rule's threads (its OMP_NUM_THREADS) over launch.nproc, at
+    least 1 (unset or not a number: 1); no NCCL settings on CPU; the process group's default timeout."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _executable(bin_ / "torchrun", _TORCHRUN)
+    res = _launch(cluster.train_launcher({"launch": {"nproc": nproc}}), bin_, omp=omp)
+    assert res.returncode == 0, res.stderr
+    want_line = (f"node=0 omp={want} async=unset debug=unset torchrun --standalone --nproc-per-node {nproc} "
+                 "-m yocou.cli train --run-config a b.json --out runs/x --dist-timeout-s 1800")
+    assert res.stdout.splitlines() == [want_line]
+
+
+def test_one_node_gpu_training_gets_the_nccl_settings_unless_set(tmp_path: Path) -> None:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _executable(bin_ / "torchrun", _TORCHRUN)
+    prefix = cluster.train_launcher({"launch": {"nproc": 8, "gpus": True, "dist_timeout_s": 600}})
+    res = _launch(prefix, bin_, omp="64")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split(" torchrun ")[0] == "node=0 omp=8 async=1 debug=WARN"
+    assert res.stdout.rstrip().endswith("--out runs/x --dist-timeout-s 600")
+    res = _launch(prefix, bin_, omp="64", NCCL_DEBUG="INFO", TORCH_NCCL_ASYNC_ERROR_HANDLING="3")
+    assert res.stdout.split(" torchrun ")[0] == "node=0 omp=8 async=3 debug=INFO"  # the user's own settings kept
 
 
 def test_multi_node_launcher_runs_torchrun_per_node_with_the_rendezvous(tmp_path: Path) -> None:
@@ -286,20 +337,95 @@ def test_multi_node_launcher_runs_torchrun_per_node_with_the_rendezvous(tmp_path
                 'for n in 0 1; do SLURM_NODEID=$n SLURM_JOB_NODELIST="gpu[07-08]" "$@" || exit $?; done\n')
     _executable(bin_ / "scontrol", '#!/bin/bash\n[ "$*" = "show hostnames gpu[07-08]" ] || exit 4\n'
                 'printf "gpu07\\ngpu08\\n"\n')
-    _executable(bin_ / "torchrun", '#!/bin/bash\necho "node=$SLURM_NODEID torchrun $*"\n')
-    cfg = {"launch": {"nproc": 4, "nnodes": 2, "gpus": True, "rdzv_port": 29511},
+    _executable(bin_ / "torchrun", _TORCHRUN)
+    cfg = {"launch": {"nproc": 4, "nnodes": 2, "gpus": True, "rdzv_port": 29511, "dist_timeout_s": 900},
            "resources": {"rules": {"train": {"cpus_per_task": 32}}}}
-    prefix = cluster.train_launcher(cfg)
-    cmd = f"{prefix} train --run-config 'a b.json' --out runs/x"
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
-    res = subprocess.run(["bash", "-c", cmd], env=env, capture_output=True, text=True)
+    res = _launch(cluster.train_launcher(cfg), bin_, omp="32", SLURM_JOB_ID="4242")
     assert res.returncode == 0, res.stderr
     assert "srun --cpus-per-task=32" in res.stderr and "srun --gres=gpu:4" in res.stderr
     lines = res.stdout.splitlines()
     assert len(lines) == 2
     for n, line in enumerate(lines):
-        assert line == (f"node={n} torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d --rdzv-id 4242 "
-                        "--rdzv-endpoint gpu07:29511 -m yocou.cli train --run-config a b.json --out runs/x")
+        assert line == (f"node={n} omp=8 async=1 debug=WARN torchrun --nnodes 2 --nproc-per-node 4 --rdzv-backend c10d "
+                        "--rdzv-id 4242 --rdzv-endpoint gpu07:29511 -m yocou.cli train --run-config a b.json "
+                        "--out runs/x --dist-timeout-s 900")
+
+
+def test_multi_node_outside_slurm_is_refused_in_one_line(tmp_path: Path) -> None:
+    """launch.nnodes > 1 under the local executor (no SLURM job): one line naming launch.nnodes, status 2, and
+    neither srun nor torchrun started."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    started = tmp_path / "started"
+    for name in ("srun", "torchrun"):
+        _executable(bin_ / name, f'#!/bin/bash\necho {name} >> {started}\n')
+    prefix = cluster.train_launcher({"launch": {"nproc": 8, "nnodes": 4, "gpus": True}})
+    for env in ({}, {"SLURM_JOB_ID": ""}):
+        res = _launch(prefix, bin_, omp="64", **env)
+        assert res.returncode == 2 and not res.stdout, res.stdout + res.stderr
+        lines = res.stderr.splitlines()
+        assert len(lines) == 1, res.stderr
+        assert lines[0].startswith("train: launch.nnodes is 4: expected a SLURM job")
+        assert "--profile workflows/profiles/slurm" in lines[0] and "--executor slurm" in lines[0]
+        assert not started.exists()
+    res = _launch(prefix, bin_, omp="64", SLURM_JOB_ID="17")  # inside a job it goes on to srun
+    assert res.returncode == 0 and started.read_text() == "srun\n", res.stderr
+
+
+def test_train_rule_shell_text_runs_the_launcher(tmp_path: Path, slurm_dry_run: str) -> None:
+    """The paper train rule's shell command as the dry run prints it, run with stand-ins: outside SLURM it stops
+    at the launcher's one line, after the run-folder lock (a stand-in python), before srun."""
+    shell = next(l.split("Shell command: ", 1)[-1] for l in slurm_dry_run.splitlines() if "run_config.json --data" in l)
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    _executable(bin_ / "python", '#!/bin/bash\necho "python $*" >> calls\n')
+    _executable(bin_ / "srun", '#!/bin/bash\necho srun >> calls\n')
+    (tmp_path / "logs/paper").mkdir(parents=True)
+    base = {k: v for k, v in os.environ.items() if k != "SLURM_JOB_ID"}
+    res = subprocess.run(["bash", "-c", shell], cwd=tmp_path, env={**base, "PATH": f"{bin_}:{os.environ['PATH']}"},
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 2
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert len(calls) == 1 and calls[0].startswith("python -m yocou.utils.runlock runs/paper/models/"), calls
+    log = next((tmp_path / "logs/paper").glob("train_*.log")).read_text().splitlines()
+    assert len(log) == 1 and log[0].startswith("train: launch.nnodes is 4: expected a SLURM job"), log
+
+
+def test_the_process_group_timeout_reaches_init_process_group(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture) -> None:
+    """`yocou train --dist-timeout-s S` (the launcher's launch.dist_timeout_s) becomes the timeout of
+    torch.distributed.init_process_group; a value below 1 is refused in one line naming the flag."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    from yocou import cli
+    from yocou.training import train as T
+
+    got: dict = {}
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda backend, **k: got.update(backend=backend, **k))
+    monkeypatch.setattr(T, "_dist_info", lambda: (0, 1))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    T._init_distributed(42)
+    assert got["timeout"] == timedelta(seconds=42)
+
+    seen: dict = {}
+    monkeypatch.setattr(T, "train", lambda *a, **k: seen.update(k) or {"steps": 0})
+    rc = tmp_path / "run.json"
+    rc.write_text(json.dumps(resolve_run(PAPER, PAPER["core_variants"][0], vocab_size=100277)))
+    (tmp_path / "train.bin").write_bytes(b"")
+    args = ["train", "--run-config", str(rc), "--data", str(tmp_path / "train.bin"), "--out", str(tmp_path / "out")]
+    assert cli.main([*args, "--dist-timeout-s", "7"]) == 0
+    assert seen["dist_timeout_s"] == 7
+    assert cli.main(args) == 0
+    assert seen["dist_timeout_s"] == cluster.DIST_TIMEOUT_S == 1800
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        cli.main([*args, "--dist-timeout-s", "0"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--dist-timeout-s" in err[-1] and "0" in err[-1], err
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Any
 
 from yocou.results.names import PAPER_LENGTHS
 from yocou.utils.entry import int_at_least
+from yocou.workflow.cluster import DIST_TIMEOUT_S
 
 MIB = 2 ** 20
 
@@ -123,7 +124,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
                     run_config=rc, progress=not a.no_progress, tokenizer=a.tokenizer,
                     heldout=heldout, init_from=a.init_from,
-                    save_state=a.save_state)
+                    save_state=a.save_state, dist_timeout_s=a.dist_timeout_s)
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
     return 0
 
@@ -335,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a cooldown branch: start from another run's state.pt (written with --save-state)")
     tr.add_argument("--save-state", action="store_true",
                     help="also write state.pt (model and optimizer state) at the end, for branches to start from")
+    tr.add_argument("--dist-timeout-s", type=int_at_least(1), default=DIST_TIMEOUT_S, metavar="S",
+                    help="under torchrun: seconds a collective waits for the other ranks before the run fails "
+                         "(the process group's timeout; the pipeline passes launch.dist_timeout_s)")
     tr.add_argument("--no-progress", action="store_true")
     tr.set_defaults(func=_cmd_train)
 

@@ -8,10 +8,14 @@ Layout written by :func:`encode_corpus` for each split ``S`` in ``train``, ``hel
 * ``S.offsets.npy``: ``int64[n_docs + 1]``; document ``i`` is ``tokens[offsets[i]:offsets[i+1]]``
   (its trailing EOS included as the last token).
 * ``S.json``: metadata (dtype, n_tokens, n_docs, doc ids, eos_id, vocab_size, tokenizer fingerprint).
+* ``S.bin.verified.json``: a stamp saying that ``S.bin`` as it is now (size, mtime, ctime, inode) was checked
+  against ``S.json`` (size, ``bin_sha256``, every id in ``[0, vocab_size)``), so that later opens
+  (every rank of every run) skip the full read (:func:`stamp_path`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -24,7 +28,49 @@ from yocou.data.corpus import SPLITS, read_jsonl
 from yocou.data.tokenizer import load_tokenizer, tokenizer_fingerprint
 from yocou.utils.io import atomic_path, atomic_write_json, sha256_file
 
-__all__ = ["encode_corpus", "TokenStream", "check_stream_tokenizer"]
+__all__ = ["TokenStream", "check_stream_tokenizer", "encode_corpus", "stamp_path"]
+
+#: Format of the verification stamp beside a token file; a stamp of another format is ignored.
+STAMP_FORMAT = "yocou-tokens-verified-v1"
+
+
+def stamp_path(bin_path: str | os.PathLike) -> Path:
+    """The verification stamp of a token file: ``<split>.bin.verified.json`` beside ``<split>.bin``."""
+    bin_path = Path(bin_path)
+    return bin_path.with_name(bin_path.name + ".verified.json")
+
+
+def _file_state(st: os.stat_result) -> dict:
+    """What identifies the bytes of a file without reading them: size, mtime and ctime (ns), inode. A rewrite in
+    place changes mtime and ctime (ctime even when mtime is set back), a replacement the inode."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns, "inode": st.st_ino}
+
+
+def _stamp_record(state: dict, meta: dict, dtype: np.dtype) -> dict:
+    return {"format": STAMP_FORMAT, **state, "bin_sha256": meta.get("bin_sha256"),
+            "vocab_size": int(meta["vocab_size"]), "dtype": dtype.str, "n_tokens": int(meta["n_tokens"])}
+
+
+def _stamp_matches(path: Path, state: dict, meta: dict, dtype: np.dtype) -> bool:
+    """True when the stamp beside ``path`` records exactly this file state and metadata (missing, unreadable or
+    other stamps: False)."""
+    try:
+        with open(stamp_path(path), encoding="utf-8") as fh:
+            got = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(got, dict) and got == _stamp_record(state, meta, dtype)
+
+
+def _write_stamp(path: Path, state: dict, meta: dict, dtype: np.dtype) -> None:
+    """Write the stamp of ``path`` (atomically) if the file still has ``state``, the state it was verified in;
+    a folder that cannot be written to (read-only, full) leaves it unwritten, as does a file changed meanwhile."""
+    try:
+        if _file_state(path.stat()) != state:
+            return
+        atomic_write_json(stamp_path(path), _stamp_record(state, meta, dtype))
+    except OSError:
+        pass
 
 
 def _dtype_for(vocab_size: int) -> np.dtype:
@@ -46,7 +92,8 @@ def encode_corpus(corpus_dir: str | os.PathLike, tokenizer_path: str | os.PathLi
         show_progress: tqdm progress bar per split.
 
     Side effects:
-        Writes the files above atomically and updates ``corpus_dir/manifest.json`` in place (atomically):
+        Writes the files above atomically (and each ``.bin``'s verification stamp, :func:`stamp_path`, where the
+        folder can be written to) and updates ``corpus_dir/manifest.json`` in place (atomically):
         ``files[*].n_tokens`` (tokens of the document, EOS excluded), ``sources[*].n_tokens`` and
         ``splits[*].n_tokens`` (sums, EOS excluded) and ``tokenization`` (tokenizer fingerprint, eos
         handling, per-split stream sizes including EOS).
@@ -105,6 +152,7 @@ def encode_corpus(corpus_dir: str | os.PathLike, tokenizer_path: str | os.PathLi
             tokens.tofile(tmp)
         with atomic_path(out_dir / f"{split}.offsets.npy") as tmp:
             np.save(tmp, offsets)
+        state = _file_state((out_dir / f"{split}.bin").stat())
         meta = {
             "format": "yocou-tokens-v1",
             "split": split,
@@ -123,6 +171,9 @@ def encode_corpus(corpus_dir: str | os.PathLike, tokenizer_path: str | os.PathLi
             "source_jsonl_sha256": sha256_file(corpus_dir / f"{split}.jsonl"),
         }
         atomic_write_json(out_dir / f"{split}.json", meta)
+        # every id was checked against the vocabulary above: the file is verified when it holds these bytes
+        if hashlib.sha256(memoryview(tokens).cast("B")).hexdigest() == meta["bin_sha256"]:
+            _write_stamp(out_dir / f"{split}.bin", state, meta, dtype)
         metas[split] = meta
 
     # ---- manifest update ---------------------------------------------------------------------------
@@ -180,11 +231,19 @@ class TokenStream:
         path: the ``.bin`` file (its ``.json`` / ``.offsets.npy`` siblings are read too), or the
             ``.json`` metadata file.
 
+    Verification: the file's size is checked against the metadata on every open. Its sha256 (``bin_sha256``) and
+    the range of its ids (``[0, vocab_size)``) are checked by reading the whole file once: a full check then writes
+    the stamp :func:`stamp_path` beside it (atomically; not where the folder is read-only, without error), and a
+    later open whose stamp records the file's current size, mtime, ctime and inode and the metadata's
+    ``bin_sha256``, ``vocab_size``, dtype and token count only maps the file (its pages are read when used). A
+    missing, unreadable or disagreeing stamp means a full check again. Metadata without ``bin_sha256`` (older
+    streams) is range-checked on every open and never stamped.
+
     Raises:
         FileNotFoundError: the ``.bin`` or ``.json`` file is missing.
         ValueError: the metadata is not JSON or lacks a field (naming the file), or the token file disagrees
-            with it: its size, its sha256 (``bin_sha256``, checked on every open) or an id outside
-            ``[0, vocab_size)`` (naming the file and the token's position).
+            with it: its size, its sha256 (``bin_sha256``) or an id outside ``[0, vocab_size)`` (naming the file
+            and the token's position).
     """
 
     def __init__(self, path: str | os.PathLike):
@@ -213,21 +272,26 @@ class TokenStream:
             what = f"missing key {e}" if isinstance(e, KeyError) else str(e)
             raise ValueError(f"TokenStream: metadata {meta_path} is not a token-stream metadata file ({what}); "
                              "rebuild it with encode_corpus (snakemake reruns the tokens rule)") from e
-        if path.stat().st_size != n * self.dtype.itemsize:
-            raise ValueError(f"TokenStream: {path} has {path.stat().st_size} bytes, metadata says "
+        state = _file_state(path.stat())
+        if state["size"] != n * self.dtype.itemsize:
+            raise ValueError(f"TokenStream: {path} has {state['size']} bytes, metadata says "
                              f"{n} tokens of {self.dtype} ({n * self.dtype.itemsize} bytes)")
         rebuild = "rebuild it with encode_corpus (snakemake reruns the tokens rule)"
         recorded = self.meta.get("bin_sha256")
-        if recorded is not None:  # once per open: streams at our scales are a few MB
+        verified = recorded is not None and _stamp_matches(path, state, self.meta, self.dtype)
+        if recorded is not None and not verified:
             actual = sha256_file(path)
             if actual != recorded:
                 raise ValueError(f"TokenStream: {path}: sha256 {actual} differs from the bin_sha256 {recorded} "
                                  f"recorded in {meta_path} (corrupt or rewritten since it was encoded); {rebuild}")
         self.tokens = np.memmap(path, dtype=self.dtype, mode="r", shape=(n,)) if n else np.zeros(0, self.dtype)
-        if n and (int(self.tokens.min()) < 0 or int(self.tokens.max()) >= vocab_size):
-            pos = int(np.argmax((self.tokens < 0) | (self.tokens >= vocab_size)))
-            raise ValueError(f"TokenStream: {path}: token {pos} is id {int(self.tokens[pos])}, outside the "
-                             f"vocabulary [0, {vocab_size}) of {meta_path}; {rebuild}")
+        if not verified:
+            if n and (int(self.tokens.min()) < 0 or int(self.tokens.max()) >= vocab_size):
+                pos = int(np.argmax((self.tokens < 0) | (self.tokens >= vocab_size)))
+                raise ValueError(f"TokenStream: {path}: token {pos} is id {int(self.tokens[pos])}, outside the "
+                                 f"vocabulary [0, {vocab_size}) of {meta_path}; {rebuild}")
+            if recorded is not None:
+                _write_stamp(path, state, self.meta, self.dtype)
         self.eos_id = eos_id
         self.vocab_size = vocab_size
         self.doc_ids: list[str] = list(self.meta.get("doc_ids", []))

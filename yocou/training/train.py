@@ -33,6 +33,7 @@ import shutil
 import sys
 import time
 from dataclasses import dataclass, fields
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
@@ -263,11 +264,13 @@ def _dist_info() -> tuple[int, int]:
     return 0, 1
 
 
-def _init_distributed() -> tuple[int, int, torch.device]:
+def _init_distributed(timeout_s: float = 1800.0) -> tuple[int, int, torch.device]:
+    """Join the process group torchrun describes (``WORLD_SIZE`` > 1; NCCL on CUDA, else gloo), whose collectives
+    give up after ``timeout_s`` seconds; returns (rank, world size, this rank's device)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
     rank, world = _dist_info()
     if torch.cuda.is_available():
         local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -791,7 +794,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
           run_config: Mapping[str, Any] | None = None, progress: bool = True,
           heldout: Mapping[str, str | os.PathLike] | None = None,
           tokenizer: str | os.PathLike | None = None, init_from: str | os.PathLike | None = None,
-          save_state: bool = False) -> dict[str, Any]:
+          save_state: bool = False, dist_timeout_s: float = 1800.0) -> dict[str, Any]:
     """Train ``model_cfg`` on a token stream; resume from ``out_dir/ckpt.pt`` if present.
 
     Args:
@@ -809,6 +812,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
             (:func:`branch_mismatch` checks that it would).
         save_state: also write ``state.pt`` (model and optimizer state, the format of ``ckpt.pt``) at the end,
             for branches to start from.
+        dist_timeout_s: under torchrun (``WORLD_SIZE`` > 1), seconds a collective of the process group may wait
+            for the other ranks before it fails (``torch.distributed.init_process_group(timeout=...)``).
 
     Returns:
         The summary dict written to ``summary.json``.
@@ -820,7 +825,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
             ``heldout``; ``out_dir`` holds the ``model.pt`` of a run with another config (without ``ckpt.pt``).
     """
 
-    rank, world, device = _init_distributed()
+    rank, world, device = _init_distributed(dist_timeout_s)
     if tc.tensorboard and rank == 0:
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)

@@ -12,7 +12,9 @@
 * :func:`train_launcher` is the command prefix of a training run: ``yocou`` (one process),
   ``torchrun --standalone`` (one node, ``launch.nproc`` processes) or, for ``launch.nnodes > 1``,
   ``srun`` starting one ``torchrun`` per node of the SLURM allocation with a c10d rendezvous on its first
-  node (the ``mpi`` resource tells the plugin's job step not to wrap the command in ``srun`` itself).
+  node (the ``mpi`` resource tells the plugin's job step not to wrap the command in ``srun`` itself); under
+  torchrun each worker gets its share of the job's threads (``OMP_NUM_THREADS``), the NCCL error handling and
+  the process group's timeout (``launch.dist_timeout_s``).
 * GPU slots (:func:`acquire_gpu_slots`, CLI ``python -m yocou.workflow.cluster gpu-run``): on one machine with
   several GPUs, concurrent jobs each take free slots by ``flock`` on one lock file per slot and run with
   ``CUDA_VISIBLE_DEVICES`` set to theirs; a lock is released when its process ends, however it ends.
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DIST_TIMEOUT_S",
     "RULES",
     "GpuLease",
     "acquire_gpu_slots",
@@ -204,27 +207,61 @@ def job_threads(cfg: Mapping[str, Any], rule: str, cores: int | None, kind: str 
     return min(n, cores) if kind == "eval" else (n if limit is None else min(n, limit))
 
 
+#: Default of ``launch.dist_timeout_s``: seconds a collective may wait before the process group gives up.
+DIST_TIMEOUT_S = 1800
+
+
+def _worker_env(nproc: int, gpus: bool) -> str:
+    """Shell text run before ``torchrun``: the environment its ``nproc`` workers inherit.
+
+    ``OMP_NUM_THREADS``: the job's threads (the rule's shell sets ``OMP_NUM_THREADS={threads}`` before the launcher)
+    divided among the ``nproc`` processes of the node, at least 1 (unset or not a whole number: 1). torchrun would
+    otherwise keep the job's count for every worker, or set 1 and warn when it is unset. With ``gpus``:
+    ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` (a failed or timed-out collective tears the process down, so the job ends
+    instead of hanging) and ``NCCL_DEBUG=WARN``, each only where not already set.
+    """
+    env = ('t=${OMP_NUM_THREADS:-1}; case $t in ""|*[!0-9]*) t=1;; esac; '
+           f'export OMP_NUM_THREADS=$(( t / {nproc} > 1 ? t / {nproc} : 1 ))')
+    if gpus:
+        env += ("; export TORCH_NCCL_ASYNC_ERROR_HANDLING=${TORCH_NCCL_ASYNC_ERROR_HANDLING:-1} "
+                "NCCL_DEBUG=${NCCL_DEBUG:-WARN}")
+    return env
+
+
 def train_launcher(cfg: Mapping[str, Any], *, module: str = "yocou.cli") -> str:
     """Command prefix of a training run; ``train --run-config ...`` follows it.
 
     * ``launch.nproc == 1`` and ``nnodes == 1``: ``python -m yocou.cli`` (one process; with ``launch.gpu_slots``
       it takes one GPU slot). Always ``python -m``, never the ``yocou`` console script, so that every job of a
       run imports the same checkout's code (the one Snakemake runs in) as the other rules do.
-    * ``nnodes == 1``: ``torchrun --standalone --nproc-per-node <nproc> -m yocou.cli`` (behind
-      ``python -m yocou.workflow.cluster gpu-run --gpus <nproc>`` when ``launch.gpu_slots`` > 0).
-    * ``nnodes > 1`` (SLURM): ``srun`` over the allocation's nodes, one task each, starting
-      ``torchrun --nnodes <nnodes> --nproc-per-node <nproc> --rdzv-backend c10d --rdzv-id $SLURM_JOB_ID
-      --rdzv-endpoint <first node>:<rdzv_port>``; the first node is read inside the task
-      (``scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1``).
+    * ``nnodes == 1``: ``bash -c '<env>; exec torchrun --standalone --nproc-per-node <nproc> -m yocou.cli "$@"
+      --dist-timeout-s <s>' torchrun`` (behind ``python -m yocou.workflow.cluster gpu-run --gpus <nproc>`` when
+      ``launch.gpu_slots`` > 0).
+    * ``nnodes > 1`` (SLURM): outside a SLURM job (``SLURM_JOB_ID`` unset, as under Snakemake's local executor) it
+      exits with status 2 and one line on stderr naming ``launch.nnodes``; inside one, ``srun`` over the
+      allocation's nodes, one task each, starting ``torchrun --nnodes <nnodes> --nproc-per-node <nproc>
+      --rdzv-backend c10d --rdzv-id $SLURM_JOB_ID --rdzv-endpoint <first node>:<rdzv_port>``; the first node is
+      read inside the task (``scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1``).
+
+    Under torchrun ``<env>`` (:func:`_worker_env`) sets each worker's ``OMP_NUM_THREADS`` to the job's
+    ``OMP_NUM_THREADS`` (the rule's threads) divided by ``nproc`` (at least 1), and with ``launch.gpus`` the NCCL
+    settings ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` and ``NCCL_DEBUG=WARN`` unless set; ``--dist-timeout-s``
+    (``launch.dist_timeout_s``, default 1800 s) is the process group's timeout (``yocou train``). These are read
+    when the command runs, so the prefix (a rule param, a rerun trigger) does not change with ``--cores``.
 
     Raises:
-        ValueError: ``nproc`` or ``nnodes`` below 1.
+        ValueError: ``nproc``, ``nnodes`` or ``dist_timeout_s`` below 1.
     """
     launch = cfg.get("launch") or {}
     nproc, nnodes = int(launch.get("nproc", 1)), int(launch.get("nnodes", 1))
     if nproc < 1 or nnodes < 1:
         raise ValueError(f"launch.nproc ({nproc}) and launch.nnodes ({nnodes}) must be >= 1")
+    timeout = launch.get("dist_timeout_s", DIST_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+        raise ValueError(f"launch.dist_timeout_s: expected a whole number of seconds >= 1, got {timeout!r}")
     slots = int(launch.get("gpu_slots", 0))
+    env = _worker_env(nproc, bool(launch.get("gpus", False)))
+    tail = f'-m {module} "$@" --dist-timeout-s {timeout}'
     if nnodes > 1:
         res = rule_resources(cfg, "train")
         cpus = res.get("cpus_per_task")
@@ -235,13 +272,19 @@ def train_launcher(cfg: Mapping[str, Any], *, module: str = "yocou.cli") -> str:
         if cpus:
             srun.append(f"--cpus-per-task={cpus}")
         # Inside each task: SLURM sets SLURM_JOB_NODELIST; "$@" carries the arguments that follow this prefix.
-        inner = (f"exec torchrun --nnodes {nnodes} --nproc-per-node {nproc} --rdzv-backend c10d "
+        inner = (f"{env}; exec torchrun --nnodes {nnodes} --nproc-per-node {nproc} --rdzv-backend c10d "
                  f"--rdzv-id $SLURM_JOB_ID "
-                 f"--rdzv-endpoint $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1):{port} "
-                 f"-m {module} \"$@\"")
-        return " ".join(srun) + f" bash -c {shlex.quote(inner)} torchrun"
-    cmd = f"torchrun --standalone --nproc-per-node {nproc} -m {module}" if nproc > 1 else \
-        f"python -m {module}"
+                 f"--rdzv-endpoint $(scontrol show hostnames $SLURM_JOB_NODELIST | head -n 1):{port} {tail}")
+        refuse = (f"train: launch.nnodes is {nnodes}: expected a SLURM job (several nodes need the SLURM executor: "
+                  "snakemake --profile workflows/profiles/slurm, or --executor slurm); SLURM_JOB_ID is unset here")
+        outer = (f'if [ -z "${{SLURM_JOB_ID:-}}" ]; then echo {shlex.quote(refuse)} >&2; exit 2; fi; '
+                 f'exec {" ".join(srun)} bash -c {shlex.quote(inner)} torchrun "$@"')
+        return f"bash -c {shlex.quote(outer)} train-launcher"
+    if nproc == 1:
+        cmd = f"python -m {module}"
+    else:
+        inner = f"{env}; exec torchrun --standalone --nproc-per-node {nproc} {tail}"
+        cmd = f"bash -c {shlex.quote(inner)} torchrun"
     if slots > 0:
         return f"python -m yocou.workflow.cluster gpu-run --gpus {nproc} --slots {slots} -- {cmd}"
     return cmd
