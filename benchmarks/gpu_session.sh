@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The prepared GPU session, one command on one lent GPU within 10 minutes: the paper-shape efficiency study in bf16 (workflows/studies/paper_shape_gpu.yaml),
+# The prepared GPU session, one command on one lent GPU (its step limits add up to 710 s; not yet run on a GPU, so these are limits, not measured times): the paper-shape efficiency study in bf16 (workflows/studies/paper_shape_gpu.yaml),
 # after a seconds-long smoke of the same code on the GPU, then yocou.evaluation.bench.gpu_check (bf16 correctness against
 # fp32 and the full forward, and the profiler's CUDA path at 1.3B). Writes to $OUT (default /tmp/gpu_session):
 #   raw.json, measure.log      -> results/paper_shape_gpu/ (then `snakemake --cores 2 efficiency_paper_shape`)
 #   gpu_check.tar.gz           -> results/gpu_check/ (its json, profile, tidy table and Figure 7 at GPU scale)
+#   train_step.tar.gz          -> the training step's kernels, flex against sdpa, tokens/s, MFU, peak memory
 #   session.log                the GPU, the smoke, every step's exit status
 # Usage: bash benchmarks/gpu_session.sh   (from the repository root; needs torch with CUDA, pandas, PyYAML)
 # Not yet run on a GPU: its CUDA paths (device generator, synchronised clocks, bf16 limits) are exercised on the CPU
@@ -33,7 +34,11 @@ PY
 step study 300 python3 -m yocou.evaluation.bench.paper_shape --paper-config workflows/config/paper.yaml \
     --study-config workflows/studies/paper_shape_gpu.yaml --out "$OUT/raw.json" 2>"$OUT/measure.log"
 [ -f "$OUT/raw.json.partial.json" ] && echo "study incomplete: partial result kept" >>"$log"
-# 3. the GPU check (its own profile of every variant at 1.3B)
+# 3. the training step: attention kernels, flex against sdpa forward and backward, the 1.3B YOCO-U at 8192 tokens in
+#    bf16, eager and per-layer compiled: tokens/s, MFU, peak memory against the planner (yocou.evaluation.bench.train_step)
+step train_step 150 python3 -m yocou.evaluation.bench.train_step --out /tmp/train_step >>"$log" 2>&1
+tar -C /tmp -czf "$OUT/train_step.tar.gz" train_step 2>>"$log"
+# 4. the GPU check (its own profile of every variant at 1.3B)
 step gpu_check 200 python3 -m yocou.evaluation.bench.gpu_check --out /tmp/gpu_check >>"$log" 2>&1
 tar -C /tmp -czf "$OUT/gpu_check.tar.gz" gpu_check 2>>"$log"
 date -u >>"$log"

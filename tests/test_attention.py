@@ -181,3 +181,22 @@ def test_training_kernels_on_cpu_are_the_cpu_kernel() -> None:
     cfg = C.yocou(n_layers=4, window=8, n_loops=2, **KW)
     got = attention_kernels(cfg, TrainConfig(steps=1, batch_size=1, seq_len=64), torch.device("cpu"))
     assert got == {"train/global": "cpu", "train/window": "blocked+cpu"}
+
+
+def test_train_step_check_dry_on_cpu(tmp_path) -> None:
+    """The GPU check's training step (yocou.evaluation.bench.train_step) runs its code paths on CPU: kernels named for
+    both backends, flex against sdpa within tolerance (forward only on CPU), an eager and a compiled step that learn
+    nothing wrong (finite loss) and the planner's total recorded."""
+    import json
+
+    from yocou.evaluation.bench import train_step
+
+    assert train_step.main(["--out", str(tmp_path), "--device", "cpu", "--dry", "--steps", "1"]) == 0
+    r = json.loads((tmp_path / "train_step.json").read_text())
+    assert r["kernels"]["flex"]["train/window"] == "flex (unfused)"
+    assert r["kernels"]["sdpa"]["train/window"] == "blocked+cpu"
+    assert r["attention"]["backward"] is False and r["attention"]["forward_rel"] < 2e-2
+    assert [s["mode"] for s in r["steps"]] == ["eager", "compiled"]
+    assert all(s["tokens_per_s"] > 0 and s["planned_bytes"] > 0 and s["mfu"] is None for s in r["steps"])
+    assert abs(r["steps"][0]["loss"] - r["steps"][1]["loss"]) < 2e-2  # the same model, seed, batch and steps
+    assert r["status"] == "passed" and "provenance" in r

@@ -95,9 +95,10 @@ def _two_ranks(tmp_path: Path, token_dir: Path, **train_kw) -> Path:
 @pytest.mark.slow
 def test_fsdp_per_layer_compile_and_hsdp_equal_one_process(tmp_path: Path, token_dir: Path,
                                                           one_process: Path) -> None:
-    """2 ranks, every layer compiled (fullgraph) before sharding and HSDP's 2-D mesh (2 replicas of 1 shard), equal
-    the eager unsharded run to fp32's tolerance."""
-    _assert_same_run(one_process, _two_ranks(tmp_path, token_dir, compile=True, fsdp_replicate=2))
+    """2 ranks, activation checkpointing and every layer compiled (fullgraph) before sharding (the paper config's
+    combination) and HSDP's 2-D mesh (2 replicas of 1 shard), equal the eager unsharded run to fp32's tolerance."""
+    _assert_same_run(one_process, _two_ranks(tmp_path, token_dir, compile=True, activation_checkpointing=True,
+                                             fsdp_replicate=2))
 
 
 @pytest.fixture(scope="module")
@@ -261,10 +262,11 @@ def test_bf16_policy_computes_in_bf16_and_the_looped_layer_stays_gathered(tmp_pa
         dist.destroy_process_group()
 
 
-def test_layers_compiled_before_sharding_run_compiled_under_fsdp(tmp_path: Path) -> None:
-    """compile_layers then shard_fsdp (1-rank gloo): the forward and backward run Dynamo graphs, one per unit kind
-    (self layer, K̂V̂ maker, cross layer; the looped layer's two calls share one), not eagerly; and equal the eager
-    unsharded model."""
+@pytest.mark.parametrize("ac", [False, True], ids=["no_ac", "ac"])
+def test_layers_compiled_before_sharding_run_compiled_under_fsdp(tmp_path: Path, ac: bool) -> None:
+    """(activation checkpointing,) compile_layers, then shard_fsdp (1-rank gloo): the forward and backward run
+    Dynamo graphs, one per unit kind (self layer, K̂V̂ maker, cross layer; the looped layer's two calls share one),
+    not eagerly; and equal the eager unsharded model."""
     import torch.distributed as dist
     from torch._dynamo.utils import counters
 
@@ -280,6 +282,8 @@ def test_layers_compiled_before_sharding_run_compiled_under_fsdp(tmp_path: Path)
     try:
         torch._dynamo.reset()
         counters.clear()
+        if ac:
+            apply_activation_checkpointing(m)
         assert compile_layers(m) == 3
         shard_fsdp(m)
         got = m(ids).logits_BNV

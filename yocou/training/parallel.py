@@ -123,9 +123,17 @@ def apply_activation_checkpointing(model: nn.Module) -> int:
     """
     from torch.utils.checkpoint import checkpoint
 
+    def recomputed(forward):  # noqa: ANN001, ANN202
+        # A plain function (not functools.partial over checkpoint, which Dynamo skips): a compiled layer traces it
+        # and the checkpoint inside as one graph.
+        @functools.wraps(forward)
+        def run(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            return checkpoint(forward, *args, use_reentrant=False, **kwargs)
+        return run
+
     units = _layers(model) + list(model.kv_makers.values())
     for unit in units:
-        unit.forward = functools.partial(checkpoint, unit.forward, use_reentrant=False)
+        unit.forward = recomputed(unit.forward)
     return len(units)
 
 
