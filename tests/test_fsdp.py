@@ -377,3 +377,48 @@ def test_sharded_checkpoint_round_trip_swap_and_bad_meta(tmp_path: Path) -> None
     (found / "meta.json").write_text("{not json")
     with pytest.raises(ValueError, match=r"sharded checkpoint .*meta.json cannot be read \(JSONDecodeError\)"):
         parallel.read_sharded_meta(found)
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["no_process_group", "gloo_1_rank"])
+def test_asynchronous_sharded_save_swaps_in_only_when_finished(tmp_path: Path, group: bool) -> None:
+    """ShardedSaver(asynchronous): after save() the previous checkpoint is still the one to resume from; after wait()
+    the new one is, and it loads the state it was given (not the state changed after save() returned)."""
+    import torch.distributed as dist
+
+    from yocou.model.lm import LM
+    from yocou.training import parallel
+
+    if group:
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        a = LM(MODEL)
+        opt = torch.optim.AdamW(a.parameters(), lr=1e-2)
+        path = tmp_path / "ckpt.dcp"
+        saver = parallel.ShardedSaver(asynchronous=True)
+        assert saver.asynchronous
+        saver.save(path, a, opt, {"step": 1})
+        saver.wait()
+        want = {k: v.clone() for k, v in a.state_dict().items()}
+        saver.save(path, a, opt, {"step": 2})
+        with torch.no_grad():  # training goes on while the background write runs: the staged copy is saved
+            for p in a.parameters():
+                p.add_(1.0)
+        assert parallel.read_sharded_meta(parallel.sharded_checkpoint(path))["step"] == 1  # not swapped in yet
+        saver.wait()
+        assert parallel.read_sharded_meta(path) == {"step": 2}
+        b = LM(MODEL)
+        parallel.load_sharded(path, b, torch.optim.AdamW(b.parameters(), lr=1e-2))
+        for k, v in b.state_dict().items():
+            assert torch.equal(v, want[k]), k
+    finally:
+        if group:
+            dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_fsdp_asynchronous_checkpoints_keep_the_run_equal(tmp_path: Path, token_dir: Path, one_process: Path) -> None:
+    """2 ranks with asynchronous DCP checkpoints (steps 4 and 8) end as the unsharded run and leave no checkpoint."""
+    out = _two_ranks(tmp_path, token_dir, async_checkpoint=True)
+    _assert_same_run(one_process, out)
+    assert not any(out.glob("ckpt.dcp*"))

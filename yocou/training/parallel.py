@@ -38,7 +38,7 @@ from torch import nn
 
 __all__ = ["DCP_META", "apply_activation_checkpointing", "compile_layers", "full_state", "is_sharded",
            "load_full_state", "load_sharded", "looped_layers", "read_sharded_meta", "save_sharded", "shard_fsdp",
-           "sharded_checkpoint"]
+           "ShardedSaver", "sharded_checkpoint"]
 
 DCP_META = "meta.json"
 """The file of a DCP checkpoint folder holding the run's metadata (step, configs, metrics rows), beside DCP's own
@@ -192,40 +192,89 @@ def _dist() -> tuple[int, bool]:
     return (dist.get_rank() if on else 0), on
 
 
+class ShardedSaver:
+    """Writes :func:`save_sharded` checkpoints, asynchronously with ``asynchronous`` (``dcp.async_save``: the state is
+    staged in CPU memory, then written by a background thread over a gloo group of its own while training goes on).
+
+    An asynchronous checkpoint is swapped in for the previous one only once every rank has written it: at the next
+    :meth:`save` or at :meth:`wait` (call it before the run ends). A run killed before that resumes from the
+    previous checkpoint, as if the last save had not started.
+    """
+
+    def __init__(self, asynchronous: bool = False) -> None:
+        import torch.distributed.checkpoint as dcp
+
+        self.asynchronous = asynchronous and hasattr(dcp, "async_save")
+        self._pending: tuple[Any, Path, dict[str, Any]] | None = None
+        self._group = None
+
+    def save(self, path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
+        """Write the model and optimizer state to the DCP folder ``path`` (collective), with ``meta`` as
+        :data:`DCP_META`; see :func:`save_sharded`."""
+        import torch.distributed as dist
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        self.wait()
+        rank, on = _dist()
+        tmp = path.with_name(path.name + ".tmp")
+        if rank == 0 and tmp.exists():
+            shutil.rmtree(tmp)  # a save that did not finish
+        if on:
+            dist.barrier()
+        msd, osd = get_state_dict(model, opt)
+        if not self.asynchronous:
+            dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=str(tmp))
+            self._finalize(path, meta)
+            return
+        if on and self._group is None:
+            self._group = dist.new_group(backend="gloo")  # the background writes never share NCCL with training
+        future = dcp.async_save({"model": msd, "optimizer": osd}, checkpoint_id=str(tmp), process_group=self._group,
+                                no_dist=not on)
+        self._pending = (future, path, meta)
+
+    def wait(self) -> None:
+        """Finish the asynchronous save in flight, if any, and swap it in (collective)."""
+        if self._pending is not None:
+            future, path, meta = self._pending
+            self._pending = None
+            future.result()
+            self._finalize(path, meta)
+
+    @staticmethod
+    def _finalize(path: Path, meta: dict[str, Any]) -> None:
+        import torch.distributed as dist
+
+        from yocou.utils.io import atomic_write_json
+
+        rank, on = _dist()
+        if on:
+            dist.barrier()  # every rank's shards are written
+        tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
+        if rank == 0:
+            atomic_write_json(tmp / DCP_META, meta)
+            if path.exists():
+                if old.exists():
+                    shutil.rmtree(old)
+                path.rename(old)
+            tmp.rename(path)
+            if old.exists():
+                shutil.rmtree(old)
+        if on:
+            dist.barrier()
+
+
 def save_sharded(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta: dict[str, Any]) -> None:
     """Write the model and optimizer state to the DCP folder ``path`` (collective: every rank calls it and writes
-    its own shards), with ``meta`` (JSON) as :data:`DCP_META`.
+    its own shards), with ``meta`` (JSON) as :data:`DCP_META`; synchronously (:class:`ShardedSaver` for the
+    asynchronous form).
 
     Atomic: the state goes to ``<path>.tmp``; once every rank has written, rank 0 writes the metadata there and
     swaps the folder in for ``path`` (the previous checkpoint is kept as ``<path>.old`` until the swap is done, and
-    :func:`load_sharded` falls back to it). Sources: PyTorch's ``torch.distributed.checkpoint`` (``save``,
-    ``state_dict.get_state_dict``) docs.
+    :func:`sharded_checkpoint` falls back to it). Sources: PyTorch's ``torch.distributed.checkpoint`` (``save``,
+    ``async_save``, ``state_dict.get_state_dict``) docs.
     """
-    import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
-    from yocou.utils.io import atomic_write_json
-
-    rank, on = _dist()
-    tmp, old = path.with_name(path.name + ".tmp"), path.with_name(path.name + ".old")
-    if rank == 0 and tmp.exists():
-        shutil.rmtree(tmp)  # a save that did not finish
-    if on:
-        dist.barrier()
-    msd, osd = get_state_dict(model, opt)
-    dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=str(tmp))
-    if rank == 0:
-        atomic_write_json(tmp / DCP_META, meta)
-        if path.exists():
-            if old.exists():
-                shutil.rmtree(old)
-            path.rename(old)
-        tmp.rename(path)
-        if old.exists():
-            shutil.rmtree(old)
-    if on:
-        dist.barrier()
+    ShardedSaver(False).save(path, model, opt, meta)
 
 
 def sharded_checkpoint(path: Path) -> Path | None:

@@ -100,6 +100,8 @@ class TrainConfig:
             replicate across the groups; 1 (the default): shard over every rank.
         activation_checkpointing: recompute each layer in the backward pass
             instead of storing its activations (less memory, about 1/3 more compute).
+        async_checkpoint: with ``fsdp``, write ``ckpt.dcp/`` in the background (``dcp.async_save``: staged in CPU
+            memory, written while training goes on, swapped in at the next save or the end). Changes no result.
         allow_math_attention: on CUDA, train at ``seq_len >= MATH_ATTENTION_MAX_SEQ_LEN`` even where an attention
             call site gets SDPA's math kernel (fp32 scores materialised: :func:`math_attention_refusal`). Changes
             no result.
@@ -145,6 +147,7 @@ class TrainConfig:
     fsdp_replicate: PosInt = 1
     activation_checkpointing: Bool = False
     allow_math_attention: Bool = False
+    async_checkpoint: Bool = False
     tensorboard: Bool = False
     eval_every: NonNegInt = 0
     eval_tokens: Annotated[int, Strict(), Field(ge=2)] = 16384
@@ -172,7 +175,7 @@ class TrainConfig:
 #: ``heldout/<split>``.
 TB_SCALARS = ("loss", "lr", "grad_norm", "tokens_per_s")
 #: TrainConfig fields that change no result: a checkpoint written with other values of them still resumes.
-_NO_RESULT_FIELDS = ("tensorboard", "allow_math_attention")
+_NO_RESULT_FIELDS = ("tensorboard", "allow_math_attention", "async_checkpoint")
 #: From this training length on, a CUDA run refuses an attention call site on SDPA's math kernel
 #: (:func:`math_attention_refusal`).
 MATH_ATTENTION_MAX_SEQ_LEN = 8192
@@ -428,6 +431,7 @@ class Checkpointer:
         self.dcp_path = out / "ckpt.dcp"
         self.model, self.opt, self.model_cfg, self.tc, self.rank, self.prov = model, opt, model_cfg, tc, rank, prov
         self.sharded = parallel.is_sharded(model)
+        self.saver = parallel.ShardedSaver(tc.async_checkpoint)
 
     def exists(self) -> bool:
         """Whether a resume checkpoint is there (``ckpt.pt``, or with ``tc.fsdp`` a ``ckpt.dcp`` folder)."""
@@ -516,8 +520,11 @@ class Checkpointer:
     def save(self, step: int, rows: list[str]) -> None:
         """Write ``ckpt.pt`` (with ``tc.fsdp``: ``ckpt.dcp/``): the state after optimizer step ``step`` and the
         ``metrics.jsonl`` rows so far."""
-        _save_ckpt(self.dcp_path if self.tc.fsdp else self.path, self.model, self.opt, step, self.model_cfg, self.tc,
-                   self.rank, rows)
+        if self.tc.fsdp:
+            _save_ckpt(self.dcp_path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows,
+                       saver=self.saver)
+        else:
+            _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
         if self.tc.fsdp and self.rank == 0 and self.path.exists():  # a full-tensor state it resumed from
             self.path.unlink()
 
@@ -528,7 +535,9 @@ class Checkpointer:
             _save_model(path, state, self.model_cfg, self.tc, step, self.prov)
 
     def discard(self) -> None:
-        """Remove ``ckpt.pt`` and ``ckpt.dcp/`` (the run is finished)."""
+        """Remove ``ckpt.pt`` and ``ckpt.dcp/`` (the run is finished; collective: an asynchronous save in flight is
+        finished first)."""
+        self.saver.wait()
         if self.rank != 0:
             return
         if self.path.exists():
@@ -959,15 +968,16 @@ def wrap_ddp(model: LM, world: int, device: torch.device) -> torch.nn.Module:
 
 
 def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc: ModelConfig, tc: TrainConfig,
-               rank: int, rows: list[str]) -> None:
+               rank: int, rows: list[str], saver: parallel.ShardedSaver | None = None) -> None:
     """Atomically write the resume state, including the metrics rows logged so far (:class:`Checkpointer`).
 
-    A ``.dcp`` path is a sharded DCP folder (:func:`yocou.training.parallel.save_sharded`, collective); otherwise one
+    A ``.dcp`` path is a sharded DCP folder (``saver``'s :meth:`~yocou.training.parallel.ShardedSaver.save`, or
+    :func:`yocou.training.parallel.save_sharded`; collective); otherwise one
     file, with ``tc.fsdp`` of full tensors keyed by name (:func:`yocou.training.parallel.full_state`, collective).
     """
     meta = {"step": step, "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}
     if path.suffix == ".dcp":
-        parallel.save_sharded(path, model, opt, meta)
+        (saver or parallel.ShardedSaver()).save(path, model, opt, meta)
         return
     if tc.fsdp:
         msd, osd = parallel.full_state(model, opt)
