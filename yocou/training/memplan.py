@@ -379,10 +379,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``python -m yocou.training.memplan``: print the plan of one variant (``--variant``) or of every variant of
     the scale config (``--all``) as a Markdown table, GiB per rank."""
     from yocou.utils.entry import int_at_least
+    from yocou.utils.guard import check_args, reads
     from yocou.workflow.wfconfig import read_scale_file
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="workflows/config/paper.yaml", help="scale config with the variants")
+    ap = argparse.ArgumentParser(prog="python -m yocou.training.memplan", description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="workflows/config/paper.yaml", type=reads(),
+                    help="scale config with the variants")
     ap.add_argument("--variant", action="append", help="a variant of the config (repeatable)")
     ap.add_argument("--all", action="store_true", help="every variant of the config")
     ap.add_argument("--world-size", type=int_at_least(1), default=None,
@@ -394,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-sync-accumulation", action="store_true",
                     help="unsharded fp32 gradients held across the micro-steps (gradient sync on the last only)")
     a = ap.parse_args(argv)
+    check_args(a)
     if a.gpu_gb <= 0:
         raise ValueError(f"--gpu-gb must be > 0, got {a.gpu_gb}")
     config = read_scale_file(a.config)
