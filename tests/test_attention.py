@@ -168,7 +168,9 @@ def test_training_refuses_the_math_kernel_at_8k_unless_allowed() -> None:
     assert msg is not None and msg.count("\n") == 0
     assert "train/global" in msg and "train/window" not in msg and "train.allow_math_attention" in msg
     assert "fp32" in msg
-    assert math_attention_refusal({"train/global": "flash", "train/window": "blocked+math"}, tc) is not None
+    assert "YOCOU_ATTENTION_BACKEND" not in msg  # flex does not change a global site's kernel
+    window_msg = math_attention_refusal({"train/global": "flash", "train/window": "blocked+math"}, tc)
+    assert window_msg is not None and "YOCOU_ATTENTION_BACKEND=flex" in window_msg
     assert math_attention_refusal({"train/global": "flash", "train/window": "flex"}, tc) is None
     assert math_attention_refusal({"train/global": "math"}, TrainConfig(steps=1, batch_size=1, seq_len=n - 1)) is None
     allowed = TrainConfig(steps=1, batch_size=1, seq_len=n, allow_math_attention=True)
@@ -200,3 +202,10 @@ def test_train_step_check_dry_on_cpu(tmp_path) -> None:
     assert all(s["tokens_per_s"] > 0 and s["planned_bytes"] > 0 and s["mfu"] is None for s in r["steps"])
     assert abs(r["steps"][0]["loss"] - r["steps"][1]["loss"]) < 2e-2  # the same model, seed, batch and steps
     assert r["status"] == "passed" and "provenance" in r
+
+
+def test_flex_with_a_gradient_on_cpu_is_refused_in_one_line() -> None:
+    q = torch.randn(1, 2, 20, 8, requires_grad=True)
+    with pytest.raises(ValueError, match="attention backend 'flex' has no backward on CPU.*sdpa") as e:
+        A.attention(q, q, q, window=5, backend="flex")
+    assert "\n" not in str(e.value)

@@ -422,3 +422,36 @@ def test_fsdp_asynchronous_checkpoints_keep_the_run_equal(tmp_path: Path, token_
     out = _two_ranks(tmp_path, token_dir, async_checkpoint=True)
     _assert_same_run(one_process, out)
     assert not any(out.glob("ckpt.dcp*"))
+
+
+@pytest.mark.parametrize("how", ["no_meta", "a_file"])
+def test_a_damaged_sharded_checkpoint_is_named_not_discarded(tmp_path: Path, how: str) -> None:
+    """A ckpt.dcp folder of shards without meta.json, or a ckpt.dcp that is a file, is refused in one line naming
+    it (a resume would otherwise restart from step 0 and delete the shards); the shards stay."""
+    from yocou.model.lm import LM
+    from yocou.training import parallel
+
+    path = tmp_path / "ckpt.dcp"
+    if how == "no_meta":
+        a = LM(MODEL)
+        parallel.save_sharded(path, a, torch.optim.AdamW(a.parameters()), {"step": 1})
+        (path / "meta.json").unlink()
+        match = r"ckpt.dcp has no meta.json .*remove .* to restart"
+    else:
+        path.write_text("hi")
+        match = r"ckpt.dcp is a file; expected a folder"
+    with pytest.raises(ValueError, match=match) as e:
+        parallel.sharded_checkpoint(path)
+    assert "\n" not in str(e.value) and path.exists()
+
+
+def test_hsdp_and_async_fields_need_fsdp_and_a_dividing_world() -> None:
+    from yocou.training.train import TrainConfig, build_model
+
+    with pytest.raises(ValueError, match=r"TrainConfig.fsdp_replicate is for fsdp: true only, got 2"):
+        TrainConfig(steps=1, batch_size=1, seq_len=8, fsdp_replicate=2)
+    with pytest.raises(ValueError, match=r"TrainConfig.async_checkpoint is for fsdp: true only, got True"):
+        TrainConfig(steps=1, batch_size=1, seq_len=8, async_checkpoint=True)
+    tc = TrainConfig(steps=1, batch_size=1, seq_len=8, fsdp=True, fsdp_replicate=2)
+    with pytest.raises(ValueError, match=r"train.fsdp_replicate \(2\) must divide the world size \(1\)"):
+        build_model(MODEL, tc, torch.device("cpu"), 1)

@@ -172,4 +172,19 @@ def test_cli_prints_one_row_per_variant(capsys):
     assert main(["--variant", "yocou", "--variant", "yoco", "--world-size", "8", "--gpu-gb", "80"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("| variant |") and len(out) == 4
-    assert out[2].startswith("| yocou | ") and "1 x 8192" in out[2]
+    assert out[2].startswith("| yocou | ") and "4 x 8192" in out[2]  # 128 / (8 x 4)
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
+def test_cli_gpu_gb_must_be_finite_and_positive(value):
+    with pytest.raises(ValueError, match=r"--gpu-gb must be a finite number > 0"):
+        main(["--variant", "yocou", "--gpu-gb", value])
+
+
+def test_cli_world_size_splits_the_global_batch(capsys):
+    """--world-size 8 on the paper config (batch 128, grad_accum 4): 4 sequences per micro-step; 32: 1."""
+    rows = {}
+    for w in (8, 32):
+        assert main(["--variant", "yocou", "--world-size", str(w)]) == 0
+        rows[w] = capsys.readouterr().out.splitlines()[-1]
+    assert "| 4 x 8192 |" in rows[8] and "| 1 x 8192 |" in rows[32]

@@ -251,6 +251,10 @@ def _flex(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, wind
     from torch.nn.attention.flex_attention import flex_attention
 
     N, K = q_BHND.shape[2], k_BGKD.shape[2]
+    if q_BHND.device.type == "cpu" and torch.is_grad_enabled() and any(
+            t.requires_grad for t in (q_BHND, k_BGKD, v_BGKD)):
+        raise ValueError("attention backend 'flex' has no backward on CPU (torch 2.13): train on CPU with 'sdpa' "
+                         "(unset YOCOU_ATTENTION_BACKEND), or run flex under torch.no_grad()")
     block_mask = flex_block_mask(N, K, window, str(q_BHND.device))
     gqa = q_BHND.shape[1] != k_BGKD.shape[1]
     if torch.compiler.is_compiling():  # traced into the caller's graph

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -354,8 +355,7 @@ def _paper_plans(config: dict, variants: Sequence[str], world_size: int | None, 
     for v in variants:
         run = resolve_run(config, v, vocab_size=config.get("data", {}).get("vocab_size"))
         mc, tc = config_from_dict(run["model"]), run["train"]
-        full_w = int(launch.get("nproc", 1)) * int(launch.get("nnodes", 1))
-        micro = max(1, tc["batch_size"] // (full_w * tc.get("grad_accum", 1)))
+        micro = max(1, tc["batch_size"] // (W * tc.get("grad_accum", 1)))  # the global batch over these ranks
         out.append((v, mc, plan_memory(mc, world_size=W, micro_batch=micro, seq_len=tc["seq_len"],
                                        param_dtype=param_dtype, reduce_dtype=reduce_dtype,
                                        activation_checkpointing=activation_checkpointing,
@@ -388,7 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", help="a variant of the config (repeatable)")
     ap.add_argument("--all", action="store_true", help="every variant of the config")
     ap.add_argument("--world-size", type=int_at_least(1), default=None,
-                    help="ranks sharding the model (default: launch.nproc x launch.nnodes)")
+                    help="ranks sharding the model and splitting the global batch (default: launch.nproc x "
+                         "launch.nnodes); the micro batch is batch_size / (world size x grad_accum)")
     ap.add_argument("--gpu-gb", type=float, default=80.0, help="GPU memory in GB (10^9 bytes) for the fits column")
     ap.add_argument("--param-dtype", default="bf16")
     ap.add_argument("--reduce-dtype", default="fp32")
@@ -397,8 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="unsharded fp32 gradients held across the micro-steps (gradient sync on the last only)")
     a = ap.parse_args(argv)
     check_args(a)
-    if a.gpu_gb <= 0:
-        raise ValueError(f"--gpu-gb must be > 0, got {a.gpu_gb}")
+    if not math.isfinite(a.gpu_gb) or a.gpu_gb <= 0:
+        raise ValueError(f"--gpu-gb must be a finite number > 0, got {a.gpu_gb}")
     config = read_scale_file(a.config)
     names = list(config.get("variants", {})) if a.all else (a.variant or [])
     if not names:

@@ -278,10 +278,22 @@ def save_sharded(path: Path, model: nn.Module, opt: torch.optim.Optimizer, meta:
 
 
 def sharded_checkpoint(path: Path) -> Path | None:
-    """The DCP folder to resume from: ``path``, or ``<path>.old`` where a swap was cut off; ``None`` if neither."""
+    """The DCP folder to resume from: ``path``, or ``<path>.old`` where a swap was cut off; ``None`` if neither.
+
+    Raises:
+        ValueError: ``path`` (or ``.old``) is a file, or a folder of shards without its :data:`DCP_META` (a folder
+            this project did not finish writing, or one edited since): named, rather than silently restarting the
+            run from step 0 and deleting the shards.
+    """
     for p in (path, path.with_name(path.name + ".old")):
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"sharded checkpoint {p} is a file; expected a folder written by yocou train (move it "
+                             "away to start the run from step 0)")
         if (p / DCP_META).is_file():
             return p
+        if p.is_dir() and any(p.iterdir()):
+            raise ValueError(f"sharded checkpoint {p} has no {DCP_META} (the step, configs and metrics rows); "
+                             f"remove {p} to restart the run from step 0")
     return None
 
 

@@ -93,9 +93,10 @@ class TrainConfig:
             the equal-steps run's snapshot at the step where its training FLOPs reach YOCO's full
             run (:func:`yocou.workflow.pipeline.resolve_run`, ``equal_flops_to``).
         fsdp: shard parameters, gradients and optimizer state with FSDP2 over the
-            ranks of ``torchrun`` (:mod:`yocou.training.parallel`) instead of DDP; checkpoints hold
-            full tensors, so a run resumes with any number of processes. With ``dtype`` bf16, parameters are
-            all-gathered and computed in bf16 and gradients reduced in fp32 (``MixedPrecisionPolicy``).
+            ranks of ``torchrun`` (:mod:`yocou.training.parallel`) instead of DDP; the resume checkpoint is the
+            sharded ``ckpt.dcp/`` (each rank writes its shards), which resumes with any number of processes. With
+            ``dtype`` bf16, parameters are all-gathered and computed in bf16 and gradients reduced in fp32
+            (``MixedPrecisionPolicy``).
         fsdp_replicate: HSDP with FSDP: shard within groups of ``world / fsdp_replicate`` ranks (a node) and
             replicate across the groups; 1 (the default): shard over every rank.
         activation_checkpointing: recompute each layer in the backward pass
@@ -165,6 +166,10 @@ class TrainConfig:
         if self.batch_size % self.grad_accum:
             raise ValueError(f"TrainConfig.batch_size ({self.batch_size}) must be a multiple of grad_accum "
                              f"({self.grad_accum})")
+        for name, off in (("fsdp_replicate", self.fsdp_replicate == 1), ("async_checkpoint", not self.async_checkpoint)):
+            if not off and not self.fsdp:
+                raise ValueError(f"TrainConfig.{name} is for fsdp: true only, got {getattr(self, name)!r} with fsdp "
+                                 "false")
         bad = [s for s in self.snapshot_steps if s > self.steps]
         if bad:
             raise ValueError(f"TrainConfig.snapshot_steps must be optimizer steps in [1, steps={self.steps}], got "
@@ -331,6 +336,8 @@ def build_model(model_cfg: ModelConfig, tc: TrainConfig, device: torch.device, w
     model = new_model(model_cfg).to(device)
     if tc.activation_checkpointing:
         parallel.apply_activation_checkpointing(model)
+    if tc.fsdp and world % tc.fsdp_replicate:
+        raise ValueError(f"train.fsdp_replicate ({tc.fsdp_replicate}) must divide the world size ({world})")
     if tc.fsdp and world > 1:
         if tc.compile:
             parallel.compile_layers(model)
@@ -367,9 +374,11 @@ def math_attention_refusal(kernels: Mapping[str, str], tc: TrainConfig) -> str |
     math = [site for site, kernel in kernels.items() if kernel.endswith("math")]
     if not math or tc.seq_len < MATH_ATTENTION_MAX_SEQ_LEN or tc.allow_math_attention:
         return None
+    hint = "train.dtype bf16 (flash needs bf16 or fp16)"
+    if any(site != "train/global" for site in math):
+        hint += ", the flex backend for window layers (YOCOU_ATTENTION_BACKEND=flex)"
     return (f"train.seq_len {tc.seq_len}: attention call site {', '.join(math)} gets SDPA's math kernel on this GPU "
-            f"(dtype {tc.dtype}); use train.dtype bf16, force the flex backend (YOCOU_ATTENTION_BACKEND=flex) or set "
-            f"train.allow_math_attention: true")
+            f"(dtype {tc.dtype}); use {hint}, or set train.allow_math_attention: true")
 
 
 def global_window_note(model_cfg: ModelConfig, seq_len: int) -> str | None:

@@ -41,6 +41,9 @@ from yocou.utils.io import atomic_write_json, provenance
 #: Dense bf16 peak FLOP/s by device name (vendor data sheets: H100 SXM and H200 989.4 TFLOP/s without sparsity).
 PEAK_BF16_FLOPS = {"H100": 989.4e12, "H200": 989.4e12}
 
+#: The largest model ``--dry`` builds on CPU (the smoke sizes are far below it).
+DRY_MAX_PARAMS = 50_000_000
+
 #: Relative errors (``max|a - b| / max|b|``) of flex against the sdpa path in bf16; the planner's total against the
 #: measured peak (``measured / planned`` within ``[low, high]``).
 TOLERANCES = {"flex_vs_sdpa_forward": 2e-2, "flex_vs_sdpa_grad": 5e-2, "peak_over_plan_low": 0.6,
@@ -172,8 +175,16 @@ def main(argv: list[str] | None = None) -> int:
     if a.device == "cpu" and not a.dry:
         print("train_step: --device cpu at the paper size takes hours; add --dry", file=sys.stderr)
         return 2
+    from yocou.model.accounting import param_count
+    from yocou.training.train import check_device
+
+    check_device(a.device)
     device = torch.device(a.device)
     cfg = C.preset(a.variant or ("yocou-smoke" if a.dry else "yocou-paper-1.3b"))
+    if a.dry and device.type == "cpu" and param_count(cfg) > DRY_MAX_PARAMS:
+        print(f"train_step: --dry runs the code paths at a small size; {cfg.name} ({a.variant}) has "
+              f"{param_count(cfg):,} parameters (at most {DRY_MAX_PARAMS:,} on CPU)", file=sys.stderr)
+        return 2
     seq_len = a.seq_len or (64 if a.dry else 8192)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
