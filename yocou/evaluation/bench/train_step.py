@@ -144,18 +144,9 @@ def training_step(cfg: C.ModelConfig, seq_len: int, micro_batch: int, device: to
     return row
 
 
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {n}")
-    return n
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the training-step check (module docstring); returns the exit status."""
+    from yocou.utils.entry import int_at_least
     from yocou.utils.guard import check_args, replaces
 
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.bench.train_step", description=__doc__,
@@ -164,8 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu (with --dry)")
     ap.add_argument("--dry", action="store_true", help="smoke size and 64 tokens: the code paths, on CPU in seconds")
     ap.add_argument("--variant", default=None, help="a preset name (default yocou-paper-1.3b; yocou-smoke with --dry)")
-    ap.add_argument("--seq-len", type=_positive, default=None, help="tokens per sequence (default 8192; 64 with --dry)")
-    ap.add_argument("--steps", type=_positive, default=3, help="timed steps per mode (default 3)")
+    ap.add_argument("--seq-len", type=int_at_least(1), default=None,
+                    help="tokens per sequence (default 8192; 64 with --dry)")
+    ap.add_argument("--steps", type=int_at_least(1), default=3, help="timed steps per mode (default 3)")
     a = ap.parse_args(argv)
     check_args(a)
     if a.device.startswith("cuda") and not torch.cuda.is_available():
