@@ -272,7 +272,7 @@ def _all_visible(N: int, K: int, window: int | None) -> bool:
 
 
 def attention(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, *, window: int | None = None,
-              backend: str | None = None) -> torch.Tensor:
+              backend: str | None = None, key_mask: torch.Tensor | None = None) -> torch.Tensor:
     """Causal (optionally sliding-window) grouped-query attention, the one entry of every call site.
 
     The K keys are consecutive positions ending at the last query's position: query i is at key position
@@ -286,14 +286,27 @@ def attention(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, 
         k_BGKD, v_BGKD: keys and values ``[B, G, K, D]``, ``H % G == 0``, ``K >= N``; cast to the queries' dtype.
         window: the sliding window W in tokens, ``None`` for global (and cross) attention.
         backend: one of :data:`BACKENDS`; ``None``: :func:`backend_for` the queries' device.
+        key_mask: a static-shape decode step (:class:`yocou.model.cache.StaticKVCache`, N = 1): boolean
+            ``[B, 1, 1, K]``, True where the row's query may attend, in place of the alignment and ``window``
+            (the cache's whole slot is passed; every backend runs it as one masked SDPA call).
 
     Returns:
         ``[B, H, N, D]`` in the queries' dtype.
 
     Raises:
-        ValueError: fewer keys than queries, or an unknown backend.
+        ValueError: fewer keys than queries, an unknown backend, or ``key_mask`` with ``N != 1`` or a ``window``.
     """
     N, K = q_BHND.shape[2], k_BGKD.shape[2]
+    if key_mask is not None:
+        if N != 1 or window is not None:
+            raise ValueError(f"attention: key_mask is for a decode step without a window (the mask is the window); "
+                             f"got N={N}, window={window}")
+        B, H, _, Dh = q_BHND.shape
+        G = k_BGKD.shape[1]  # fold the H/G query heads of a key head into its query rows, as attend() does
+        q_BGMD = q_BHND.reshape(B, G, H // G, Dh)
+        o = F.scaled_dot_product_attention(q_BGMD, k_BGKD.to(q_BHND.dtype), v_BGKD.to(q_BHND.dtype),
+                                           attn_mask=key_mask)
+        return o.reshape(B, H, 1, Dh)
     if K < N:
         raise ValueError(f"attention: {K} keys for {N} queries; the keys must end at the last query (K >= N)")
     backend = _check_backend(backend, "attention") if backend is not None else backend_for(q_BHND.device)

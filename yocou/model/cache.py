@@ -187,12 +187,21 @@ class KVCache:
             )
 
     # -- reads and writes used by the attention modules ---------------------
+    def positions(self, n: int, device: torch.device) -> torch.Tensor:
+        """The positions of the next ``n`` tokens, ``[n]`` (every row at :attr:`pos`)."""
+        return torch.arange(self.pos, self.pos + n, device=device)
+
+    def advance(self, n: int) -> None:
+        """``n`` tokens were written at :attr:`pos`."""
+        self.pos += n
+
     def write_and_read(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       ) -> tuple[torch.Tensor, torch.Tensor, None]:
         """Global or shared slot: store a chunk's keys/values at positions ``pos .. pos+C-1`` and return what its
-        queries see: ``(k_BHKD, v_BHKD, kpos_K)``, the keys and values at positions ``0 .. pos+C-1`` (K = pos+C)
-        and those positions. Only written entries are returned, so an unread NaN-filled slot never enters the
-        attention. Window slots go through :meth:`window_read`.
+        queries see: ``(k_BHKD, v_BHKD, None)``, the keys and values at positions ``0 .. pos+C-1`` (K = pos+C; the
+        third item is the key mask, which a sliced read does not need: :class:`StaticKVCache` returns one). Only
+        written entries are returned, so an unread NaN-filled slot never enters the attention. Window slots go
+        through :meth:`window_read`.
 
         Raises:
             ValueError: the application's slot is a window slot.
@@ -203,22 +212,20 @@ class KVCache:
         C = k_BGCD.shape[2]
         slot.k_BGSD[:, :, pos:pos + C] = k_BGCD
         slot.v_BGSD[:, :, pos:pos + C] = v_BGCD
-        kpos = torch.arange(pos + C, device=k_BGCD.device)
-        return slot.k_BGSD[:, :, :pos + C], slot.v_BGSD[:, :, :pos + C], kpos
+        return slot.k_BGSD[:, :, :pos + C], slot.v_BGSD[:, :, :pos + C], None
 
     def window_read(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int
-                    ) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Sliding-window slot: store a chunk at positions ``pos .. pos+C-1``; return what it attends over.
+                    ) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """Sliding-window slot: store a chunk at positions ``pos .. pos+C-1``; return ``(k, v, None)``, what it
+        attends over (the key mask: none, as :meth:`write_and_read`).
 
-        A prefill chunk (``C > 1``) gets ``(k, v, n_hist)``: the ring's valid entries
-        in position order (positions ``pos - n_hist .. pos - 1``, ``n_hist = min(pos, W)``)
-        followed by the chunk, ``[B, G, n_hist + C, D]``, as
-        :func:`yocou.model.attention.window_attend` takes them; the chunk's last ``min(C, W)``
-        entries are then written into the ring. A decode step (``C == 1``) writes first
+        A prefill chunk (``C > 1``) gets the ring's valid entries in position order (positions
+        ``pos - n_hist .. pos - 1``, ``n_hist = min(pos, W)``) followed by the chunk, ``[B, G, n_hist + C, D]``,
+        the keys ending at the last query as :func:`yocou.model.attention.attention` takes them; the chunk's last
+        ``min(C, W)`` entries are then written into the ring. A decode step (``C == 1``) writes first
         and gets the ring's ``min(pos + 1, W)`` valid entries, which are exactly the W
-        keys its query sees (in ring order: attention does not depend on key order),
-        with ``n_hist = -1``. Only the last W positions are ever touched. A recorded slot
-        (:meth:`record_window_history`) returns the same keys, in position order.
+        keys its query sees (in ring order: attention does not depend on key order). Only the last W positions
+        are ever touched. A recorded slot (:meth:`record_window_history`) returns the same keys, in position order.
         """
         slot = self.slots[app.slot]
         W = slot.window
@@ -229,15 +236,15 @@ class KVCache:
             slot.v_BGSD[:, :, pos:pos + C] = v_BGCD
             if C == 1:
                 n = min(pos + 1, W)
-                return slot.k_BGSD[:, :, pos + 1 - n:pos + 1], slot.v_BGSD[:, :, pos + 1 - n:pos + 1], -1
+                return slot.k_BGSD[:, :, pos + 1 - n:pos + 1], slot.v_BGSD[:, :, pos + 1 - n:pos + 1], None
             n_hist = min(pos, W)
-            return slot.k_BGSD[:, :, pos - n_hist:pos + C], slot.v_BGSD[:, :, pos - n_hist:pos + C], n_hist
+            return slot.k_BGSD[:, :, pos - n_hist:pos + C], slot.v_BGSD[:, :, pos - n_hist:pos + C], None
         if C == 1:
             i = pos % W
             slot.k_BGSD[:, :, i:i + 1] = k_BGCD
             slot.v_BGSD[:, :, i:i + 1] = v_BGCD
             n = min(pos + 1, W)
-            return slot.k_BGSD[:, :, :n], slot.v_BGSD[:, :, :n], -1
+            return slot.k_BGSD[:, :, :n], slot.v_BGSD[:, :, :n], None
         n_hist = min(pos, W)
         if n_hist:
             start = (pos - n_hist) % W
@@ -259,7 +266,7 @@ class KVCache:
         if n_a < n_keep:
             slot.k_BGSD[:, :, :n_keep - n_a] = k_BGCD[:, :, C - n_keep + n_a:]
             slot.v_BGSD[:, :, :n_keep - n_a] = v_BGCD[:, :, C - n_keep + n_a:]
-        return k_all, v_all, n_hist
+        return k_all, v_all, None
 
     def write_shared(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int) -> None:
         """Store K̂V̂ rows of a chunk at positions ``pos .. pos+C-1`` in a ``shared`` slot."""
@@ -268,8 +275,80 @@ class KVCache:
         slot.k_BGSD[:, :, pos:pos + C] = k_BGCD
         slot.v_BGSD[:, :, pos:pos + C] = v_BGCD
 
-    def read_shared(self, slot_id: int, end: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """K̂V̂ of positions ``0 .. end-1`` and those positions."""
+    def read_shared(self, slot_id: int, end: int) -> tuple[torch.Tensor, torch.Tensor, None]:
+        """K̂V̂ of positions ``0 .. end-1`` (and no key mask, as :meth:`write_and_read`)."""
         slot = self.slots[slot_id]
-        return (slot.k_BGSD[:, :, :end], slot.v_BGSD[:, :, :end],
-                torch.arange(end, device=slot.k_BGSD.device))
+        return slot.k_BGSD[:, :, :end], slot.v_BGSD[:, :, :end], None
+
+
+class StaticKVCache(KVCache):
+    """A cache for decode steps of fixed shapes, which a CUDA graph can replay (:class:`yocou.model.generate.
+    StaticDecoder`): the slots of :class:`KVCache` (same layout, same bytes), each row at its own position
+    ``pos_B`` (``[B]`` int64, on the cache's device), and reads that return the whole slot with a key mask
+    ``[B, 1, 1, S]`` (True where the row's query may attend) instead of a slice that grows with the position.
+
+    A decode step (one token per row) writes row b's keys at index ``pos_B[b]`` (a ring: ``pos_B[b] % W``) and sees
+    the indices ``<= pos_B[b]`` (a ring: the same rule keeps its ``min(pos + 1, W)`` valid entries); nothing in it
+    depends on a host value. Prompts are prefilled row by row through :meth:`row`, an ordinary :class:`KVCache` whose
+    slots are views of one row.
+
+    Raises:
+        ValueError: a non-finite ``fill`` (a masked key still enters ``softmax(...) @ V`` as ``0 · value``).
+    """
+
+    def __init__(self, cfg: ModelConfig, batch_size: int, max_len: int, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu", fill: float = 0.0) -> None:
+        if fill != fill or fill in (float("inf"), float("-inf")):
+            raise ValueError(f"StaticKVCache: fill must be finite, got {fill}")
+        super().__init__(cfg, batch_size, max_len, dtype=dtype, device=device, fill=fill)
+        self.pos_B = torch.zeros(batch_size, dtype=torch.int64, device=device)
+
+    def row(self, b: int, pos: int = 0) -> KVCache:
+        """Row ``b`` as a batch-1 :class:`KVCache` at position ``pos`` whose slots are views of this cache's (what
+        it writes lands here): prefill a prompt through it, then set ``pos_B[b]``."""
+        out = KVCache.__new__(KVCache)
+        out.__dict__.update(cfg=self.cfg, batch_size=1, max_len=self.max_len, fill=self.fill, pos=pos)
+        out.slots = {sid: Slot(s.kind, s.k_BGSD[b:b + 1], s.v_BGSD[b:b + 1], s.window) for sid, s in self.slots.items()}
+        return out
+
+    def positions(self, n: int, device: torch.device) -> torch.Tensor:
+        """Each row's position, ``[B, 1, 1]`` (RoPE's tables then broadcast over heads)."""
+        return self.pos_B[:, None, None]
+
+    def advance(self, n: int) -> None:
+        self.pos_B.add_(n)
+
+    def check_room(self, n_new: int) -> None:
+        """A step takes one token per row; the room is the caller's (it knows the host-side lengths)."""
+        if n_new != 1:
+            raise ValueError(f"StaticKVCache takes decode steps of one token, got {n_new}; prefill through row()")
+
+    def _write(self, slot: Slot, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, idx_B: torch.Tensor) -> None:
+        i = idx_B.view(-1, 1, 1, 1).expand(-1, k_BGCD.shape[1], 1, k_BGCD.shape[3])
+        slot.k_BGSD.scatter_(2, i, k_BGCD.to(slot.k_BGSD.dtype))
+        slot.v_BGSD.scatter_(2, i, v_BGCD.to(slot.v_BGSD.dtype))
+
+    def _mask(self, slot: Slot) -> torch.Tensor:
+        idx = torch.arange(slot.k_BGSD.shape[2], device=self.pos_B.device)
+        return (idx <= self.pos_B[:, None])[:, None, None, :]
+
+    def write_and_read(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        slot = self.slots[app.slot]
+        self._write(slot, k_BGCD, v_BGCD, self.pos_B)
+        return slot.k_BGSD, slot.v_BGSD, self._mask(slot)
+
+    def window_read(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        slot = self.slots[app.slot]
+        if not slot.ring:
+            raise ValueError("StaticKVCache: a recorded window history is not a static shape")
+        self._write(slot, k_BGCD, v_BGCD, self.pos_B % slot.window)
+        return slot.k_BGSD, slot.v_BGSD, self._mask(slot)
+
+    def write_shared(self, app: Application, k_BGCD: torch.Tensor, v_BGCD: torch.Tensor, pos: int) -> None:
+        self._write(self.slots[app.slot], k_BGCD, v_BGCD, self.pos_B)
+
+    def read_shared(self, slot_id: int, end: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        slot = self.slots[slot_id]
+        return slot.k_BGSD, slot.v_BGSD, self._mask(slot)

@@ -76,11 +76,13 @@ class SelfLayer(nn.Module):
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # The keys end at the last query (attention's alignment): the chunk's own (training, scoring), a window
         # cache's history and the chunk (a decode step: exactly the ring's visible keys), or a global slot's 0..pos.
-        if cache is not None and app.window is not None:
-            k, v, _ = cache.window_read(app, k, v, start)
-        elif cache is not None:
-            k, v, _ = cache.write_and_read(app, k, v, start)
-        o = attention(q, k, v, window=app.window)
+        # A static cache (a fixed-shape decode step) returns its whole slot and the row's key mask instead.
+        mask, window = None, app.window
+        if cache is not None:
+            read = cache.window_read if app.window is not None else cache.write_and_read
+            k, v, mask = read(app, k, v, start)
+            window = app.window if mask is None else None
+        o = attention(q, k, v, window=window, key_mask=mask)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
@@ -120,14 +122,15 @@ class CrossLayer(nn.Module):
         self.ffn = make_ffn(cfg)
 
     def forward(self, x_BND: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
-                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor) -> torch.Tensor:
+                k_BGKD: torch.Tensor, v_BGKD: torch.Tensor, key_mask: torch.Tensor | None = None) -> torch.Tensor:
         """Causal attention over the shared K̂V̂ ``k_BGKD, v_BGKD`` ``[B, G, K, D]``: positions ``0..K-1``, ending at
-        the last query's position (a plain forward: the queries' own; an early exit: one query over all K)."""
+        the last query's position (a plain forward: the queries' own; an early exit: one query over all K), or the
+        keys ``key_mask`` ``[B, 1, 1, K]`` marks (a static-shape decode step)."""
         B, N, _ = x_BND.shape
         q = self.wq(self.attn_norm(x_BND)).view(B, N, self.cfg.n_heads, self.cfg.head_dim).transpose(1, 2)
         if rope is not None:
             q = apply_rope(q, *rope)
-        o = attention(q, k_BGKD, v_BGKD)
+        o = attention(q, k_BGKD, v_BGKD, key_mask=key_mask)
         x_BND = x_BND + self.wo(o.transpose(1, 2).reshape(B, N, -1))
         return x_BND + self.ffn(self.ffn_norm(x_BND))
 
@@ -242,7 +245,7 @@ class LM(nn.Module):
             cache.check_room(N)
             start = cache.pos
         dev = input_ids_BN.device
-        pos_N = torch.arange(start, start + N, device=dev)
+        pos_N = cache.positions(N, dev) if cache is not None else torch.arange(N, device=dev)
         x = self.embed(input_ids_BN)
         dtype = torch.get_autocast_dtype(dev.type) if torch.is_autocast_enabled(dev.type) else x.dtype
         rope_full = rope_cos_sin(pos_N, self.cfg.head_dim, self.cfg.rope_theta, dtype, self.rope_inv_freq)
@@ -255,7 +258,7 @@ class LM(nn.Module):
                 if not compute_logits:
                     break
                 x = x[:, -1:]
-                rope_full = (rope_full[0][-1:], rope_full[1][-1:])
+                rope_full = (rope_full[0][..., -1:, :], rope_full[1][..., -1:, :])
             if app.kind == "kv":
                 rope = rope_full if self.cfg.cross_rope else None
                 k, v = self.kv_makers[str(app.stage)](x, rope)
@@ -270,16 +273,16 @@ class LM(nn.Module):
             else:
                 rope = rope_full if self.cfg.cross_rope else None
                 if cache is None:
-                    k, v = shared_kv[app.slot]
+                    (k, v), mask = shared_kv[app.slot], None
                 else:
-                    k, v, _ = cache.read_shared(app.slot, start + N)
-                x = layer(x, rope, k, v)
+                    k, v, mask = cache.read_shared(app.slot, start + N)
+                x = layer(x, rope, k, v, mask)
             if isinstance(layer.ffn, MoE):
                 aux = aux + layer.ffn.aux_loss
             if return_hidden:
                 hidden.append(x)
         if cache is not None:
-            cache.pos += N
+            cache.advance(N)
         if not compute_logits:
             return ForwardOut(None, aux, hidden)
         if last_only and cut == len(self.plan):
