@@ -81,6 +81,38 @@ def test_profile_models_interleaves_and_orders_rows() -> None:
     assert all(r["kv_equal"] for r in rows)
 
 
+def test_profile_static_decode_at_the_largest_fitting_batch(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """decode_path static with max_batch: a fixed-batch row and a row at the batch the memory planner allows (free
+    memory mocked so that exactly 3 sequences' KV fit), cache bytes equal to the formula at that batch, the mode and
+    the kernels recorded; the tidy table carries the max-batch row apart from Figure 7's fixed-batch rows."""
+    from yocou.evaluation.bench import profile as P
+    from yocou.model import limits
+    from yocou.model.limits import decode_transient_bytes
+
+    cfg = C.yocou(n_layers=2, window=8, n_loops=3, **KW)
+    N, chunk = 24, 16
+    per_row = kv_cache_bytes(cfg, N, dtype="fp32")
+    free = int((3 * per_row + decode_transient_bytes(cfg, 3, chunk, dtype=torch.float32)) / 0.9) + 1
+    monkeypatch.setattr(limits, "available_bytes", lambda device: (free, "mocked"))
+    pc = ProfileConfig(seq_lens=(N,), n_decode=4, repeats=1, warmup=0, chunk_size=chunk, dtype="fp32",
+                       decode_path="static", max_batch=8)
+    rows = P.profile_models({"yoco_u": cfg}, pc)
+    assert [(r["batch_rule"], r["batch_size"]) for r in rows] == [("fixed", 1), ("max", 3)]
+    for r in rows:
+        assert r["kv_bytes_measured"] == kv_cache_bytes(cfg, N, batch_size=r["batch_size"], dtype="fp32")
+        assert r["decode_path"] == "static" and r["decode_mode"] == "eager" and "CUDA" in r["why_eager"]
+        assert set(r["attention_kernels"]) >= {"decode", "prefill/window"}
+    from yocou.results.summarize.efficiency import summarize_efficiency
+    from yocou.utils.io import atomic_write_json
+
+    atomic_write_json(tmp_path / "profile.json", {"rows": rows, "provenance": {}})
+    tidy = summarize_efficiency(tmp_path / "profile.json", {"yoco_u": "yoco_u"})
+    mb = tidy[tidy.metric == "max_batch.batch_size"]
+    assert list(mb.value) == [3.0]
+    fixed = tidy[tidy.metric == "decode_tokens_per_s"]
+    assert list(fixed.batch_size) == [1]
+
+
 def test_profile_config_validation() -> None:
     for make, field in ((lambda: profile_config_from_dict({"seq_lens": [64], "bogus": 1}), "bogus"),
                         (lambda: ProfileConfig(seq_lens=(8,), n_decode=8), "seq_lens"),

@@ -355,12 +355,13 @@ def sdpa_kernel_name(q_BHND: torch.Tensor, k_BGKD: torch.Tensor, v_BGKD: torch.T
 
 def call_sites(n_heads: int, n_kv_heads: int, head_dim: int, seq_len: int, window: int | None, *,
                device: torch.device | str, dtype: torch.dtype, backend: str | None = None,
-               chunk: int = 4096) -> dict[str, str]:
+               chunk: int = 4096, static_decode: bool = False) -> dict[str, str]:
     """The kernel each attention call site of a model gets on ``device``: ``{call site: kernel}``.
 
     Call sites: ``train/global`` (a causal global or cross layer over ``seq_len``), ``train/window`` (a sliding-window
     layer, when ``window`` is given), ``prefill/global`` (a chunk of ``chunk`` queries after ``chunk`` cached keys),
-    ``prefill/window``, ``decode`` (one query over every key). Kernels: ``flex`` (fused ``flex_attention``; ``flex
+    ``prefill/window``, ``decode`` (one query over every key; ``static_decode``: the whole slot under a key mask,
+    :class:`yocou.model.cache.StaticKVCache`). Kernels: ``flex`` (fused ``flex_attention``; ``flex
     (unfused)`` on CPU), ``blocked+<sdpa kernel>`` (:func:`window_attend`) or an SDPA kernel
     (:func:`sdpa_kernel_name`). Built on the meta device where possible; on CUDA small probe tensors of the real
     shapes are made (``[1, H, N, D]``).
@@ -391,5 +392,5 @@ def call_sites(n_heads: int, n_kv_heads: int, head_dim: int, seq_len: int, windo
             sites["train/window"] = blocked if seq_len >= WINDOW_BLOCKED_MIN * window else sdpa(
                 seq_len, seq_len, True, False)
             sites["prefill/window"] = blocked
-    sites["decode"] = sdpa(n_heads // n_kv_heads, seq_len, False, False)  # the folded query heads
+    sites["decode"] = sdpa(n_heads // n_kv_heads, seq_len, static_decode, False)  # the folded query heads
     return sites

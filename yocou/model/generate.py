@@ -178,7 +178,13 @@ class StaticDecoder:
     def _step(self) -> torch.Tensor:
         return self.model(self.token_B[:, None], cache=self.cache).logits_BNV[:, -1]
 
-    def _capture(self) -> None:
+    @torch.no_grad()
+    def capture(self) -> None:
+        """Capture the step as a CUDA graph now (after :meth:`prefill`; else the first :meth:`step` does): a warm-up
+        step whose writes the first replay overwrites, then the capture; positions unchanged. A no-op when graphs are
+        off or captured; a failed capture leaves :attr:`mode` ``"eager"`` and says why in :attr:`why_eager`."""
+        if not self.want_graphs or self.graph is not None:
+            return
         pos = self.cache.pos_B.clone()
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
@@ -208,8 +214,7 @@ class StaticDecoder:
             raise ValueError(f"StaticDecoder: a row holds {max(self.lengths)} tokens = max_len {self.cache.max_len}; "
                              "allocate a longer max_len")
         self.token_B.copy_(token_B)
-        if self.want_graphs and self.graph is None:
-            self._capture()
+        self.capture()
         if self.graph is not None:
             self.graph.replay()
             out = self.logits_BV.clone()

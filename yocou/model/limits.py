@@ -13,9 +13,10 @@ from yocou.model.accounting import dtype_bytes, kv_cache_bytes, param_count
 from yocou.model.cache import KVCache
 from yocou.model.config import ModelConfig
 from yocou.model.lm import LM
-from yocou.utils.memory import require
+from yocou.utils.memory import available_bytes, require
 
-__all__ = ["new_cache", "new_model", "require_cache_memory", "require_param_memory"]
+__all__ = ["decode_transient_bytes", "max_decode_batch", "new_cache", "new_model", "require_cache_memory",
+           "require_param_memory"]
 
 
 def require_param_memory(cfg: ModelConfig) -> None:
@@ -66,3 +67,38 @@ def new_cache(model: LM, batch_size: int, max_len: int, *, dtype: torch.dtype | 
     p = next(model.parameters())
     require_cache_memory(model.cfg, batch_size, max_len, dtype=dtype or p.dtype, device=p.device)
     return model.new_cache(batch_size, max_len, dtype=dtype, fill=fill)
+
+
+def decode_transient_bytes(cfg: ModelConfig, batch_size: int, chunk_size: int, *, dtype: torch.dtype) -> int:
+    """An upper estimate of the memory a prefill chunk (one row at a time) or a decode step of ``batch_size`` rows
+    holds beside the weights and the cache: the widest activation of a block (``2 d_ff``, ``(H + 2G) Dh``, or
+    the attention scores of one chunk over ``2 chunk`` keys in fp32, SDPA's math kernel) twice over for a
+    chunk, and ``batch_size`` rows of the logits in fp32 (an estimate, not a measurement)."""
+    b = dtype_bytes(dtype)
+    wide = max(2 * (cfg.d_ff or 0), 2 * (cfg.d_expert or 0) * (cfg.top_k or 1), cfg.d_model,
+               (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim)
+    chunk = 2 * chunk_size * wide * b + 4 * cfg.n_heads * chunk_size * 2 * chunk_size
+    step = batch_size * (4 * cfg.vocab_size + 4 * wide * b)
+    return chunk + step
+
+
+def max_decode_batch(cfg: ModelConfig, seq_len: int, *, dtype: torch.dtype, device: torch.device | str,
+                     chunk_size: int, cap: int, headroom: float = 0.9) -> int:
+    """The largest batch ``B <= cap`` whose KV cache of ``seq_len`` tokens per row
+    (:func:`yocou.model.accounting.kv_cache_bytes`) and :func:`decode_transient_bytes` fit in ``headroom`` of the
+    memory free on ``device`` now (the weights already loaded); 0 when not even one row fits, ``cap`` where the
+    free memory cannot be read.
+    """
+    got = available_bytes(device)
+    if got is None:
+        return cap
+    budget = int(got[0] * headroom)
+    per_row = kv_cache_bytes(cfg, seq_len, batch_size=1, dtype=dtype)
+    lo, hi = 0, cap
+    while lo < hi:  # the largest B that fits (the transient grows with B too)
+        mid = (lo + hi + 1) // 2
+        if mid * per_row + decode_transient_bytes(cfg, mid, chunk_size, dtype=dtype) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -418,7 +418,8 @@ def read_metrics(path: Pathish) -> list[dict]:
 def read_profile(path: Pathish) -> tuple[list[dict], dict]:
     """``(rows, provenance)`` of a ``profile.json``: at least one row, each with a variant, dtype and device,
     positive integer lengths and counts, finite positive times and throughputs (also of each repeat), positive KV
-    bytes, non-negative memory and load; one row per (variant, seq_len).
+    bytes, non-negative memory and load; one row per (variant, seq_len, batch_rule) (``batch_rule`` absent:
+    ``fixed``).
 
     Raises:
         FileNotFoundError: no such file.
@@ -427,12 +428,13 @@ def read_profile(path: Pathish) -> tuple[list[dict], dict]:
     p = Path(path)
     d = _object(read_json(p, what="profile"), p, "top level", "an object with 'rows' and 'provenance'")
     _check(_Profile, d, p)
-    seen: dict[tuple[str, int], int] = {}
+    seen: dict[tuple[str, int, str], int] = {}
     for i, r in enumerate(d["rows"]):
-        key = (r["variant"], r["seq_len"])
+        key = (r["variant"], r["seq_len"], r.get("batch_rule", "fixed"))
         if key in seen:
-            raise ResultFileError(p, f"rows[{i}]", f"variant {key[0]!r} at seq_len {key[1]} repeats rows[{seen[key]}]; "
-                                                   "expected one row per (variant, seq_len)", field="variant")
+            raise ResultFileError(p, f"rows[{i}]", f"variant {key[0]!r} at seq_len {key[1]} ({key[2]} batch) repeats "
+                                                   f"rows[{seen[key]}]; expected one row per (variant, seq_len, "
+                                                   "batch_rule)", field="variant")
         seen[key] = i
     return d["rows"], d.get("provenance", {})
 

@@ -13,8 +13,14 @@ Protocol (the same for every variant, recorded in each result):
   repeat, every variant in turn), so changes of load touch all variants alike; process CPU seconds are
   recorded beside wall-clock seconds.
 * Weights and cache in one dtype (``bf16`` by default: bf16 weights, not autocast), random init
-  (timing does not depend on the weights), batch size ``batch_size``, one attention backend
-  (``scaled_dot_product_attention``, default kernel choice) and one thread count for all variants.
+  (timing does not depend on the weights), batch size ``batch_size`` (and, with ``max_batch``, also the largest
+  batch up to it whose cache fits the free memory: :func:`yocou.model.limits.max_decode_batch`, per variant and
+  length; ``batch_rule`` says which), one attention dispatch (:func:`yocou.model.attention.attention`; the kernel
+  each call site takes is recorded in ``attention_kernels``) and one thread count for all variants.
+* Decode path (``decode_path``): ``dynamic`` (:func:`yocou.model.generate.decode_step` over a cache whose reads grow
+  with the position) or ``static`` (:class:`yocou.model.generate.StaticDecoder`: fixed shapes, rows prefilled one
+  at a time, on CUDA one CUDA graph replayed per step, captured before the timing). ``decode_mode`` says ``eager``
+  or ``graphs`` for every row, ``why_eager`` why not graphs.
 * Memory: on CPU the peak resident set size sampled every millisecond during the run (``peak_rss_bytes``;
   ``peak_mem_delta_bytes`` is its rise above the resident size before the run); on CUDA
   ``torch.cuda.max_memory_allocated`` after a reset. Timing on CUDA uses CUDA events.
@@ -44,8 +50,9 @@ import torch
 
 from yocou.model import accounting
 from yocou.model.config import ModelConfig, config_from_dict
-from yocou.model.generate import decode_step, prefill
-from yocou.model.limits import new_cache, new_model
+from yocou.model.attention import call_sites
+from yocou.model.generate import StaticDecoder, decode_step, prefill
+from yocou.model.limits import max_decode_batch, new_cache, new_model
 from yocou.model.lm import LM
 from yocou.utils.io import atomic_write_json, provenance
 from yocou.utils.validation import (
@@ -71,6 +78,9 @@ class ProfileConfig:
         chunk_size: prefill chunk in tokens (the same for every variant).
         dtype: weights and cache dtype.
         batch_size: sequences per run.
+        max_batch: also profile at the largest batch up to this many sequences that fits the device
+            (``None``: ``batch_size`` only).
+        decode_path: ``dynamic`` or ``static`` (module docstring).
         threads: ``torch.set_num_threads`` (``None``: leave as is).
         seed: seeds the random init and the prompt.
     """
@@ -82,6 +92,8 @@ class ProfileConfig:
     chunk_size: PosInt = 512
     dtype: Literal["bf16", "fp32", "fp16"] = "bf16"
     batch_size: PosInt = 1
+    max_batch: PosInt | None = None
+    decode_path: Literal["dynamic", "static"] = "dynamic"
     threads: PosInt | None = None
     seed: Int = 0
 
@@ -220,41 +232,56 @@ def loadavg_1m() -> float | None:
 # ---------------------------------------------------------------------------
 # One run, one variant
 # ---------------------------------------------------------------------------
-def run_once(model: LM, seq_len: int, pc: ProfileConfig, device: torch.device, generator: torch.Generator
-             ) -> dict[str, Any]:
-    """One prefill of ``seq_len - n_decode`` tokens, then ``n_decode`` decode steps, timed separately.
+def run_once(model: LM, seq_len: int, pc: ProfileConfig, device: torch.device, generator: torch.Generator,
+             batch_size: int | None = None) -> dict[str, Any]:
+    """One prefill of ``seq_len - n_decode`` tokens per row, then ``n_decode`` decode steps, timed separately, at
+    ``batch_size`` rows (default ``pc.batch_size``) on ``pc.decode_path``.
 
-    Returns seconds (``prefill_s``, ``ttft_s``, ``decode_s``; ``*_cpu_s`` process CPU seconds), cache bytes (``kv_bytes_measured``) and
-    peak memory (``peak_rss_bytes`` or CUDA peak, ``peak_mem_delta_bytes``).
+    Returns seconds (``prefill_s``, ``ttft_s``, ``decode_s``; ``*_cpu_s`` process CPU seconds), cache bytes
+    (``kv_bytes_measured``), peak memory (``peak_rss_bytes`` or CUDA peak, ``peak_mem_delta_bytes``) and the decode
+    mode (``eager`` or ``graphs``, ``why_eager``).
     """
+    B = batch_size or pc.batch_size
     n_prompt = seq_len - pc.n_decode
-    ids = torch.randint(0, model.cfg.vocab_size, (pc.batch_size, n_prompt), generator=generator).to(device)
+    ids = torch.randint(0, model.cfg.vocab_size, (B, n_prompt), generator=generator).to(device)
+    dtype = TORCH_DTYPES[pc.dtype]
     with torch.no_grad(), PeakMemory(device) as mem:
-        cache = new_cache(model, pc.batch_size, seq_len, dtype=TORCH_DTYPES[pc.dtype])
+        if pc.decode_path == "static":
+            dec = StaticDecoder(model, B, seq_len, cache_dtype=dtype)
+            cache, do_prefill, do_step = dec.cache, lambda: dec.prefill(list(ids), chunk_size=pc.chunk_size), dec.step
+        else:
+            dec = None
+            cache = new_cache(model, B, seq_len, dtype=dtype)
+            do_prefill = lambda: prefill(model, ids, cache, chunk_size=pc.chunk_size)  # noqa: E731
+            do_step = lambda t: decode_step(model, t, cache)  # noqa: E731
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         c0 = time.process_time()
-        logits, prefill_s = timed(lambda: prefill(model, ids, cache, chunk_size=pc.chunk_size), device)
+        logits, prefill_s = timed(do_prefill, device)
         prefill_cpu_s = time.process_time() - c0
         tok, pick_s = timed(lambda: logits.argmax(-1), device)
         ttft_s = prefill_s + pick_s
+        if dec is not None:
+            dec.capture()  # untimed: a CUDA graph's warm-up and capture (a no-op off CUDA)
 
         def _decode() -> torch.Tensor:
             t = tok
             for _ in range(pc.n_decode):
-                t = decode_step(model, t, cache).argmax(-1)
+                t = do_step(t).argmax(-1)
             return t
 
         c0 = time.process_time()
         _, decode_s = timed(_decode, device)
         decode_cpu_s = time.process_time() - c0
         wall_s = time.perf_counter() - t0
-    assert cache.pos == seq_len
+    assert (dec.lengths == [seq_len] * B) if dec is not None else cache.pos == seq_len
     return {"prefill_s": prefill_s, "prefill_cpu_s": prefill_cpu_s, "ttft_s": ttft_s, "decode_s": decode_s,
             "decode_cpu_s": decode_cpu_s, "wall_s": wall_s,
             "kv_bytes_measured": cache.nbytes(), "peak_mem_bytes": mem.peak_bytes,
-            "peak_mem_delta_bytes": mem.delta_bytes, "mem_kind": mem.kind}
+            "peak_mem_delta_bytes": mem.delta_bytes, "mem_kind": mem.kind,
+            "decode_mode": dec.mode if dec is not None else "eager",
+            "why_eager": dec.why_eager if dec is not None else "decode_path dynamic"}
 
 
 def profile_variant(cfg: ModelConfig, pc: ProfileConfig, *, variant: str | None = None,
@@ -271,10 +298,10 @@ def profile_models(cfgs: Mapping[str, ModelConfig], pc: ProfileConfig, *, device
     Repeats are interleaved (for each N, for each repeat, every variant in turn), so a change of load on
     the machine touches all variants alike and ratios between them stay fair.
 
-    Returns one row per (variant, N), variant-major: ``variant, seq_len, prompt_len, n_decode, chunk_size,
-    dtype, batch_size, device, n_threads, prefill_s, prefill_cpu_s, prefill_tokens_per_s, ttft_s, decode_s,
+    Returns one row per (variant, N, batch rule), variant-major: ``variant, seq_len, prompt_len, n_decode,
+    chunk_size, dtype, batch_size, batch_rule (fixed: ``batch_size``; max: the largest that fits), device, n_threads, prefill_s, prefill_cpu_s, prefill_tokens_per_s, ttft_s, decode_s,
     decode_cpu_s, decode_tokens_per_s, decode_ms_per_token, kv_bytes_measured, kv_bytes_analytic, kv_equal,
-    peak_mem_bytes, peak_mem_delta_bytes, mem_kind, n_repeats, repeats (every repeat's seconds),
+    peak_mem_bytes, peak_mem_delta_bytes, mem_kind, decode_path, decode_mode, why_eager, attention_kernels, n_repeats, repeats (every repeat's seconds),
     loadavg_1m_before, loadavg_1m_after``. Times in seconds (``*_cpu_s``: process CPU seconds, all threads),
     throughputs in tokens/s (all sequences of the batch), bytes in bytes.
     """
@@ -289,40 +316,55 @@ def profile_models(cfgs: Mapping[str, ModelConfig], pc: ProfileConfig, *, device
     for _ in range(pc.warmup):
         for m in models.values():
             run_once(m, min(pc.seq_lens), pc, dev, gen)
-    by_key: dict[tuple[str, int], dict[str, Any]] = {}
+    dtype = TORCH_DTYPES[pc.dtype]
+    rows: list[dict[str, Any]] = []
     for n in pc.seq_lens:
-        load0 = loadavg_1m()
-        reps: dict[str, list[dict[str, Any]]] = {name: [] for name in models}
-        for _ in range(pc.repeats):
+        batches = {name: {"fixed": pc.batch_size} for name in models}
+        if pc.max_batch is not None:
             for name, m in models.items():
-                reps[name].append(run_once(m, n, pc, dev, gen))
-        load1 = loadavg_1m()
-        for name, m in models.items():
-            by_key[name, n] = _row(name, m.cfg, n, pc, dev, reps[name], load0, load1)
-            if log is not None:
-                log(by_key[name, n])
-    return [by_key[name, n] for name in models for n in pc.seq_lens]
+                b = max_decode_batch(m.cfg, n, dtype=dtype, device=dev, chunk_size=pc.chunk_size, cap=pc.max_batch)
+                if b > pc.batch_size:
+                    batches[name]["max"] = b
+        for rule in ("fixed", "max"):
+            todo = {name: bs[rule] for name, bs in batches.items() if rule in bs}
+            load0 = loadavg_1m()
+            reps: dict[str, list[dict[str, Any]]] = {name: [] for name in todo}
+            for _ in range(pc.repeats):
+                for name, B in todo.items():
+                    reps[name].append(run_once(models[name], n, pc, dev, gen, B))
+            load1 = loadavg_1m()
+            for name, B in todo.items():
+                rows.append(_row(name, models[name].cfg, n, B, rule, pc, dev, reps[name], load0, load1))
+                if log is not None:
+                    log(rows[-1])
+    order = {name: i for i, name in enumerate(models)}
+    return sorted(rows, key=lambda r: (order[r["variant"]], r["seq_len"], r["batch_rule"] != "fixed"))
 
 
-def _row(name: str, cfg: ModelConfig, n: int, pc: ProfileConfig, dev: torch.device, reps: list[dict[str, Any]],
-         load0: float | None, load1: float | None) -> dict[str, Any]:
+def _row(name: str, cfg: ModelConfig, n: int, B: int, rule: str, pc: ProfileConfig, dev: torch.device,
+         reps: list[dict[str, Any]], load0: float | None, load1: float | None) -> dict[str, Any]:
     keys = ("prefill_s", "prefill_cpu_s", "ttft_s", "decode_s", "decode_cpu_s")
     med = {k: statistics.median(r[k] for r in reps) for k in keys}
     n_prompt = n - pc.n_decode
-    analytic = accounting.kv_cache_bytes(cfg, n, batch_size=pc.batch_size, dtype=pc.dtype)
+    analytic = accounting.kv_cache_bytes(cfg, n, batch_size=B, dtype=pc.dtype)
     measured = reps[-1]["kv_bytes_measured"]
     return {
         "variant": name, "seq_len": n, "prompt_len": n_prompt, "n_decode": pc.n_decode,
-        "chunk_size": pc.chunk_size, "dtype": pc.dtype, "batch_size": pc.batch_size,
+        "chunk_size": pc.chunk_size, "dtype": pc.dtype, "batch_size": B, "batch_rule": rule,
         "device": str(dev), "n_threads": torch.get_num_threads(),
         "prefill_s": med["prefill_s"], "prefill_cpu_s": med["prefill_cpu_s"],
-        "prefill_tokens_per_s": pc.batch_size * n_prompt / med["prefill_s"],
+        "prefill_tokens_per_s": B * n_prompt / med["prefill_s"],
         "ttft_s": med["ttft_s"], "decode_s": med["decode_s"], "decode_cpu_s": med["decode_cpu_s"],
-        "decode_tokens_per_s": pc.batch_size * pc.n_decode / med["decode_s"],
+        "decode_tokens_per_s": B * pc.n_decode / med["decode_s"],
         "decode_ms_per_token": 1e3 * med["decode_s"] / pc.n_decode,
         "kv_bytes_measured": measured, "kv_bytes_analytic": analytic, "kv_equal": measured == analytic,
         "peak_mem_bytes": max(r["peak_mem_bytes"] for r in reps),
         "peak_mem_delta_bytes": max(r["peak_mem_delta_bytes"] for r in reps), "mem_kind": reps[0]["mem_kind"],
+        "decode_path": pc.decode_path, "decode_mode": reps[0]["decode_mode"], "why_eager": reps[0]["why_eager"],
+        "attention_kernels": call_sites(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, n,
+                                        min((st.window for st in cfg.stages if st.window), default=None), device=dev,
+                                        dtype=TORCH_DTYPES[pc.dtype], chunk=pc.chunk_size,
+                                        static_decode=pc.decode_path == "static"),
         "n_repeats": pc.repeats,
         "repeats": [{k: r[k] for k in keys} for r in reps],
         "loadavg_1m_before": load0, "loadavg_1m_after": load1,
@@ -381,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk-size", type=int)
     ap.add_argument("--dtype", choices=sorted(TORCH_DTYPES))
     ap.add_argument("--batch-size", type=int)
+    ap.add_argument("--max-batch", type=int)
+    ap.add_argument("--decode-path", choices=["dynamic", "static"])
     ap.add_argument("--threads", type=int)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--out", required=True, type=writes(), help="result JSON (rows + provenance)")
@@ -392,7 +436,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.profile_config:
         from yocou.utils.io import load_config_file
         d.update(load_config_file(a.profile_config) or {})
-    for f in ("seq_lens", "n_decode", "repeats", "warmup", "chunk_size", "dtype", "batch_size", "threads"):
+    for f in ("seq_lens", "n_decode", "repeats", "warmup", "chunk_size", "dtype", "batch_size", "max_batch", "decode_path",
+              "threads"):
         if getattr(a, f) is not None:
             d[f] = getattr(a, f)
     pc = profile_config_from_dict(d)
@@ -424,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         raise ValueError("measured KV bytes differ from the formula: " + json.dumps(bad))
     prov = provenance({"profile": dataclasses.asdict(pc), "run_configs": list(a.run_configs), "device": a.device,
-                       "attention": "torch.nn.functional.scaled_dot_product_attention (default backend)",
+                       "attention": "yocou.model.attention.attention (each row's attention_kernels)",
                        "weights": f"random init (seed {pc.seed}), cast to {pc.dtype}"}, pc.seed)
     prov["loadavg"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     prov["wall_s"] = time.time() - t0

@@ -12,7 +12,9 @@ Studies (tidy tables, :mod:`yocou.results.tidy`):
   ``loadavg_1m_before``/``loadavg_1m_after`` (unit ``load``). Extra columns: ``loaded`` (a 1-minute load average
   above the machine's CPU count), ``device``, ``device_kind`` (``CPU``/``GPU``), ``device_label``, ``dtype``,
   ``n_threads``, ``n_cpus``, ``mem_kind``, ``prompt_len``, ``n_decode``, ``kv_equal``. Each repeat's seconds
-  of :data:`REPEATED` as ``<metric>.repeat`` (``axis2`` = ``repeat``, its index).
+  of :data:`REPEATED` as ``<metric>.repeat`` (``axis2`` = ``repeat``, its index). Rows profiled at the largest
+  batch that fits (``batch_rule`` ``max``) as ``max_batch.<metric>`` for ``batch_size``, the two throughputs and
+  ``peak_mem_bytes``; extra columns ``decode_mode`` (``eager``/``graphs``) and ``batch_size`` on every row.
 * ``efficiency_derived`` (:func:`summarize_efficiency_derived`): ``prefill_ratio``, ``decode_ratio``,
   ``kv_ratio`` (role ``a|b``, axis ``seq_len``; axis ``""``: the mean over the measured lengths), the paper's
   ``paper.prefill_ratio``/``paper.decode_ratio``/``paper.kv_ratio`` (run ``paper``, Tables 8-10) likewise, and per
@@ -97,13 +99,23 @@ def summarize_efficiency(profile: str | Path, roles: Mapping[str, Any]) -> pd.Da
     out: list[dict[str, Any]] = []
     for r in sorted((r for r in rows if r["variant"] in run_role), key=lambda r: (order[r["variant"]], r["seq_len"])):
         run = r["variant"]
+        if r.get("batch_rule", "fixed") == "max":
+            for metric, unit in (("batch_size", "sequences"), ("prefill_tokens_per_s", "tokens/s"),
+                                 ("decode_tokens_per_s", "tokens/s"), ("peak_mem_bytes", "bytes")):
+                out.append({"study": "efficiency", "run": run, "role": run_role[run], "seed": NO_SEED,
+                            "metric": f"max_batch.{metric}", "axis": "seq_len", "axis_value": float(r["seq_len"]),
+                            "value": float(r[metric]), "unit": unit, "device": str(r["device"]),
+                            "device_label": device_label(r, prov), "dtype": str(r["dtype"]),
+                            "decode_mode": str(r.get("decode_mode", "eager")), "batch_size": int(r["batch_size"])})
+            continue
         reps = r.get("repeats") or []
         loads = [r.get(k) for k in ("loadavg_1m_before", "loadavg_1m_after") if _finite(r.get(k))]
         extra = {"loaded": bool(loads and max(loads) > n_cpus), "device": str(r["device"]),
                  "device_kind": "GPU" if str(r["device"]).startswith("cuda") else "CPU",
                  "device_label": device_label(r, prov), "dtype": str(r["dtype"]), "n_threads": int(r["n_threads"]),
                  "n_cpus": n_cpus, "mem_kind": str(r["mem_kind"]), "prompt_len": int(r["prompt_len"]),
-                 "n_decode": int(r["n_decode"]), "kv_equal": bool(r["kv_equal"])}
+                 "n_decode": int(r["n_decode"]), "kv_equal": bool(r["kv_equal"]),
+                 "decode_mode": str(r.get("decode_mode", "eager")), "batch_size": int(r["batch_size"])}
         nrep = float(r["n_repeats"])
 
         def rep(key: str, scale: float | None = None) -> list[float]:
