@@ -217,6 +217,43 @@ def test_renderers_on_synthetic_profile(tmp_path: Path) -> None:
     assert (tmp_path / "fig7.png").stat().st_size > 0 and (tmp_path / "fig7.pdf").is_file()
 
 
+def test_gpu_rows_render_beside_the_cpu_rows(tmp_path: Path) -> None:
+    """A SYNTHETIC serving.json of the prepared GPU check (made here; no GPU measured it) renders as GPU rows of
+    Tables 8 and 9, named by device, batch and mode, beside the CPU rows; a file of another step is refused."""
+    from yocou.evaluation.bench.gpu_session import serving_ratios
+    from yocou.results.render import tables8_9
+    from yocou.results.summarize.efficiency import summarize_efficiency, summarize_efficiency_derived
+    from yocou.results.tidy import write_tidy
+
+    prof = tmp_path / "profile.json"
+    _synthetic_profile(prof)
+    eff, der = tmp_path / "efficiency.csv", tmp_path / "efficiency_derived.csv"
+    write_tidy(summarize_efficiency(prof, {v: v for v in ("transformer", "yoco", "rins", "yocou")}), eff)
+    write_tidy(summarize_efficiency_derived(eff, {"lo": 1024, "hi": 4096}), der)
+    tps = {"transformer": 1000.0, "yoco": 1200.0, "rins": 500.0, "yocou": 480.0}  # synthetic tokens/s
+    rows = [{"variant": v, "phase": ph, "seq_len": n, "batch_size": b, "path": path, "mode": "graphs",
+             "tokens_per_s": t * (b if ph == "decode" else 1) / (n / 8192)}
+            for v, t in tps.items() for n in (8192, 32768)
+            for ph, b, path in (("prefill", 1, "chunked"), ("decode", 1, "static"), ("decode", 64, "static"))]
+    serving = tmp_path / "gpu" / "synthetic-gpu" / "serving.json"
+    serving.parent.mkdir(parents=True)
+    serving.write_text(json.dumps({"step": "serving", "complete": True, "rows": rows, "ratios": serving_ratios(rows)}))
+    out = {k: tmp_path / f"{v}.md" for k, v in {"t8": "table8", "t8_ours": "table8_ours", "t9": "table9",
+                                               "t9_ours": "table9_ours", "t10": "table10_ratios"}.items()}
+    tables8_9.render(eff, der, out, scale="t", gpu=[serving])
+    t9 = pd.read_csv(tmp_path / "table9.csv")
+    g = t9[t9["source"].str.startswith("GPU (synthetic-gpu, 1.3B, B=64, static graphs")]
+    assert float(g[g["ratio"] == "YOCO-U / YOCO"]["8K"].iloc[0]) == pytest.approx(480 / 1200)
+    assert float(g[g["ratio"] == "RINS / Transformer"]["32K"].iloc[0]) == pytest.approx(0.5)
+    assert t9["source"].str.startswith("ours (CPU").any() and t9["source"].str.startswith("paper").any()
+    t8 = pd.read_csv(tmp_path / "table8.csv")
+    assert len(t8[t8["source"].str.startswith("GPU")]) == 2  # one row per ratio, prefill at B = 1
+    bad = tmp_path / "other.json"
+    bad.write_text(json.dumps({"step": "kernels"}))
+    with pytest.raises(ValueError, match="other.json"):
+        tables8_9.render(eff, der, out, scale="t", gpu=[bad])
+
+
 def test_hf_peer_benchmark_writes_ratios(tmp_path: Path) -> None:
     """The peer benchmark script runs end to end at the smoke shape (its numbers are not checked)."""
     pytest.importorskip("transformers")

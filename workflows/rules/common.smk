@@ -1,5 +1,6 @@
 # Helpers shared by the rule files.
 
+import glob
 import os
 import shlex
 

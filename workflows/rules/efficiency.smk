@@ -91,6 +91,7 @@ rule tables8_9:
     input:
         efficiency=f"{RES}/tidy/efficiency.csv",
         derived=f"{RES}/tidy/efficiency_derived.csv",
+        gpu=sorted(glob.glob("results/gpu/*/serving.json")),  # the prepared GPU check's rows, where a GPU ran it
         code=[f"{PKG}/results/render/tables8_9.py", f"{PKG}/results/render/fig7.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py"],
     output:
         t8=in_report(f"{RES}/table8.md", "tables8_10"),

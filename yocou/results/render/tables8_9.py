@@ -9,6 +9,10 @@ Outputs (each CSV + Markdown + JSON):
 * ``<out>/table8``, ``table9``, ``table10_ratios``: one row per (ratio, source), one column per length;
 * ``<out>/table8_ours``, ``table9_ours``: our absolute tokens/s per variant and length (CPU).
 
+GPU rows: each ``serving.json`` of the prepared GPU check (``results/gpu/<device>/``,
+:mod:`yocou.evaluation.bench.gpu_session`) adds its measured ratios to Tables 8 and 9 as rows of their own
+(:func:`gpu_ratio_rows`), named by the device, batch and decode mode (1.3B paper shapes, random weights).
+
 Ratios (throughput or bytes of the first variant over the second): YOCO-U/YOCO, RINS/Transformer,
 YOCO/Transformer, YOCO-U/Transformer. Paper: Tables 8-10 of arXiv 2604.01220
 (``yocou/results/reported/table08.csv`` ... ``table10.csv``); docs/design.md section 8 expects YOCO-U/YOCO about 1/3
@@ -17,6 +21,8 @@ and RINS/Transformer 0.50 for prefill.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -55,10 +61,43 @@ def ratio_wide(derived: pd.DataFrame, metric: str, source_ours: str) -> pd.DataF
     return w[["ratio", "source"] + [len_label(n) for n in lens] + ["mean"]] if len(w) else w
 
 
-def render(efficiency: str | Path, derived: str | Path, out: dict[str, str | Path], *, scale: str = "") -> None:
+def gpu_ratio_rows(serving: Sequence[str | Path], phase: str) -> pd.DataFrame:
+    """The ratios of the prepared GPU check's ``serving.json`` files for ``phase`` (``prefill``/``decode``): one row
+    per (ratio, device, batch, path), one column per length, ``source`` naming the GPU, the batch and the mode.
+
+    Raises:
+        ValueError: a file that is not a complete serving result of the GPU check (naming it).
+    """
+    rows = []
+    for path in serving:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+        if d.get("step") != "serving" or not isinstance(d.get("ratios"), list):
+            raise ValueError(f"{path}: expected the 'serving' step of yocou.evaluation.bench.gpu_session with "
+                             "'ratios' (a complete run)")
+        name = ((d.get("env") or {}).get("name")) or Path(path).parent.name
+        for q in d["ratios"]:
+            if q["phase"] != phase:
+                continue
+            a, b = q["ratio"].split("/")
+            rows.append({"ratio": f"{label(a)} / {label(b)}",
+                         "source": f"GPU ({name}, 1.3B, B={q['batch_size']}, {q['path']} {q['mode']})",
+                         "seq_len": q["seq_len"], "value": q["value"]})
+    if not rows:
+        return pd.DataFrame(columns=["ratio", "source"])
+    w = pd.DataFrame(rows).pivot_table(index=["ratio", "source"], columns="seq_len", values="value", sort=False)
+    w.columns = [len_label(c) for c in w.columns]
+    w["mean"] = w.mean(axis=1)
+    return w.reset_index()
+
+
+def render(efficiency: str | Path, derived: str | Path, out: dict[str, str | Path], *, scale: str = "",
+           gpu: Sequence[str | Path] = ()) -> None:
     """Write ``out["t8"]``, ``out["t8_ours"]``, ``out["t9"]``, ``out["t9_ours"]`` and ``out["t10"]`` (the
-    KV ratios, ``table10_ratios``) from the tidy ``efficiency`` and ``efficiency_derived`` tables."""
+    KV ratios, ``table10_ratios``) from the tidy ``efficiency`` and ``efficiency_derived`` tables, with the GPU
+    rows of the ``serving.json`` files in ``gpu`` (:func:`gpu_ratio_rows`) in Tables 8 and 9."""
     cfg = {"efficiency": str(efficiency), "derived": str(derived), "scale": scale}
+    if gpu:
+        cfg["gpu"] = [str(g) for g in gpu]
     eff = read_tidy(efficiency)
     der = read_tidy(derived)
     w = efficiency_wide(eff)
@@ -86,7 +125,12 @@ def render(efficiency: str | Path, derived: str | Path, out: dict[str, str | Pat
             notes.append("KV bytes: the real cache's bytes (equal to the formula of docs/design.md section 5 at every "
                          f"N; {int(w['kv_equal'].astype(bool).sum())} of {len(w)} rows checked).")
         notes.append("mean: the mean of the ratio over the lengths of its row.")
-        tw = ratio_wide(der, metric, src).astype(object)
+        tw = ratio_wide(der, metric, src)
+        if t in (8, 9) and gpu:
+            notes.append("GPU rows: the prepared GPU check (python -m yocou.evaluation.bench.gpu_session) at the "
+                         "paper's 1.3B shapes with random weights, bf16; prefill at B = 1, decode at each batch B.")
+            tw = pd.concat([tw, gpu_ratio_rows(gpu, "prefill" if t == 8 else "decode")], ignore_index=True)
+        tw = tw.astype(object)
         write_table(tw.where(tw.notna(), ""), out[f"t{t}"], title=f"Table {t} at our scale: {what}, ratios between "
                     "variants (ours beside the paper's)", notes=notes, config=cfg, floatfmt=".3f")
         if t in (8, 9):
