@@ -495,3 +495,28 @@ def test_a_window_at_least_seq_len_is_noted_once_at_the_start(tmp_path: Path, to
     assert len(notes) == 1 and "window 100000 >= seq_len 16" in notes[0], notes
     train(dataclasses.replace(MODEL), tc, token_dir / "train.bin", tmp_path / "narrow", progress=False)
     assert not [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("note:")]
+
+
+class _Payload:
+    """Unpickling this object writes a marker file (what a hostile checkpoint would do)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_checkpoint_with_a_pickle_payload_never_runs_it(tmp_path) -> None:
+    """read_checkpoint and a run folder's model.pt are loaded with weights_only=True: the payload is refused (one
+    line naming the file) and its marker never written."""
+    import torch
+
+    from yocou.training import train as T
+
+    marker = tmp_path / "pwned"
+    bad = tmp_path / "model.pt"
+    torch.save({"model": {}, "model_config": {}, "x": _Payload(str(marker))}, bad)
+    with pytest.raises(ValueError, match="model.pt"):
+        T.read_checkpoint(bad)
+    assert not marker.exists()

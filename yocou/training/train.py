@@ -1053,13 +1053,22 @@ def _prepare_out_dir(out: Path, model_cfg: ModelConfig, tc: TrainConfig) -> None
     if not final.is_file() or (out / "ckpt.pt").exists() or parallel.sharded_checkpoint(out / "ckpt.dcp"):
         return
     try:
-        ck = torch.load(final, map_location="cpu", weights_only=False, mmap=True)
+        ck = _safe_load(final, map_location="cpu", mmap=True)
         what = _config_differs(ck, model_cfg, tc)
     except Exception:  # noqa: BLE001 - not a readable checkpoint of a run: nothing of value to protect
         return
     if what:
         raise ValueError(f"{out} holds a finished run ({final}) with another {what} config: training there would "
                          "replace it (choose another --out, or remove the folder to retrain)")
+
+
+def _safe_load(path: Path, **kw: Any) -> Any:
+    """``torch.load`` with ``weights_only=True`` (tensors, containers and numbers; no pickled code runs), allowing
+    the one class a checkpoint written by an earlier version holds in its provenance (``TorchVersion``, a str)."""
+    from torch.torch_version import TorchVersion
+
+    with torch.serialization.safe_globals([TorchVersion]):
+        return torch.load(path, weights_only=True, **kw)
 
 
 def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device = "cpu", mmap: bool = False,
@@ -1080,7 +1089,7 @@ def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
         raise FileNotFoundError(f"{what} {p} not found (train it first)")
     check_device(map_location)
     try:
-        ck = torch.load(p, map_location=map_location, mmap=mmap, weights_only=False)
+        ck = _safe_load(p, map_location=map_location, mmap=mmap)
     except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, UnpicklingError, EOFError, ...
         msg = (str(e).splitlines() or [""])[0].split(". ")[0][:160]
         raise ValueError(f"{what} {p} cannot be read: it is truncated, corrupt or not a torch checkpoint "

@@ -352,7 +352,7 @@ def provenance(config: dict, seed: int | None) -> dict:
     try:
         import torch
 
-        versions["torch"] = torch.__version__
+        versions["torch"] = str(torch.__version__)  # a str: TorchVersion is a class a weights-only load refuses
         device["n_threads"] = torch.get_num_threads()
         if torch.cuda.is_available():
             device["cuda"] = torch.cuda.get_device_name(0)
