@@ -236,7 +236,7 @@ def test_module_arguments_that_cannot_work(tmp_path: Path, capsys: pytest.Captur
         (angular.main, ["--model", m, "--data", str(tmp_path), "--max-tokens", "64", "--seq-len", "1000",
                         "--out", str(tmp_path / "a.json")], "seq_len 1000 is longer than max_tokens 64"),
         (angular.main, ["--model", m, "--data", str(tmp_path), "--max-tokens", "64", "--seq-len", "32",
-                        "--device", "tpu", "--out", str(tmp_path / "a.json")], "device 'tpu' is not a torch device"),
+                        "--device", "tpu", "--out", str(tmp_path / "a.json")], "--device 'tpu'"),
     ]
     for main, argv, match in cases:
         code, err = _module(main, argv, capsys)

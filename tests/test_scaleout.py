@@ -47,6 +47,8 @@ def _jobs(dry_run: str) -> list[dict]:
         s = line.strip()
         if s.startswith("wildcards: "):
             jobs[-1]["wildcards"] = s[len("wildcards: "):]
+        elif line.startswith("Shell command: "):
+            jobs[-1]["shell"] = line[len("Shell command: "):]
         elif s.startswith("resources: "):
             for item in s[len("resources: "):].split(", "):
                 k, _, v = item.partition("=")
@@ -138,6 +140,36 @@ def test_slurm_submissions_carry_the_configured_resources(slurm_dry_run: str) ->
     for rule in ("corpus", "tokens"):
         line = _sbatch(by_rule[rule][0])
         assert "gpu" not in line and "--ntasks=1" in line, (rule, line)
+
+
+#: The rules that load a model or measure one: each runs on the device its job reserves (common.smk job_device).
+EVAL_RULES = ("ppl", "longppl", "niah", "downstream", "kv_measure", "profile", "angular")
+
+
+def _eval_devices(dry_run: str) -> dict[str, set[str]]:
+    """rule -> the --device values its planned jobs' shell commands pass (one set per rule)."""
+    out: dict[str, set[str]] = {}
+    for j in _jobs(dry_run):
+        if j["rule"] in EVAL_RULES:
+            out.setdefault(j["rule"], set()).update(re.findall(r"--device (\S+)", j["shell"]) or ["(none)"])
+    return out
+
+
+def test_paper_evaluation_jobs_run_on_the_gpu_they_reserve(slurm_dry_run: str) -> None:
+    assert all(PAPER["resources"]["rules"][r]["gpu"] == 1 for r in EVAL_RULES)
+    assert _eval_devices(slurm_dry_run) == {r: {"cuda"} for r in EVAL_RULES}
+
+
+@pytest.mark.slow
+def test_smoke_evaluation_jobs_run_on_the_cpu(tmp_path: Path) -> None:
+    out = _snakemake(_workdir(tmp_path), "-n", "-p", "--cores", "2", "reproduce_all", "--config", "scale=smoke")
+    assert _eval_devices(out) == {r: {"cpu"} for r in EVAL_RULES}
+
+
+def test_job_device_reads_the_gpu_resources() -> None:
+    for res, want in [({"gpu": 1}, "cuda"), ({"gpu": "2"}, "cuda"), ({"gres": "gpu:8", "nodes": 4}, "cuda"),
+                      ({"gpu": 0, "gres": ""}, "cpu"), ({"mem_mb": 8000}, "cpu"), ({}, "cpu")]:
+        assert cluster.job_device(res) == want, res
 
 
 def test_train_shell_command_launches_torchrun_on_every_node(slurm_dry_run: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from yocou.results.names import PAPER_LENGTHS
-from yocou.utils.entry import int_at_least
+from yocou.utils.entry import DEVICE_HELP, DTYPE_HELP, int_at_least, resolve_device
 from yocou.workflow.cluster import DIST_TIMEOUT_S
 
 MIB = 2 ** 20
@@ -138,8 +138,9 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
     from yocou.training.train import load_model
     from yocou.utils.io import atomic_write_json, provenance
 
+    a.device, a.dtype = resolve_device(a.device, a.dtype)
     torch.manual_seed(0)
-    model = load_model(a.model)
+    model = load_model(a.model, a.device, a.dtype)
     byte_len, method = token_byte_lengths(a.tokenizer) if a.tokenizer else (None, None)
     res: dict[str, Any] = {"model": a.model, "tokenizer": a.tokenizer, "splits": {}}
     if method:
@@ -158,7 +159,8 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
                              f"{res['splits'][split]['nats_per_token']} (the weights hold NaN or inf?): nothing "
                              "written or reported")
     res["provenance"] = provenance({"seq_len": a.seq_len, "max_tokens": a.max_tokens, "dtype": a.dtype,
-                                    "splits": a.splits, "model": a.model, "tokenizer": a.tokenizer}, None)
+                                    "splits": a.splits, "model": a.model, "tokenizer": a.tokenizer,
+                                    "device": a.device}, None, a.device)
     if a.out:
         atomic_write_json(a.out, res)
     print(json.dumps({s: {k: r.get(k) for k in ("ppl", "nats_per_token", "bits_per_byte", "n_tokens")}
@@ -243,6 +245,7 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
     from yocou.utils.io import atomic_write_json, provenance
 
     tdtype = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}[a.dtype]
+    device, _ = resolve_device(a.device, a.dtype)  # bf16 weights on CUDA with --dtype bf16, as load_model
     rows = []
     for rc_path in a.run_configs:
         rc = _load_yaml_or_json(rc_path)
@@ -253,11 +256,11 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
         except (ValueError, TypeError, KeyError) as e:
             raise type(e)(f"{rc_path}: model: {e}") from None
         torch.manual_seed(0)
-        model = new_model(cfg).eval()
+        model = new_model(cfg).to(device, torch.bfloat16 if device != "cpu" and a.dtype == "bf16" else None).eval()
         for n in a.seq_lens:
             cache = new_cache(model, 1, n, dtype=tdtype)
-            ids = torch.randint(0, cfg.vocab_size, (1, n))
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
+            ids = torch.randint(0, cfg.vocab_size, (1, n)).to(device)
+            with torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=a.dtype == "bf16"):
                 prefill(model, ids, cache, chunk_size=512)
             analytic = kv_cache_bytes(cfg, n, dtype=a.dtype)
             rows.append({"variant": rc.get("variant", cfg.name), "seq_len": n, "dtype": a.dtype,
@@ -266,8 +269,9 @@ def _cmd_kv_measure(a: argparse.Namespace) -> int:
             print(json.dumps(rows[-1]))
     if not all(r["equal"] for r in rows):
         raise ValueError("measured KV bytes differ from the formula: " + json.dumps([r for r in rows if not r["equal"]]))
-    atomic_write_json(a.out, {"rows": rows, "provenance": provenance({"run_configs": a.run_configs,
-                                                                      "seq_lens": a.seq_lens, "dtype": a.dtype}, 0)})
+    prov = provenance({"run_configs": a.run_configs, "seq_lens": a.seq_lens, "dtype": a.dtype, "device": device}, 0,
+                      device)
+    atomic_write_json(a.out, {"rows": rows, "provenance": prov})
     return 0
 
 
@@ -366,6 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
     km.add_argument("--run-configs", nargs="+", required=True, type=reads())
     km.add_argument("--seq-lens", nargs="+", type=int_at_least(1), required=True, help="prompt lengths, each >= 1")
     km.add_argument("--dtype", default="bf16", choices=["bf16", "fp16", "fp32"])
+    km.add_argument("--device", default=None, help=DEVICE_HELP)
     km.add_argument("--out", required=True, type=writes())
     km.set_defaults(func=_cmd_kv_measure)
 
@@ -380,7 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--tokenizer", default=None, type=reads(),
                     help="the run's tokenizer.json (or name), for bits/byte; without it no n_bytes/bits_per_byte")
     pp.add_argument("--batch", type=int_at_least(1), default=8)
-    pp.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    pp.add_argument("--dtype", default=None, choices=["fp32", "bf16"], help=DTYPE_HELP)
+    pp.add_argument("--device", default=None, help=DEVICE_HELP)
     pp.add_argument("--out", default=None, type=writes())
     pp.set_defaults(func=_cmd_ppl)
 

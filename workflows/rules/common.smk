@@ -184,6 +184,12 @@ def gpu_prefix(n=1):
     return f"python -m yocou.workflow.cluster gpu-run --gpus {n} --slots {slots} -- " if slots else ""
 
 
+def job_device(wildcards, resources):
+    """`--device` of an evaluation job (a params function): cuda when the job's resources ask for a GPU (gpu > 0 or
+    a gres naming gpu: the paper config's `resources`), else cpu (yocou.workflow.cluster.job_device)."""
+    return _cluster.job_device(resources)
+
+
 # Compute rules that take seconds (summaries, configs, listings): local rules under a cluster executor (Snakefile).
 QUICK_COMPUTE = ("committed_config", "start_runs", "run_config", "ladder_run_config", "ladder_tokens", "ladder_rates", "ladder_points",
                  "probe_summarize", "timing", "ppl_all", "reproduce_all", "eval_pack", "niah_prompts")

@@ -1100,8 +1100,10 @@ def read_checkpoint(path: str | os.PathLike, *, map_location: str | torch.device
     return ck
 
 
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> LM:
-    """Load a trained ``model.pt`` (weights + config) for evaluation.
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str = "fp32") -> LM:
+    """Load a trained ``model.pt`` (weights + config) for evaluation on ``device``. ``dtype`` is the evaluation's
+    ``--dtype``: ``bf16`` on CUDA stores the weights in bf16 (half the memory); on CPU the weights stay fp32 and
+    ``bf16`` is autocast alone, as the evaluations apply it.
 
     Raises:
         FileNotFoundError: no such file.
@@ -1114,6 +1116,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu") -> L
         first = next((ln.strip() for ln in str(e).splitlines()[1:] if ln.strip()), str(e))[:200]
         raise ValueError(f"model checkpoint {path}: its weights do not fit its model_config ({first}); it was "
                          "edited or mixes two runs") from None
+    if dtype == "bf16" and torch.device(device).type == "cuda":
+        model = model.to(torch.bfloat16)
     return model.eval()
 
 

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DEVICE_HELP",
     "DISK_ERRNOS",
+    "DTYPE_HELP",
     "EXIT_USER_ERROR",
     "MissingPackage",
     "USER_ERRORS",
@@ -28,6 +30,7 @@ __all__ = [
     "error_message",
     "int_at_least",
     "report_user_error",
+    "resolve_device",
     "run_main",
 ]
 
@@ -173,3 +176,31 @@ def int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], in
             raise argparse.ArgumentTypeError(f"expected {want}, got {value}")
         return value
     return parse
+
+
+#: Help of every evaluation entry point's ``--device`` (:func:`resolve_device`).
+DEVICE_HELP = "cpu, cuda or cuda:N (default: cuda when available, else cpu)"
+#: Help of their ``--dtype`` where it defaults by device (:func:`resolve_device`).
+DTYPE_HELP = "bf16 (autocast; on CUDA also bf16 weights) or fp32; default: bf16 on CUDA, fp32 on CPU"
+
+
+def resolve_device(device: str | None, dtype: str | None = None) -> tuple[str, str]:
+    """``(device, dtype)`` of an evaluation entry point from its ``--device`` and ``--dtype``: the device (None:
+    ``cuda`` when CUDA is available, else ``cpu``) checked to be ``cpu``, ``cuda`` or ``cuda:N`` and usable here;
+    the dtype as given, None giving ``bf16`` on CUDA and ``fp32`` on CPU. Imports torch when called.
+
+    Raises:
+        ValueError: another device name, or CUDA (or its device N) where this machine has none, naming ``--device``.
+    """
+    import re
+
+    import torch
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if not re.fullmatch(r"cpu|cuda(:[0-9]+)?", device):
+        raise ValueError(f"--device {device!r}: expected cpu, cuda or cuda:N")
+    n = torch.cuda.device_count() if device != "cpu" and torch.cuda.is_available() else 0
+    if device != "cpu" and int(device.partition(":")[2] or 0) >= n:
+        raise ValueError(f"--device {device!r}: this machine has {n} CUDA device(s); expected cpu"
+                         + (f" or cuda:0 ... cuda:{n - 1}" if n else ""))
+    return device, dtype or ("fp32" if device == "cpu" else "bf16")

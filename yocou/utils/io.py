@@ -323,21 +323,23 @@ def _version(module: str) -> str | None:
         return None
 
 
-def provenance(config: dict, seed: int | None) -> dict:
+def provenance(config: dict, seed: int | None, device: str | None = None) -> dict:
     """Provenance record to store next to every result.
 
     Args:
         config: the fully resolved configuration used for the run (stored as-is; must be JSON-able).
         seed: the run's random seed, or None when nothing random happened.
+        device: the torch device the job ran on (``cpu``, ``cuda``, ``cuda:N``), when it names one.
 
     Returns:
         dict with keys ``config``, ``git_commit`` (sha or "unknown"), ``git_dirty`` (bool or None),
         ``git`` (``{"commit", "dirty"}``), ``versions`` (python, torch, numpy, tokenizers, yocou, ...;
         None for packages that are not installed), ``device`` (platform, cpu model from /proc/cpuinfo,
-        ``n_threads`` = ``torch.get_num_threads()``, ``cuda`` device name or None), ``seed``,
+        ``n_threads`` = ``torch.get_num_threads()``, ``cuda`` device name or None, that of ``device`` when it is
+        one; ``used``: ``device``, None when not given), ``seed``,
         ``created_utc`` (ISO 8601, seconds) and ``argv``.
     """
-    git = git_state()
+    used, git = device, git_state()
     versions = {"python": platform.python_version()}
     for name in ("torch", "numpy", "tokenizers", "yocou", "tqdm", "pyyaml", "tiktoken"):
         versions[name] = _version(name)
@@ -348,6 +350,7 @@ def provenance(config: dict, seed: int | None) -> dict:
         "n_cpus": os.cpu_count(),
         "n_threads": None,
         "cuda": None,
+        "used": used,
     }
     try:
         import torch
@@ -355,7 +358,7 @@ def provenance(config: dict, seed: int | None) -> dict:
         versions["torch"] = str(torch.__version__)  # a str: TorchVersion is a class a weights-only load refuses
         device["n_threads"] = torch.get_num_threads()
         if torch.cuda.is_available():
-            device["cuda"] = torch.cuda.get_device_name(0)
+            device["cuda"] = torch.cuda.get_device_name(torch.device(used) if used and used != "cpu" else 0)
             versions["cuda"] = torch.version.cuda
     except Exception:  # noqa: BLE001 - torch missing or broken must not break provenance
         pass

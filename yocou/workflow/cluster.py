@@ -46,6 +46,7 @@ __all__ = [
     "configured_rules",
     "default_lock_dir",
     "default_resources",
+    "job_device",
     "job_threads",
     "main",
     "rule_resources",
@@ -175,6 +176,13 @@ def rule_resources(cfg: Mapping[str, Any], rule: str) -> dict[str, Any]:
         out.update(implied)
     out.update(own)
     return out
+
+
+def job_device(resources: Mapping[str, Any]) -> str:
+    """``--device`` of an evaluation job from its Snakemake resources: ``cuda`` when they ask for a GPU (``gpu`` > 0,
+    or a ``gres`` naming gpu), else ``cpu``."""
+    gpu, gres = str(resources.get("gpu") or 0), str(resources.get("gres") or "")
+    return "cuda" if (gpu.isdigit() and int(gpu) > 0) or "gpu" in gres else "cpu"
 
 
 def job_threads(cfg: Mapping[str, Any], rule: str, cores: int | None, kind: str = "all",

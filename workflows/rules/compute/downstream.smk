@@ -41,12 +41,13 @@ rule downstream:
         ds=_DS_JSON,
         pack=lambda w, input: os.path.dirname(input.pack),  # the folder of input.pack
         out=lambda wildcards, output: os.path.dirname(output.tidy),
+        device=job_device,
     threads: job_threads("downstream", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.evaluation.lmeval.run --model {input.model} --tokenizer {input.tok} "
         "--pack {params.pack} --downstream {params.ds} --variant {wildcards.variant} "
-        "--out {params.out} > {log} 2>&1"
+        "--device {params.device} --out {params.out} > {log} 2>&1"
 
 
 for _t in ("table2", "table3", "table5", "fig3"):

@@ -15,11 +15,12 @@ rule profile:
         opts=" ".join(f"--{k.replace('_', '-')} {v}" for k, v in config["eval"]["profile"].items()
                       if k not in ("fit", "seq_lens")),
         gpu=lambda w: gpu_prefix(1),  # a free local GPU slot when launch.gpu_slots > 0 (common.smk)
+        device=job_device,
     threads: job_threads("profile")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} {params.gpu}python -m yocou.evaluation.bench.profile --run-configs {input.rc} --seq-lens {params.lens} "
-        "{params.opts} --threads {threads} --out {output} > {log} 2>&1"
+        "{params.opts} --threads {threads} --device {params.device} --out {output} > {log} 2>&1"
 
 
 rule summarize_kv:

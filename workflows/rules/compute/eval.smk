@@ -21,11 +21,12 @@ rule ppl:
         tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
+        device=job_device,
     threads: job_threads("ppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} --seq-len {params.p[seq_len]} {params.max_tokens} "
-        "--tokenizer {input.tok} --dtype {params.p[dtype]} --batch {params.p[batch]} --out {output} > {log} 2>&1"
+        "--tokenizer {input.tok} --dtype {params.p[dtype]} --batch {params.p[batch]} --device {params.device} --out {output} > {log} 2>&1"
 
 
 # The trivial references of the loss tables (yocou.evaluation.baselines): an add-one unigram and an interpolated Kneser-Ney
@@ -70,11 +71,12 @@ rule kv_measure:
     params:
         lens=" ".join(str(n) for n in config["eval"]["kv_measure"]["seq_lens"]),
         dtype=config["eval"]["kv_measure"]["dtype"],
+        device=job_device,
     threads: job_threads("kv_measure", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli kv-measure --run-configs {input.rc} --seq-lens {params.lens} --dtype {params.dtype} "
-        "--out {output} > {log} 2>&1"
+        "--device {params.device} --out {output} > {log} 2>&1"
 
 
 # Every run reproduce_all trains (seed replicas and learning-rate runs included; not the crossover runs, trained

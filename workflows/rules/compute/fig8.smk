@@ -17,12 +17,13 @@ rule angular:
         tokens=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
         batch=config["eval"]["angular"]["batch"],
         dtype=config["eval"]["angular"]["dtype"],
+        device=job_device,
     threads: job_threads("angular", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.evaluation.analysis.angular --model {input.model} --data {params.tokens} "
         "--max-tokens {params.p[max_tokens]} --seq-len {params.p[seq_len]} --batch {params.batch} "
-        "--dtype {params.dtype} --out {output} > {log} 2>&1"
+        "--dtype {params.dtype} --device {params.device} --out {output} > {log} 2>&1"
 
 
 rule summarize_fig8:

@@ -150,12 +150,13 @@ rule ladder_ppl:
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         splits=" ".join(LADDER_SPLITS),
+        device=job_device,
     threads: job_threads("ladder_ppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.cli ppl --model {input.model} --data {params.tokens} "
         "--seq-len {params.p[seq_len]} {params.max_tokens} --tokenizer {input.tok} --dtype {params.p[dtype]} "
-        "--batch {params.p[batch]} --splits {params.splits} --out {output} > {log} 2>&1"
+        "--batch {params.p[batch]} --splits {params.splits} --device {params.device} --out {output} > {log} 2>&1"
 
 
 rule ladder_baselines:

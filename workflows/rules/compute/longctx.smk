@@ -37,12 +37,13 @@ rule niah:
         bench("niah", "variant")
     params:
         p=NIAH,
+        device=job_device,
     threads: job_threads("niah", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.evaluation.longctx.niah eval --model {input.model} --tokenizer {input.tok} "
         "--prompts {input.prompts} --max-new-tokens {params.p[max_new_tokens]} --chunk-size {params.p[chunk_size]} "
-        "--batch {params.p[batch]} --dtype {params.p[dtype]} --out {output} > {log} 2>&1"
+        "--batch {params.p[batch]} --dtype {params.p[dtype]} --device {params.device} --out {output} > {log} 2>&1"
 
 
 rule longppl:
@@ -60,13 +61,14 @@ rule longppl:
         p=config["eval"]["longppl"],
         lens=" ".join(str(n) for n in config["eval"]["longppl"]["lengths"]),
         tokens_dir=lambda w, input: os.path.dirname(input.data[0]),  # the folder of input.data
+        device=job_device,
     threads: job_threads("longppl", "eval")
     conda: CONDA_ENV
     shell:
         "OMP_NUM_THREADS={threads} python -m yocou.evaluation.longctx.longppl --model {input.model} "
         "--tokens-dir {params.tokens_dir} --lengths {params.lens} --span {params.p[span]} "
         "--book-docs {params.p[book_docs]} --code-docs {params.p[code_docs]} --chunk-size {params.p[chunk_size]} "
-        "--batch {params.p[batch]} --dtype {params.p[dtype]} --out {output.json} > {log} 2>&1"
+        "--batch {params.p[batch]} --dtype {params.p[dtype]} --device {params.device} --out {output.json} > {log} 2>&1"
 
 
 rule summarize_table4:

@@ -178,6 +178,7 @@ def _split_result(model: torch.nn.Module, stream: Any, seq_len: int, max_tokens:
 def main(argv: list[str] | None = None) -> int:
     from yocou.data import TokenStream
     from yocou.training.train import load_model, read_checkpoint
+    from yocou.utils.entry import DEVICE_HELP, DTYPE_HELP, resolve_device
     from yocou.utils.guard import inside, reads, writes
     from yocou.utils.io import atomic_write_json, provenance
 
@@ -189,24 +190,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-len", type=int, required=True, help="window length in tokens")
     ap.add_argument("--splits", nargs="+", default=list(SPLITS), choices=list(SPLITS))
     ap.add_argument("--batch", type=int, default=8, help="windows per forward")
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    ap.add_argument("--device", default=None, help="default: cuda when available, else cpu")
+    ap.add_argument("--dtype", default=None, choices=["fp32", "bf16"], help=DTYPE_HELP)
+    ap.add_argument("--device", default=None, help=DEVICE_HELP)
     ap.add_argument("--out", required=True, type=writes(), help="result JSON (results/<scale>/angular/<variant>.json)")
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
 
     check_args(a)
-    device = a.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    a.device, a.dtype = resolve_device(a.device, a.dtype)
     if a.seq_len < 2 or a.max_tokens < 2 or a.batch < 1:
         raise ValueError(f"eval.angular: seq_len and max_tokens must be >= 2 and batch >= 1, got "
                          f"{a.seq_len}, {a.max_tokens}, {a.batch}")
     if a.seq_len > a.max_tokens:
         raise ValueError(f"eval.angular: seq_len {a.seq_len} is longer than max_tokens {a.max_tokens} (the tokens "
                          "per split); no window of that length fits")
-    from yocou.training.train import check_device
-
-    check_device(device)
-    model = load_model(a.model, device)
+    model = load_model(a.model, a.device, a.dtype)
     ck = read_checkpoint(a.model)
     cfg = model.cfg
     t0 = time.perf_counter()
@@ -234,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         "splits": splits,
         "all": {"n_tokens": n_all, "distance": (grand / n_all).tolist()},
         "wall_s": round(time.perf_counter() - t0, 3),
-        "provenance": provenance({**vars(a), "model_config": cfg.to_dict()}, None),
+        "provenance": provenance({**vars(a), "model_config": cfg.to_dict()}, None, a.device),
     }
     atomic_write_json(a.out, res)
     for lab, d in zip(res["applications"], res["all"]["distance"]):

@@ -82,8 +82,8 @@ class YocouLM(TemplateLM):
         max_length: most tokens fed to the model per request (the last ``max_length`` of context +
             continuation[:-1]); ``None``: the checkpoint's training ``seq_len`` (falls back to 2048 for an
             in-memory model without one).
-        dtype: ``fp32`` or ``bf16`` (autocast; the KV cache is kept in the same dtype).
-        device: torch device string.
+        dtype: ``fp32`` or ``bf16`` (autocast; the KV cache is kept in the same dtype; on CUDA bf16 weights too).
+        device: torch device string (a model given loaded stays where it is).
 
     Raises:
         ValueError: an unknown ``dtype``, ``batch_size < 1`` or ``max_length < 2``.
@@ -108,7 +108,7 @@ class YocouLM(TemplateLM):
             ck = read_checkpoint(path)
             trained_len = (ck.get("train_config") or {}).get("seq_len")
             del ck
-            model = load_model(path, device=device)
+            model = load_model(path, device, dtype)
         if isinstance(tokenizer, (str, os.PathLike)):
             from yocou.data.tokenizer import load_tokenizer
 

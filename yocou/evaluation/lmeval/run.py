@@ -63,11 +63,12 @@ def tidy_rows(res: dict, *, variant: str) -> list[dict]:
 
 
 def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], *, variant: str, out_dir: str,
-                   pack_dir: str | None = None) -> pd.DataFrame:
+                   pack_dir: str | None = None, device: str | None = None) -> pd.DataFrame:
     """Run every configured task on one model; write the three outputs named in the module docstring.
 
     Args:
-        downstream: the config's ``eval.downstream`` section.
+        downstream: the config's ``eval.downstream`` section (its ``dtype``: :func:`yocou.utils.entry.resolve_device`).
+        device: ``cpu``, ``cuda`` or ``cuda:N``; None: cuda when available, else cpu.
 
     Raises:
         ValueError: an unknown ``source`` or task key; a pack whose manifest does not match its files.
@@ -76,6 +77,9 @@ def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], 
     from lm_eval.tasks import TaskManager
 
     from yocou.evaluation.lmeval.model import YocouLM
+    from yocou.utils.entry import resolve_device
+
+    device, dtype = resolve_device(device, downstream.get("dtype"))
 
     source = downstream.get("source", "offline")
     if source not in ("offline", "online"):
@@ -98,7 +102,7 @@ def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], 
         manifest = None
         tm = TaskManager()
     lm = YocouLM(model_path, tokenizer, batch_size=downstream.get("batch_size", 32),
-                 max_length=downstream.get("max_length"), dtype=downstream.get("dtype", "fp32"))
+                 max_length=downstream.get("max_length"), dtype=dtype, device=device)
     skipped = {}
     calls = defaultdict(list)  # (shots, limit) -> task names
     for key, spec in downstream["tasks"].items():
@@ -140,7 +144,7 @@ def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], 
         "variant": variant, "model": str(model_path), "source": source, "skipped": skipped,
         "unavailable_offline": (manifest or {}).get("unavailable_offline", {}), "wall_s": wall_total,
         "max_length": lm.max_length, "dtype": lm.dtype, "manifest": manifest, "calls": raw,
-        "provenance": provenance({"downstream": downstream, "variant": variant}, 1234)})
+        "provenance": provenance({"downstream": downstream, "variant": variant, "device": device}, 1234, device)})
     with atomic_path(out / "samples.jsonl.gz") as tmp:
         with gzip.open(tmp, "wt", encoding="utf-8") as fh:
             for s in samples:
@@ -150,6 +154,7 @@ def evaluate_model(model_path: str, tokenizer: str, downstream: dict[str, Any], 
 
 
 def main(argv: list[str] | None = None) -> None:
+    from yocou.utils.entry import DEVICE_HELP
     from yocou.utils.guard import reads, replaces
 
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.lmeval.run", description=__doc__.split("\n")[0])
@@ -159,6 +164,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--downstream", required=True, help="the config's eval.downstream section as JSON")
     ap.add_argument("--variant", required=True)
     ap.add_argument("--out", required=True, type=replaces())
+    ap.add_argument("--device", default=None,
+                    help=DEVICE_HELP + "; eval.downstream.dtype unset: bf16 on CUDA, fp32 on CPU")
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
 
@@ -173,7 +180,7 @@ def main(argv: list[str] | None = None) -> None:
                          f"{str(downstream)[:80]!r}")
     P.check_tasks(downstream["tasks"], "--downstream tasks")
     df = evaluate_model(a.model, a.tokenizer, downstream, variant=a.variant, out_dir=a.out,
-                        pack_dir=a.pack)
+                        pack_dir=a.pack, device=a.device)
     print(df.to_string(index=False))
     print(f"downstream evaluation of {a.variant}: {time.perf_counter() - t0:.1f} s")
 

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from yocou.results.evaldefs import protocol
-from yocou.utils.entry import int_at_least
+from yocou.utils.entry import DEVICE_HELP, DTYPE_HELP, int_at_least, resolve_device
 
 # the held-out token streams scored, by the name the results use (eval/protocols.yaml, longppl.splits)
 SPLITS = dict(protocol("longppl")["splits"])
@@ -172,7 +172,8 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--code-docs", type=int, default=4)
     ap.add_argument("--chunk-size", type=int, default=512)
     ap.add_argument("--batch", type=int, default=8, help="documents per pass")
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--dtype", default=None, choices=["fp32", "bf16"], help=DTYPE_HELP)
+    ap.add_argument("--device", default=None, help=DEVICE_HELP)
     ap.add_argument("--out", required=True, type=writes(paths=lambda v, a: [v, str(Path(v).with_suffix(".npz"))]), help="result JSON; the per-token NLL goes to <stem>.npz")
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
@@ -186,8 +187,9 @@ def _main(argv: list[str] | None = None) -> int:
     if a.book_docs < 0 or a.code_docs < 0 or a.book_docs + a.code_docs == 0:
         raise ValueError(f"--book-docs {a.book_docs} and --code-docs {a.code_docs}: expected counts >= 0 with at "
                          "least one document to score")
+    a.device, a.dtype = resolve_device(a.device, a.dtype)
     torch.manual_seed(0)
-    model = load_model(a.model)
+    model = load_model(a.model, a.device, a.dtype)
     ck = read_checkpoint(a.model)
     train_len = ck.get("train_config", {}).get("seq_len")
     Lmax = max(a.lengths)
@@ -214,7 +216,7 @@ def _main(argv: list[str] | None = None) -> int:
     with atomic_path(npz) as tmp, open(tmp, "wb") as fh:
         np.savez_compressed(fh, **{f"nll_{k}": v for k, v in arrays.items()})
     res["nll_file"] = npz.name
-    res["provenance"] = provenance(vars(a), None)
+    res["provenance"] = provenance(vars(a), None, a.device)
     atomic_write_json(a.out, res)
     return 0
 

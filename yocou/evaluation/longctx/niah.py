@@ -446,12 +446,14 @@ def read_prompts(path: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]
 def _cmd_eval(a: argparse.Namespace) -> int:
     from yocou.data import load_tokenizer
     from yocou.training.train import load_model, read_checkpoint
+    from yocou.utils.entry import resolve_device
     from yocou.utils.io import atomic_write_json, provenance
 
+    a.device, a.dtype = resolve_device(a.device, a.dtype)
     torch.manual_seed(0)
     tok = load_tokenizer(a.tokenizer)
     head, prompts = read_prompts(a.prompts)
-    model = load_model(a.model)
+    model = load_model(a.model, a.device, a.dtype)
     ck_train = read_checkpoint(a.model).get("train_config", {})
     t0 = time.perf_counter()
     recs = evaluate(model, tok, prompts, max_new_tokens=a.max_new_tokens, chunk_size=a.chunk_size,
@@ -460,7 +462,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
     cfg = {k: v for k, v in vars(a).items() if k != "func"}
     res = {"model": a.model, "variant": Path(a.model).parent.name, "train_seq_len": ck_train.get("seq_len"),
            "book": head.get("book"), "wall_s": wall, "n_prompts": len(recs), "cells": summarise(recs),
-           "records": recs, "prompts_provenance": head.get("provenance"), "provenance": provenance(cfg, None)}
+           "records": recs, "prompts_provenance": head.get("provenance"), "provenance": provenance(cfg, None, a.device)}
     atomic_write_json(a.out, res)
     for task in dict.fromkeys(r["task"] for r in recs):
         rs = [r for r in recs if r["task"] == task]
@@ -474,7 +476,7 @@ def _cmd_eval(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from yocou.utils.entry import int_at_least
+    from yocou.utils.entry import DEVICE_HELP, DTYPE_HELP, int_at_least
 
     check_protocol()
     from yocou.utils.guard import reads, writes
@@ -500,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--max-new-tokens", type=int, default=PROTOCOL["max_new_tokens"])
     e.add_argument("--chunk-size", type=int, default=512)
     e.add_argument("--batch", type=int, default=16)
-    e.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    e.add_argument("--dtype", default=None, choices=["fp32", "bf16"], help=DTYPE_HELP)
+    e.add_argument("--device", default=None, help=DEVICE_HELP)
     e.add_argument("--out", required=True, type=writes())
     e.set_defaults(func=_cmd_eval)
     a = ap.parse_args(argv)
