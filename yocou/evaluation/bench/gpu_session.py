@@ -368,13 +368,16 @@ def run_session(mode: str, out: Path, *, steps: list[str] | None = None, log: Ca
 
 
 def main(argv: list[str] | None = None) -> int:
+    from yocou.utils.guard import check_args, replaces
+
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.bench.gpu_session", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", help="output folder (default results/gpu/<device>/ on a GPU; required with --cpu-smoke)")
+    ap.add_argument("--out", type=replaces(), help="output folder (default results/gpu/<device>/ on a GPU; required with --cpu-smoke)")
     ap.add_argument("--cpu-smoke", action="store_true", help="every step at the smoke scale's shapes, on CPU")
     ap.add_argument("--step", choices=list(STEPS), help="run one step in this process (what the driver calls)")
     ap.add_argument("--steps", nargs="+", choices=list(STEPS), help="the steps to run (default all, in order)")
     a = ap.parse_args(argv)
+    check_args(a)
     mode = "cpu-smoke" if a.cpu_smoke else "gpu"
     if mode == "gpu" and not torch.cuda.is_available():
         raise ValueError("gpu_session: no CUDA device (torch.cuda.is_available() is False); --cpu-smoke runs the "

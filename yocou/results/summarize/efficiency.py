@@ -106,7 +106,8 @@ def summarize_efficiency(profile: str | Path, roles: Mapping[str, Any]) -> pd.Da
                             "metric": f"max_batch.{metric}", "axis": "seq_len", "axis_value": float(r["seq_len"]),
                             "value": float(r[metric]), "unit": unit, "device": str(r["device"]),
                             "device_label": device_label(r, prov), "dtype": str(r["dtype"]),
-                            "decode_mode": str(r.get("decode_mode", "eager")), "batch_size": int(r["batch_size"])})
+                            "decode_mode": str(r.get("decode_mode", "eager")),
+                 **({"batch_size": int(r["batch_size"])} if "batch_size" in r else {})})
             continue
         reps = r.get("repeats") or []
         loads = [r.get(k) for k in ("loadavg_1m_before", "loadavg_1m_after") if _finite(r.get(k))]
@@ -115,7 +116,8 @@ def summarize_efficiency(profile: str | Path, roles: Mapping[str, Any]) -> pd.Da
                  "device_label": device_label(r, prov), "dtype": str(r["dtype"]), "n_threads": int(r["n_threads"]),
                  "n_cpus": n_cpus, "mem_kind": str(r["mem_kind"]), "prompt_len": int(r["prompt_len"]),
                  "n_decode": int(r["n_decode"]), "kv_equal": bool(r["kv_equal"]),
-                 "decode_mode": str(r.get("decode_mode", "eager")), "batch_size": int(r["batch_size"])}
+                 "decode_mode": str(r.get("decode_mode", "eager")),
+                 **({"batch_size": int(r["batch_size"])} if "batch_size" in r else {})}
         nrep = float(r["n_repeats"])
 
         def rep(key: str, scale: float | None = None) -> list[float]:
