@@ -81,6 +81,9 @@ def test_static_errors_name_the_field():
     with pytest.raises(ValueError, match="graphs"):
         StaticDecoder(m, 1, 8, graphs=True)
     dec = StaticDecoder(m, 2, 6)
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        dec.generate(_prompts(cfg, (3, 2)), -1)
+    assert dec.lengths == [0, 0]  # refused before any prefill
     with pytest.raises(ValueError, match="prompts"):
         dec.prefill(_prompts(cfg, (3,)))
     dec.prefill(_prompts(cfg, (5, 2)))

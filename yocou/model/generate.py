@@ -228,7 +228,13 @@ class StaticDecoder:
                  top_k: int | None = None, generator: torch.Generator | None = None, chunk_size: int = 512
                  ) -> torch.Tensor:
         """Prefill ``prompts`` (one per row), then ``max_new_tokens`` per row, as :func:`generate` picks them
-        (without ``eos_id``); returns ``[B, max_new_tokens]`` int64."""
+        (without ``eos_id``); returns ``[B, max_new_tokens]`` int64.
+
+        Raises:
+            ValueError: negative ``max_new_tokens``, and as :meth:`prefill` and :meth:`step`.
+        """
+        if max_new_tokens < 0:
+            raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
         logits = self.prefill(prompts, chunk_size=chunk_size)
         out = []
         for i in range(max_new_tokens):
@@ -236,4 +242,4 @@ class StaticDecoder:
             out.append(tok_B)
             if i + 1 < max_new_tokens:
                 logits = self.step(tok_B)
-        return torch.stack(out, 1) if out else torch.zeros(len(prompts), 0, dtype=torch.int64)
+        return torch.stack(out, 1) if out else torch.zeros(len(prompts), 0, dtype=torch.int64, device=self.token_B.device)

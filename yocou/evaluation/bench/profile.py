@@ -426,7 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-batch", type=int)
     ap.add_argument("--decode-path", choices=["dynamic", "static"])
     ap.add_argument("--threads", type=int)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    from yocou.utils.entry import DEVICE_HELP
+
+    ap.add_argument("--device", default=None, help=DEVICE_HELP)
     ap.add_argument("--out", required=True, type=writes(), help="result JSON (rows + provenance)")
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
@@ -441,14 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(a, f) is not None:
             d[f] = getattr(a, f)
     pc = profile_config_from_dict(d)
-    try:
-        dev = torch.device(a.device)
-    except RuntimeError:
-        raise ValueError(f"--device {a.device!r}: expected cpu or cuda (optionally cuda:<index>)") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"--device {a.device!r}: expected cpu or cuda (optionally cuda:<index>)")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"--device {a.device!r}: CUDA is not available on this machine; use --device cpu")
+    from yocou.utils.entry import resolve_device
+
+    a.device, _ = resolve_device(a.device)
     from yocou.utils.io import load_config_file
     t0 = time.time()
     cfgs: dict[str, ModelConfig] = {}
