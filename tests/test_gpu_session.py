@@ -97,3 +97,71 @@ def test_bad_invocations_name_the_option(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(GS.torch.cuda, "is_available", lambda: False)
     with pytest.raises(ValueError, match="CUDA"):
         GS.main(["--out", str(tmp_path)])
+
+
+def _as_gpu_run(smoke: Path, dest: Path, name: str = "synthetic-gpu") -> Path:
+    """A synthetic GPU result (labelled so; nothing under results/): the CPU smoke's serving rows with their two
+    lengths renamed 8K and 32K and an env.json naming a GPU."""
+    d = json.loads((smoke / "serving.json").read_text())
+    lens = sorted({r["seq_len"] for r in d["rows"]})
+    rename = dict(zip(lens, (8192, 32768), strict=True))
+    for r in d["rows"]:
+        r["seq_len"] = rename[r["seq_len"]]
+    d["mode"], d["device"] = "gpu", "cuda"
+    out = dest / "gpu" / name
+    out.mkdir(parents=True)
+    (out / "serving.json").write_text(json.dumps(d))
+    (out / "env.json").write_text(json.dumps({"step": "env", "env": {"device": "cuda", "name": name}}))
+    return out / "serving.json"
+
+
+def test_the_audit_judges_gpu_rows_at_the_batch_every_variant_measured(smoke: Path, tmp_path: Path) -> None:
+    """The v.GPU rows read results/gpu/tidy (yocou.results.summarize.gpu): prefill at B = 1, decode at the largest
+    static batch all four variants share, the log ratios recomputed here from the serving rows by hand; without the
+    folder they are "not run"."""
+    import math
+
+    from yocou.results.audit.claims import load_sources
+    from yocou.results.audit.verdicts import NOT_RUN, reproduce
+    from yocou.results.summarize.gpu import summarize_gpu
+    from yocou.results.tidy import write_tidy
+
+    res = tmp_path / "results"
+    serving = _as_gpu_run(smoke, res)
+    df = summarize_gpu([serving])
+    assert set(df["device_label"]) == {"GPU (synthetic-gpu, fp32)"}
+    write_tidy(df, res / "gpu/tidy/efficiency_gpu")
+    (res / "smoke/tidy").mkdir(parents=True)
+    src = load_sources()
+    got = {v.id: v for v in reproduce(src, res / "smoke", "smoke") if v.id.startswith("v.GPU.")}
+    assert len(got) == 6 and all(v.qualifier != NOT_RUN and "GPU, 1.3B shape, bf16" in v.message for v in got.values())
+    rows = json.loads(serving.read_text())["rows"]
+    b_max = max(GS.SHAPES["cpu-smoke"]["batches"])
+
+    def rate(v: str, phase: str, n: int, b: int, path: str) -> float:
+        return next(r["tokens_per_s"] for r in rows if (r["variant"], r["phase"], r["seq_len"], r["batch_size"],
+                                                         r["path"]) == (v, phase, n, b, path))
+
+    assert got["v.GPU.T9.YOCO-U_over_YOCO.8192"].effect == pytest.approx(
+        math.log(rate("yocou", "decode", 8192, b_max, "static") / rate("yoco", "decode", 8192, b_max, "static")))
+    mean_log = [math.log(rate("rins", "prefill", n, 1, "chunked") / rate("transformer", "prefill", n, 1, "chunked"))
+                for n in (8192, 32768)]
+    assert got["v.GPU.T8.RINS_over_Transformer"].effect == pytest.approx(sum(mean_log) / 2)  # at: mean of the logs
+    empty = tmp_path / "elsewhere" / "tiny"
+    (empty / "tidy").mkdir(parents=True)
+    assert all(v.qualifier == NOT_RUN for v in reproduce(src, empty, "tiny") if v.id.startswith("v.GPU."))
+
+
+def test_gpu_summary_refuses_what_it_cannot_judge(smoke: Path, tmp_path: Path) -> None:
+    from yocou.results.summarize.gpu import summarize_gpu
+
+    a, b = _as_gpu_run(smoke, tmp_path, "gpu-a"), _as_gpu_run(smoke, tmp_path, "gpu-b")
+    with pytest.raises(ValueError, match="one GPU"):
+        summarize_gpu([a, b])
+    with pytest.raises(ValueError, match="no serving.json"):
+        summarize_gpu([])
+    partial = tmp_path / "partial" / "serving.json"
+    partial.parent.mkdir()
+    partial.write_text(json.dumps({"step": "serving", "complete": False, "rows": []}))
+    with pytest.raises(ValueError, match="partial/serving.json"):
+        summarize_gpu([partial])

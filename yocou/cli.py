@@ -141,6 +141,9 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
     a.device, a.dtype = resolve_device(a.device, a.dtype)
     torch.manual_seed(0)
     model = load_model(a.model, a.device, a.dtype)
+    from yocou.model.limits import plan_eval_batch
+
+    batch = plan_eval_batch(model, a.batch, seq_len=a.seq_len, dtype=a.dtype)
     byte_len, method = token_byte_lengths(a.tokenizer) if a.tokenizer else (None, None)
     res: dict[str, Any] = {"model": a.model, "tokenizer": a.tokenizer, "splits": {}}
     if method:
@@ -153,14 +156,14 @@ def _cmd_ppl(a: argparse.Namespace) -> int:
         if a.tokenizer:
             check_stream_tokenizer(stream, a.tokenizer)
         res["splits"][split] = heldout_ppl(model, stream, a.seq_len, max_tokens=a.max_tokens, dtype=a.dtype,
-                                           batch_size=a.batch, byte_len=byte_len, bytes_method=method)
+                                           batch_size=batch, byte_len=byte_len, bytes_method=method)
         if not math.isfinite(res["splits"][split]["nats_per_token"]):
             raise ValueError(f"--model {a.model}: the held-out loss on {split} is "
                              f"{res['splits'][split]['nats_per_token']} (the weights hold NaN or inf?): nothing "
                              "written or reported")
     res["provenance"] = provenance({"seq_len": a.seq_len, "max_tokens": a.max_tokens, "dtype": a.dtype,
                                     "splits": a.splits, "model": a.model, "tokenizer": a.tokenizer,
-                                    "device": a.device}, None, a.device)
+                                    "device": a.device, "batch": a.batch, "batch_used": batch}, None, a.device)
     if a.out:
         atomic_write_json(a.out, res)
     print(json.dumps({s: {k: r.get(k) for k in ("ppl", "nats_per_token", "bits_per_byte", "n_tokens")}

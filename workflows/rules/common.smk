@@ -384,11 +384,18 @@ def paper_shape_batched_inputs(wildcards):
     return {} if os.path.exists(f"{PS_RES}/batched/raw.json") else {"configs": [PS_CONFIGS[0], PS_BATCHED_CONFIG]}
 
 
+GPU_SERVING = sorted(glob.glob("results/gpu/*/serving.json"))  # the prepared GPU check's results, where a GPU ran it
+
+
 def measured_elsewhere(tidy_files):
     """The tidy tables ``results/<name>/tidy/<study>.csv`` of studies that do not depend on the scale whose
-    measurement ``results/<name>/raw.json`` is present (committed): summarizing it is cheap. Without it the audit
-    leaves their verdicts "not run" rather than plan the measurement (the paper-shape study's is 50 minutes)."""
-    return [f for f in tidy_files if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(f)), "raw.json"))]
+    measurement is present (committed): ``results/<name>/raw.json``, or for ``results/gpu`` a GPU check's
+    ``serving.json``; summarizing it is cheap. Without it the audit leaves their verdicts "not run" rather than plan
+    the measurement (the paper-shape study's is 50 minutes; the GPU check's needs a GPU)."""
+    def measured(f):
+        folder = os.path.dirname(os.path.dirname(f))
+        return bool(GPU_SERVING) if folder == "results/gpu" else os.path.exists(os.path.join(folder, "raw.json"))
+    return [f for f in tidy_files if measured(f)]
 
 
 # The token ladder (workflows/rules/ladder.smk): its runs by name (yocou.training.ladder.plan), from workflows/studies/ladder.yaml.

@@ -91,8 +91,9 @@ rule tables8_9:
     input:
         efficiency=f"{RES}/tidy/efficiency.csv",
         derived=f"{RES}/tidy/efficiency_derived.csv",
-        gpu=sorted(glob.glob("results/gpu/*/serving.json")),  # the prepared GPU check's rows, where a GPU ran it
-        code=[f"{PKG}/results/render/tables8_9.py", f"{PKG}/results/render/fig7.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py"],
+        gpu=GPU_SERVING,  # the prepared GPU check's rows, where a GPU ran it
+        code=[f"{PKG}/results/render/tables8_9.py", f"{PKG}/results/render/fig7.py", f"{PKG}/results/render/common.py", f"{PKG}/results/names.py",
+              f"{PKG}/results/summarize/gpu.py"],
     output:
         t8=in_report(f"{RES}/table8.md", "tables8_10"),
         t8_ours=in_report(f"{RES}/table8_ours.md", "tables8_10"),
@@ -111,6 +112,22 @@ rule tables8_9:
     conda: CONDA_ENV
     script:
         "../scripts/tables8_9.py"
+
+
+rule gpu_summarize:
+    """The prepared GPU check's serving.json -> results/gpu/tidy/efficiency_gpu (the audit's GPU rows); planned only
+    where a GPU ran the check (common.smk: measured_elsewhere)."""
+    input:
+        serving=GPU_SERVING,
+        code=[f"{PKG}/results/summarize/gpu.py", f"{PKG}/results/tidy.py"],
+    output:
+        csv="results/gpu/tidy/efficiency_gpu.csv",
+        json="results/gpu/tidy/efficiency_gpu.json",
+    log:
+        "results/gpu/logs/summarize.log",
+    conda: CONDA_ENV
+    script:
+        "../scripts/gpu_summarize.py"
 
 
 rule table1:

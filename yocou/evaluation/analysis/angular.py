@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from yocou.model.config import Application
+from yocou.model.limits import plan_eval_batch
 
 SPLITS = {"book": "heldout_book.bin", "code": "heldout_code.bin"}
 
@@ -207,12 +208,13 @@ def main(argv: list[str] | None = None) -> int:
     model = load_model(a.model, a.device, a.dtype)
     ck = read_checkpoint(a.model)
     cfg = model.cfg
+    batch = plan_eval_batch(model, a.batch, seq_len=a.seq_len, dtype=a.dtype)
     t0 = time.perf_counter()
     splits: dict[str, Any] = {}
     grand, n_all = None, 0
     for split in a.splits:
         stream = TokenStream(Path(a.data) / SPLITS[split])
-        splits[split], total, count = _split_result(model, stream, a.seq_len, a.max_tokens, a.batch, a.dtype)
+        splits[split], total, count = _split_result(model, stream, a.seq_len, a.max_tokens, batch, a.dtype)
         grand = total if grand is None else grand + total
         n_all += count
     res = {
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "splits": splits,
         "all": {"n_tokens": n_all, "distance": (grand / n_all).tolist()},
         "wall_s": round(time.perf_counter() - t0, 3),
-        "provenance": provenance({**vars(a), "model_config": cfg.to_dict()}, None, a.device),
+        "provenance": provenance({**vars(a), "batch_used": batch, "model_config": cfg.to_dict()}, None, a.device),
     }
     atomic_write_json(a.out, res)
     for lab, d in zip(res["applications"], res["all"]["distance"]):

@@ -115,10 +115,13 @@ class YocouLM(TemplateLM):
             tokenizer = load_tokenizer(tokenizer)
         self.lm = model.eval()
         self.tok = tokenizer
-        self.batch_size_per_gpu = batch_size
         self._max_length = int(max_length or trained_len or 2048)
         if self._max_length < 2:
             raise ValueError(f"max_length must be >= 2, got {self._max_length}")
+        from yocou.model.limits import plan_eval_batch
+
+        # continuations per forward: the cap, lowered to what the memory holds at max_length (the longest request)
+        self.batch_size_per_gpu = plan_eval_batch(model, batch_size, seq_len=self._max_length, dtype=dtype)
         self.dtype = dtype
         self._device = torch.device(device)
         if tokenizer.vocab_size > model.cfg.vocab_size:

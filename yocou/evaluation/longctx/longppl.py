@@ -30,6 +30,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from yocou.model.limits import plan_eval_batch
 from yocou.results.evaldefs import protocol
 from yocou.utils.entry import DEVICE_HELP, DTYPE_HELP, int_at_least, resolve_device
 
@@ -194,14 +195,15 @@ def _main(argv: list[str] | None = None) -> int:
     train_len = ck.get("train_config", {}).get("seq_len")
     Lmax = max(a.lengths)
     docs = select_documents(a.tokens_dir, Lmax, a.book_docs, a.code_docs)
+    a.batch_used = plan_eval_batch(model, a.batch, seq_len=Lmax, dtype=a.dtype, chunk_size=a.chunk_size)
     res: dict[str, Any] = {"model": a.model, "variant": Path(a.model).parent.name, "train_seq_len": train_len,
                            "lengths": sorted(a.lengths), "span": a.span, "splits": {}}
     arrays = {}
     t_all = time.perf_counter()
     for split, (ids, meta) in docs.items():
         t0 = time.perf_counter()
-        nll = torch.cat([long_token_nll(model, ids[b:b + a.batch], chunk_size=a.chunk_size, dtype=a.dtype)
-                         for b in range(0, len(ids), a.batch)])
+        nll = torch.cat([long_token_nll(model, ids[b:b + a.batch_used], chunk_size=a.chunk_size, dtype=a.dtype)
+                         for b in range(0, len(ids), a.batch_used)])
         wall = time.perf_counter() - t0
         arrays[split] = nll.numpy().astype(np.float32)
         curves = derive_curves(arrays[split], sorted(a.lengths), a.span)

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from yocou.model.limits import plan_eval_batch
 from yocou.results.evaldefs import protocol
 from yocou.results.names import NIAH_TASKS
 
@@ -356,8 +357,9 @@ def evaluate(model: torch.nn.Module, tok: Any, prompts: Sequence[dict[str, Any]]
     recs: list[dict[str, Any] | None] = [None] * len(prompts)
     for N in sorted(groups):
         idx = groups[N]
-        for b in range(0, len(idx), batch):
-            rows = [prompts[i] for i in idx[b:b + batch]]
+        n_rows = plan_eval_batch(model, batch, seq_len=N + max_new_tokens, chunk_size=chunk_size, dtype=dtype)
+        for b in range(0, len(idx), n_rows):
+            rows = [prompts[i] for i in idx[b:b + n_rows]]
             t0 = time.perf_counter()
             x = torch.tensor([r["input_ids"] for r in rows], dtype=torch.long, device=dev)
             multi = all(r.get("distractors_ids") for r in rows)

@@ -31,6 +31,7 @@ from yocou.results.names import label, len_label
 from yocou.results.render.common import write_table
 from yocou.results.render.fig7 import device_of, efficiency_wide
 from yocou.results.summarize.efficiency import RATIOS
+from yocou.results.summarize.gpu import device_name
 from yocou.results.tidy import read_tidy
 
 # table -> (tidy ratio metric, efficiency metric of the absolute table, what)
@@ -74,13 +75,14 @@ def gpu_ratio_rows(serving: Sequence[str | Path], phase: str) -> pd.DataFrame:
         if d.get("step") != "serving" or not isinstance(d.get("ratios"), list):
             raise ValueError(f"{path}: expected the 'serving' step of yocou.evaluation.bench.gpu_session with "
                              "'ratios' (a complete run)")
-        name = ((d.get("env") or {}).get("name")) or Path(path).parent.name
+        kind, name = device_name(path)
+        shape = "tiny shapes" if d.get("mode") == "cpu-smoke" else "1.3B"
         for q in d["ratios"]:
             if q["phase"] != phase:
                 continue
             a, b = q["ratio"].split("/")
             rows.append({"ratio": f"{label(a)} / {label(b)}",
-                         "source": f"GPU ({name}, 1.3B, B={q['batch_size']}, {q['path']} {q['mode']})",
+                         "source": f"{kind} ({name}, {shape}, B={q['batch_size']}, {q['path']} {q['mode']})",
                          "seq_len": q["seq_len"], "value": q["value"]})
     if not rows:
         return pd.DataFrame(columns=["ratio", "source"])
