@@ -87,7 +87,7 @@ def _fill(x: Any, subs: dict[str, str]) -> Any:
 ROW_KEYS = frozenset({"id", "claims", "comparison", "study", "a", "b", "metric", "metrics", "metric_b", "at", "effect",
                       "paper", "evidence", "margin", "scale", "comparable", "tolerance", "pairs", "columns",
                       "axis_max", "series", "reached", "unreached", "unit", "results", "label", "k", "fallback",
-                      "restates", "power_from", "restates_at_base", "mid_schedule"})
+                      "restates", "power_from", "restates_at_base", "mid_schedule", "unreached_bound"})
 
 
 def load_comparisons(path: str | Path | None = None) -> list[dict]:
@@ -425,6 +425,19 @@ def evaluate(row: dict, tidy: dict[str, pd.DataFrame], src: Sources, scale: str,
     if "fixed" in res:
         return out(res["fixed"], f"measured at {scale} shapes", row["comparison"])
     regime_text = "" if reg is None else f"{reg['regime']}: {reg['regime_detail']}"
+    bound = row.get("unreached_bound")
+    if number is not None and math.isinf(number) and bound is not None and isinstance(paper, (int, float)) \
+            and (number < 0 < paper - bound or number > 0 > paper - bound):
+        # never reached within the run, but the claim's value lies inside what the run measured: the effect is
+        # below (above) the bound, which excludes the paper's value; decided, then gated by the regime like any row
+        verdict = OPPOSITE
+        qualifier = (f"{res.get('shown', 'not reached')} within the run: the effect is {'below' if number < 0 else 'above'} "
+                     f"{bound:g}, which excludes the paper's {paper:g} (no interval: a bound)")
+        if reg is not None and reg["gate"]:
+            kind_nc = NOT_COMPARABLE if reg["regime"] == regime.PRE else NOT_COMPARABLE_UNKNOWN
+            return out(kind_nc, f"{regime_text}; alone: {verdict} ({qualifier})", f"{where}, {row['study']}",
+                       (verdict, qualifier))
+        return out(verdict, qualifier, f"{where}, {row['study']}")
     if number is not None and math.isinf(number):
         return out(CENSORED, f"censored: {res.get('shown', 'outside the measured range')} within the run (effect "
                              f"{_eff_s(number, kind)}, no interval): not a decision"

@@ -3,8 +3,8 @@
 One row of panels per held-out split (book, code, and the plays held out of the ladder's training where the points have
 them, reported, not decided); left: tokens, right: training FLOPs (both log scale). Points:
 each variant's seed mean at every annealed budget (bars: min to max over seeds); lines: the fitted
-``L(D) = E + B D^-beta`` with its bootstrap band over seeds (2.5-97.5%); dashed grey: the Kneser-Ney bigram fitted on
-each budget's own training windows (a point above it has not left the bigram regime).
+``L(D) = E + B D^-beta`` with its band: at each D the Student t interval (n - 1 df) of the per-seed fitted curves;
+dashed grey: the Kneser-Ney bigram fitted on each budget's own training windows (a point above it has not left the bigram regime).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
     import matplotlib.pyplot as plt
     from matplotlib import ticker
 
-    from yocou.results.summarize.ladder_fits import SPLITS, power_law
+    from yocou.results.summarize.ladder_fits import SPLITS, power_law, t_band
 
     splits = [s for s in (*SPLITS, "plays") if s in res["fits"]]
     fig, axes = plt.subplots(len(splits), 2, figsize=(11, 4.2 * len(splits)), squeeze=False)
@@ -57,11 +57,10 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
                 if p:
                     grid = np.logspace(np.log10(d.min()), np.log10(d.max()), 100)
                     ax.plot(grid * scale_x, power_law(grid, *p), color=c, lw=1.2)
-                    boots = [b for b in res["boot"][s].get(v, []) if b]
-                    if len(boots) >= 100:
-                        curves = np.array([power_law(grid, *b) for b in boots])
-                        ax.fill_between(grid * scale_x, np.percentile(curves, 2.5, axis=0),
-                                        np.percentile(curves, 97.5, axis=0), color=c, alpha=0.15, lw=0)
+                    band = t_band(grid, [f for f in res["seed_fits"][s].get(v, {}).values() if f],
+                                  float(rules["confidence"]))
+                    if band is not None:
+                        ax.fill_between(grid * scale_x, *band, color=c, alpha=0.15, lw=0)
             big = pts.groupby("tokens")[f"bigram_{s}"].first()
             if x_of == "tokens":
                 ax.plot(big.index, big.to_numpy(), ls="--", color="0.5", lw=1,
@@ -81,7 +80,7 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
     words = "; ".join(f"{d['split']}: YOCO-U - YOCO {d['gap']:+.3f} at {d['tokens'] / 1e6:.1f}M tokens, {d['verdict']}"
                       for d in dec)
     fig.suptitle(f"Figure 2 from the annealed token ladder ({scale}, CPU): each point annealed at its own budget, "
-                 f"bracketed learning rates\n{words}", fontsize=10)
+                 f"bracketed learning rates; bands: 95% t interval of the per-seed fits\n{words}", fontsize=10)
     fig.tight_layout()
     save_figure(fig, figure, config={"scale": scale, "rules": dict(rules)})
     plt.close(fig)
