@@ -268,7 +268,7 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     """Relative decrease from the first to the last axis value (up to ``axis_max``) of each series; mixed signs
     across series are inconclusive."""
     lim = row.get("_axis_max")
-    effs, parts, mono, terms, runs = [], [], True, [], set()
+    effs, parts, mono, rises, terms, runs = [], [], True, True, [], set()
     for m in row["metrics"]:
         g = df[(df["metric"] == m) & (df["axis"] != "")]
         g = g if lim is None else g[g["axis_value"] <= lim]
@@ -285,6 +285,7 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
             da, db = _GRAD["relative_decrease"](v1, v0)   # (v0 - v1) / v0: a = the last, b = the first
             terms += [(owner[x1], (m, x1), per_seed.loc[x1], da), (owner[x0], (m, x0), per_seed.loc[x0], db)]
             mono &= all(y <= x for x, y in zip(s, s.iloc[1:]))
+            rises &= all(y > x for x, y in zip(s, s.iloc[1:]))
             parts.append(f"{role}/{m.split('.')[0]} {effs[-1] * 100:+.0f}%" if role else
                          " ".join(f"{g['axis'].iloc[0]}={x:g}: {v:.3f}" for x, v in s.items()))
     if not effs:
@@ -296,7 +297,9 @@ def _monotone(row: dict, df: pd.DataFrame, src: Sources) -> dict:
     return {"ours": ours, "se": None, "seeds": min(len(t[2]) for t in terms), "effect": "monotone",
             "ci": t_interval(ours, terms, row.get("_level", CONFIDENCE)), "unit": "", "runs": sorted(runs),
             "shown": "; ".join(parts) + ("" if row.get("series") == "per_role" else
-                                         f" ({'monotone' if mono else 'not monotone'})")}
+                                         " (" + ("improving at every step" if mono else "not improving: "
+                                                 "the loss rises at every step" if rises else
+                                                 "not improving at every step") + ")")}
 
 
 def _special(row: dict, df: pd.DataFrame, src: Sources) -> dict:
