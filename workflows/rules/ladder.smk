@@ -28,7 +28,7 @@ rule bracket_summary:
 
 
 rule ladder_fits:
-    # The fits L(D) = E + B D^-beta with bootstrap bands over seeds, the equal-tokens and equal-FLOPs gaps, the
+    # The fits L(D) = E + B D^-beta with t bands over per-seed fits, the equal-tokens and equal-FLOPs gaps, the
     # token saving and the crossovers, decided by eval/ladder.yaml (a variant whose bracketed rate is not interior caps
     # the verdicts that read it: bracket.json); Figure 2 redrawn from them.
     input:
