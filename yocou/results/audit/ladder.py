@@ -188,9 +188,9 @@ def verdicts(results_dir: str | Path, margin_nats: float | None = None) -> list[
         elif d.quantity == "equal_flops":
             f = flops[d.split]
             tpp = {v: next(p.tokens_per_param / p.tokens for p in lad.regime if p.variant == v) for v in ("yocou", "yoco")}
-            what = (f"at {f.train_flops:.3g} training FLOPs (YOCO-U {f.yocou_tokens / 1e6:.3g}M tokens, "
-                    f"{f.yocou_tokens * tpp['yocou']:.1f} tokens/param; YOCO {f.yoco_tokens / 1e6:.3g}M, "
-                    f"{f.yoco_tokens * tpp['yoco']:.1f} tokens/param), from per-seed fits of L(D), inside the "
+            what = (f"at {f.train_flops:.3g} training FLOPs: YOCO-U at {f.yocou_tokens / 1e6:.3g}M tokens, "
+                    f"{f.yocou_tokens * tpp['yocou']:.1f} tokens/param, YOCO at {f.yoco_tokens / 1e6:.3g}M, "
+                    f"{f.yoco_tokens * tpp['yoco']:.1f} tokens/param; from per-seed fits of L(D), inside the "
                     "measured range")
             paper, ci_method = f"{f.paper:+g} nats (YOCO-U lower)", f"per-seed fits, paired t over {d.n_seeds} seeds, 95%"
         else:
