@@ -91,8 +91,8 @@ class ModelConfig:
         d_ff: SwiGLU inner size (docs/design.md section 2: about 8/3·D rounded to 64).
         stages: the architecture, see module docstring.
         rope_theta: RoPE base (docs/design.md section 2: 10000).
-        cross_rope: whether cross-decoder queries/keys get RoPE. The YOCO-U paper uses
-            none in the cross-decoder (docs/design.md section 3) [assume].
+        cross_rope: whether cross-decoder queries/keys get RoPE. The YOCO-U paper does not say; the
+            public YOCO code rotates the cross queries; False here is a departure (docs/design.md section 3) [assume].
         norm_eps: RMSNorm epsilon [assume].
         init_std: std of the normal init of every weight matrix [assume].
         init_scaled_out: scale output projections (wo, w2) by 1/sqrt(2·applications)
