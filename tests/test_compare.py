@@ -47,8 +47,9 @@ def test_every_declared_row_expands_to_a_unique_verdict_and_no_table_means_not_r
     # 97 ids of the original comparisons; + 6 held-out-loss rows (3 pairs x book, code), 6 best-rate rows (v.lr.*) and 8 Table 4
     # two-choice rows (4 pairs x S-NIAH-1, S-NIAH-2: v.T4.*.choice); 10 rows of the paper-shape study (v.PS.*: 2
     # prefill ratios, 7 decode ratios at one N, the Transformer's fall against YOCO's) and 5 of its batched decode
-    # (v.PS.T9.B8.*, v.PS.T9.B4.*: 4 at batch 8, 1 at batch 4)
-    assert len(rows) == len({r["id"] for r in rows}) == 97 + 6 + 6 + 8 + 10 + 5
+    # (v.PS.T9.B8.*, v.PS.T9.B4.*: 4 at batch 8, 1 at batch 4); 6 GPU rows of the prepared check (v.GPU.*: 2 prefill
+    # ratios, 4 decode ratios)
+    assert len(rows) == len({r["id"] for r in rows}) == 97 + 6 + 6 + 8 + 10 + 5 + 6
     assert sum(r["id"].startswith("v.PS.") and r.get("results") == "paper_shape" for r in rows) == 10
     assert sum(r["id"].startswith(("v.PS.T9.B8.", "v.PS.T9.B4.")) and r.get("results") == "paper_shape/batched"
                for r in rows) == 5
@@ -147,10 +148,16 @@ def test_monotone_value_and_parity_rows(src, tmp_path):
                               for r in ("yocou", "rins") for s in ("book", "code")
                               for n, v in ((128, 50.0), (256, 40.0 if s == "book" else 60.0), (512, 10.0))])
     got = _by_id(src, tmp_path)
-    assert "(monotone)" in got["v.fig6.loops"].ours and got["v.fig6.loops"].n_seeds == 2
+    assert "(improving at every step)" in got["v.fig6.loops"].ours and got["v.fig6.loops"].n_seeds == 2
     assert got["v.fig6.loops"].verdict == SAME                               # two seeds, direction only
     assert got["v.fig2.tokens_saved"].ours == "never reaches the reference"
-    assert got["v.fig2.tokens_saved"].verdict == CENSORED and "not a decision" in got["v.fig2.tokens_saved"].qualifier
+    # never reached in a run as long as YOCO's: a saving below 0 (unreached_bound), which excludes the paper's 62%
+    assert got["v.fig2.tokens_saved"].verdict == OPPOSITE and "excludes the paper's 0.62" in got["v.fig2.tokens_saved"].qualifier
+    # a bound that does not exclude the paper's value (0.9 > 0.62): censored, not a decision
+    text = (ROOT / "eval" / "comparisons.yaml").read_text(encoding="utf-8").replace("  unreached_bound: 0 ", "  unreached_bound: 0.9 ")
+    (tmp_path / "comparisons.yaml").write_text(text, encoding="utf-8")
+    wide = {v.id: v for v in reproduce(src, tmp_path, "tiny", comparisons=tmp_path / "comparisons.yaml")}
+    assert wide["v.fig2.tokens_saved"].verdict == CENSORED and "not a decision" in wide["v.fig2.tokens_saved"].qualifier
     assert got["v.fig5.half_params"].qualifier == NOT_RUN                    # no rung reaches the reference loss
     # up to the training length (256, from tidy/runs): book falls, code rises -> mixed
     assert got["v.fig4.ppl_falls_with_length"].qualifier.startswith("mixed across models and splits")

@@ -98,12 +98,15 @@ def _markdown(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from yocou.data.corpus import build_corpus, read_jsonl
+    from yocou.utils.guard import check_args, writes
     from yocou.utils.io import atomic_write_json, atomic_write_text, provenance
 
     ap = argparse.ArgumentParser(prog="python -m yocou.evaluation.analysis.code_overlap", description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True, help="the JSON to write; a .md beside it")
+    ap.add_argument("--out", required=True, type=writes(paths=lambda v, a: [v, str(Path(v).with_suffix(".md"))]),
+                    help="the JSON to write; a .md beside it")
     ap.add_argument("--n", type=int, nargs="+", default=[8, 13], help="n-gram lengths in words (default 8 13)")
     a = ap.parse_args(argv)
+    check_args(a)
     if any(n < 1 for n in a.n):
         raise ValueError(f"--n {a.n}: every n-gram length must be >= 1")
     with tempfile.TemporaryDirectory() as tmp:
