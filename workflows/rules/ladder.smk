@@ -61,6 +61,12 @@ rule bracket:
         rules.bracket_summary.output if LADDER else [],
 
 
+rule ladder_checks:
+    # The checks beside the ladder (checks: of workflows/studies/ladder.yaml): compute them with --config mode=compute.
+    input:
+        f"{LRES}/checks.md" if LADDER and LADDER.checks else [],
+
+
 if not (LADDER and uncommitted([f"{LRES}/points.csv"], "ladder")):
 
     rule ladder:

@@ -82,6 +82,19 @@ class PlaysHoldout(BaseModel):
     seed: int = Field(default=0, ge=0)
 
 
+class CheckSpec(BaseModel):
+    """One entry of ``checks:``: a single run from step 0 with its own warmup-stable-decay schedule to ``budget``
+    (equal to the ladder's annealed branch at that budget: tests/test_wsd.py), at ``rate`` (None: the variant's best
+    bracketed rate) and with ``assumptions`` overriding the scale's ``model.assumptions`` (e.g. ``cross_rope``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    variant: str
+    budget: PositiveInt
+    rate: float | None = Field(default=None, gt=0)
+    assumptions: dict[str, Any] = Field(default_factory=dict)
+
+
 class LadderStudy(BaseModel):
     """One scale's section of ``workflows/studies/ladder.yaml``.
 
@@ -93,6 +106,7 @@ class LadderStudy(BaseModel):
         warmup_steps, min_lr_ratio, ckpt_every: of every run (``yocou.training.train.TrainConfig``).
         bracket: the learning-rate grid (:class:`BracketSpec`).
         heldout_plays: the documents held out of the ladder's training stream (:class:`PlaysHoldout`).
+        checks: single runs beside the ladder (:class:`CheckSpec`; target ``ladder_checks``, not in ``ladder``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -104,6 +118,7 @@ class LadderStudy(BaseModel):
     ckpt_every: PositiveInt
     bracket: BracketSpec
     heldout_plays: PlaysHoldout
+    checks: list[CheckSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _budgets(self) -> "LadderStudy":
@@ -120,6 +135,13 @@ class LadderStudy(BaseModel):
         if round((1 - self.cooldown_fraction) * b.steps) <= self.warmup_steps:
             raise ValueError(f"bracket.steps: {b.steps} leaves no stable phase after warmup_steps "
                              f"({self.warmup_steps}): the bracket would never train at its peak rate")
+        for c in self.checks:
+            if c.variant not in self.variants:
+                raise ValueError(f"checks.{c.name}: variant {c.variant!r} is not one of the ladder's {sorted(self.variants)}")
+            if (c.budget * self.cooldown_fraction) != round(c.budget * self.cooldown_fraction):
+                raise ValueError(f"checks.{c.name}: budget {c.budget} x cooldown_fraction is not a whole step")
+        if len({c.name for c in self.checks}) != len(self.checks):
+            raise ValueError("checks: each name once")
         return self
 
     def stable_step(self, budget: int) -> int:
@@ -246,12 +268,13 @@ class PlannedRun:
 
     Attributes:
         name: the run's folder name under ``runs/<scale>/ladder/``.
-        kind: ``bracket``, ``stable`` or ``anneal``.
+        kind: ``bracket``, ``stable``, ``anneal`` or ``check``.
         variant: the scale's variant it trains.
         seed_index: k of ``train.seed = seed + k``.
         steps: its ``train.steps``; cooldown: its ``train.cooldown_steps``.
         rate: the bracket's learning rate (None: the variant's best bracketed rate).
         init_from: the run whose ``state.pt`` it starts from (None: step 0).
+        assumptions: overrides of the scale's ``model.assumptions`` (a check's).
     """
 
     name: str
@@ -262,6 +285,7 @@ class PlannedRun:
     cooldown: int
     rate: float | None = None
     init_from: str | None = None
+    assumptions: tuple[tuple[str, Any], ...] = ()
 
     @property
     def save_state(self) -> bool:
@@ -287,6 +311,10 @@ def plan(study: LadderStudy) -> dict[str, PlannedRun]:
                 runs[stable] = PlannedRun(stable, "stable", v, k, s, 0, init_from=prev)
                 runs[f"{v}_seed{k}_d{d}"] = PlannedRun(f"{v}_seed{k}_d{d}", "anneal", v, k, d, d - s, init_from=stable)
                 prev = stable
+    for c in study.checks:
+        name = f"check_{c.name}"
+        runs[name] = PlannedRun(name, "check", c.variant, 0, c.budget, round(c.budget * study.cooldown_fraction),
+                                rate=c.rate, assumptions=tuple(sorted(c.assumptions.items())))
     return runs
 
 
@@ -344,7 +372,10 @@ def run_config(cfg: Mapping[str, Any], study: LadderStudy, run: str, vocab_size:
              "snapshot_steps": [], "stop_at_flops": 0.0}
     spec = {k: v for k, v in cfg["variants"][p.variant].items() if k not in ("train", "equal_flops_to")}
     spec["train"] = {**(cfg["variants"][p.variant].get("train") or {}), **train}
-    rc = resolve_run({**cfg, "variants": {run: spec}}, run, vocab_size)
+    model = dict(cfg["model"])
+    if p.assumptions:
+        model["assumptions"] = {**(model.get("assumptions") or {}), **dict(p.assumptions)}
+    rc = resolve_run({**cfg, "model": model, "variants": {run: spec}}, run, vocab_size)
     rc["ladder"] = {"kind": p.kind, "variant": p.variant, "seed_index": p.seed_index, "init_from": p.init_from}
     return rc
 

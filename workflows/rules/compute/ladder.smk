@@ -212,3 +212,26 @@ rule ladder_points:
     shell:
         "python -m yocou.results.summarize.ladder points --scale {params.scale} --run-root {params.run_root} --res {params.res} "
         "--data {input.data} --bracket {input.bracket} --out {output.csv} > {log} 2>&1"
+
+
+rule ladder_checks_summary:
+    # The ladder's checks (checks: of workflows/studies/ladder.yaml: the horizon bracket, cross_rope) beside the
+    # ladder's own seed-0 annealed points, judged by eval/ladder.yaml (checks). Target ladder_checks; not in ladder.
+    input:
+        ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("check")],
+        points=f"{LRES}/points.csv",
+        rules=str(_eval_dir() / "ladder.yaml"),
+        code=[f"{PKG}/results/summarize/ladder.py"],
+    output:
+        csv=f"{LRES}/checks.csv",
+        md=f"{LRES}/checks.md",
+        json=f"{LRES}/checks.json",
+    log:
+        f"logs/{SCALE}/ladder/checks.log",
+    params:
+        scale=SCALE,
+        ppl_root=f"{LRES}/ppl",
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.results.summarize.ladder checks --scale {params.scale} --ppl-root {params.ppl_root} "
+        "--points {input.points} --rules {input.rules} --out {output.csv} > {log} 2>&1"

@@ -175,7 +175,7 @@ def check_rates(study: LadderStudy, run_root: str | Path, bracket: Mapping[str, 
     """
     best = best_rates(bracket)
     for p in plan(study).values():
-        if p.kind == "bracket" or (up_to is not None and p.steps > up_to):
+        if p.kind in ("bracket", "check") or (up_to is not None and p.steps > up_to):
             continue
         path = Path(run_root) / p.name / "summary.json"
         lr = float(_read(path)["provenance"]["config"]["train"]["lr"])
@@ -219,6 +219,63 @@ def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, trai
     return pd.DataFrame(rows)
 
 
+def checks_table(study: LadderStudy, ppl_root: str | Path, points: str | Path, rules: Mapping[str, Any]
+                 ) -> tuple[pd.DataFrame, list[str]]:
+    """The ladder's checks (``checks:`` of the study) beside the ladder's own annealed point of the same variant,
+    seed 0 and budget (``points.csv``), and the verdicts of ``eval/ladder.yaml`` (``checks``):
+
+    * a check with its own ``rate`` (the horizon bracket): per variant, the ladder's rate is "interior at this
+      budget" when a check below and a check above it both score higher (the mean of the book and code losses)
+      than the ladder's point, else "not interior";
+    * a check with ``assumptions`` (e.g. ``cross_rope``): "insensitive" when it differs from the ladder's point by
+      less than ``checks.sensitivity_nats`` on both splits, else "sensitive" (one seed a side: no interval).
+
+    Returns the table (one row per check) and the verdict lines.
+
+    Raises:
+        ValueError: a check's held-out loss or the ladder's point is missing, naming the file.
+    """
+    pts = pd.read_csv(points)
+    margin = float(rules["checks"]["sensitivity_nats"])
+    rows = []
+    for p in (p for p in plan(study).values() if p.kind == "check"):
+        ref = pts[(pts["variant"] == p.variant) & (pts["seed"] == 0) & (pts["steps"] == p.steps)]
+        if len(ref) != 1:
+            raise ValueError(f"{points}: no annealed point of {p.variant} seed 0 at {p.steps} steps for check {p.name}")
+        r0 = ref.iloc[0]
+        where = Path(ppl_root) / f"{p.name}.json"
+        ppl = _read(where)
+        row = {"check": p.name, "variant": p.variant, "steps": p.steps, "tokens": int(r0["tokens"]),
+               "tokens_per_param": float(r0["tokens_per_param"]),
+               "lr": p.rate if p.rate is not None else float(r0["lr"]),
+               "ladder_lr": float(r0["lr"]), "assumptions": ", ".join(f"{k}={v}" for k, v in p.assumptions)}
+        for s in ("book", "code"):
+            row[s] = _split_loss(ppl, f"heldout_{s}", str(where))
+            row[f"ladder_{s}"] = float(r0[s])
+            row[f"{s}_minus_ladder"] = row[s] - row[f"ladder_{s}"]
+            row[f"{s}_minus_bigram"] = row[s] - float(r0[f"bigram_{s}"])
+        row["score"] = (row["book"] + row["code"]) / 2
+        row["ladder_score"] = (row["ladder_book"] + row["ladder_code"]) / 2
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    lines = []
+    for v, g in df[df["assumptions"] == ""].groupby("variant", sort=False):
+        lr0, s0 = float(g["ladder_lr"].iloc[0]), float(g["ladder_score"].iloc[0])
+        lower = g[g["lr"] < lr0]
+        upper = g[g["lr"] > lr0]
+        interior = bool(len(lower) and len(upper) and (lower["score"] > s0).all() and (upper["score"] > s0).all())
+        lines.append(f"{v} at {int(g['steps'].iloc[0])} steps: the ladder's rate {lr0:g} scores {s0:.4f}; "
+                     + "; ".join(f"{r.lr:g} scores {r.score:.4f} ({r.score - s0:+.4f})" for r in g.itertuples())
+                     + f": **{'interior' if interior else 'not interior'}** at this budget")
+    for r in df[df["assumptions"] != ""].itertuples():
+        big = max(abs(r.book_minus_ladder), abs(r.code_minus_ladder))
+        lines.append(f"{r.variant} with {r.assumptions} at {r.steps} steps minus the ladder's seed 0: book "
+                     f"{r.book_minus_ladder:+.4f}, code {r.code_minus_ladder:+.4f} nats: **"
+                     f"{'insensitive' if big < margin else 'sensitive'}** (margin {margin:g}; one seed a side, no "
+                     "interval)")
+    return df, lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m yocou.results.summarize.ladder {bracket,points,fits}``."""
     from yocou.utils.guard import reads, suffixed, writes
@@ -256,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     f.add_argument("--figure", required=True, type=writes(paths=suffixed(".png", ".pdf")))
     f.add_argument("--dpi", type=int, default=150)
+    c = sub.add_parser("checks")
+    c.add_argument("--scale", required=True)
+    c.add_argument("--study", default=STUDY_FILE, type=reads())
+    c.add_argument("--ppl-root", required=True, type=reads())
+    c.add_argument("--points", required=True, type=reads())
+    c.add_argument("--rules", default="eval/ladder.yaml", type=reads())
+    c.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     a = ap.parse_args(argv)
     from yocou.utils.guard import check_args
 
@@ -269,6 +333,17 @@ def main(argv: list[str] | None = None) -> int:
         write_bracket(study, a.ppl_root, a.baseline, a.out, a.scale)
     elif a.cmd == "rates":
         write_rates(study, a.ppl_root, a.out)
+    elif a.cmd == "checks":
+        from yocou.results.render.common import write_table
+        from yocou.results.summarize.ladder_fits import read_rules
+
+        rules = read_rules(a.rules)
+        df, lines = checks_table(study, a.ppl_root, a.points, rules)
+        write_table(df, Path(a.out).with_suffix(""), title=f"Checks beside the token ladder ({a.scale}, CPU)",
+                    notes=["Each check is one run from step 0 with its own warmup-stable-decay schedule, seed 0, "
+                           "beside the ladder's annealed point of the same variant, seed and budget; held-out losses "
+                           "in nats/token (rule ppl). Verdicts by eval/ladder.yaml (checks):", *lines],
+                    config={"scale": a.scale, "checks": [x.model_dump() for x in study.checks], "rules": rules["checks"]})
     elif a.cmd == "points":
         from yocou.data.tokens import TokenStream
         from yocou.results.render.common import write_table
