@@ -79,6 +79,10 @@ def test_a_ladder_run_needs_the_bracketed_rate() -> None:
     ({"heldout_plays": {"n": 0}}, "heldout_plays.n"),
     ({"heldout_plays": {"n": 1, "sources": "x"}}, "heldout_plays.sources"),
     ({"warmup_steps": 8, "budgets": [20, 40], "bracket": {"steps": 10, "rates": [1e-3, 3e-3, 1e-2]}}, "bracket.steps"),
+    ({"checks": [{"name": "x", "variant": "rins", "budget": 10}]}, "checks"),
+    ({"checks": [{"name": "x", "variant": "yoco", "budget": 10, "rate": -1}]}, "checks.0.rate"),
+    ({"checks": [{"name": "x", "variant": "yoco", "budget": 10}, {"name": "x", "variant": "yoco", "budget": 20}]},
+     "checks"),
 ])
 def test_bad_study_sections_are_refused_naming_the_field(tmp_path: Path, change: dict, field: str) -> None:
     p = tmp_path / "ladder.yaml"
@@ -237,3 +241,55 @@ def test_a_ladder_runs_config_does_not_depend_on_the_train_keys_the_ladder_sets(
             assert {k: v for k, v in got.items() if k != "provenance"} == \
                    {k: v for k, v in want.items() if k != "provenance"}, run
         assert set(want["train"]) >= LADDER_TRAIN_KEYS
+
+
+def test_a_check_is_one_run_from_step_0_with_its_rate_and_assumptions() -> None:
+    """checks: of the tiny study: from step 0 (no parent), the ladder's cooldown fraction, its own rate or the
+    bracketed one, and its assumptions over the scale's (cross_rope) with everything else of the variant's model."""
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    resolve_config(cfg, root=ROOT)
+    study = load_study("tiny", ROOT / "workflows/studies/ladder.yaml")
+    runs = plan(study)
+    rates = {v: 1.5e-3 for v in study.variants}
+    checks = {n: p for n, p in runs.items() if p.kind == "check"}
+    assert len(checks) == len(study.checks) >= 6 and all(p.init_from is None for p in checks.values())
+    h = run_config(cfg, study, "check_horizon_yoco_lr0p003", 2048, rates)
+    assert (h["train"]["steps"], h["train"]["cooldown_steps"], h["train"]["lr"]) == (1000, 200, 3e-3)
+    ladder = run_config(cfg, study, "yoco_seed0_d1000", 2048, rates)
+    same = ("warmup_steps", "min_lr_ratio", "schedule", "seed", "batch_size", "seq_len")
+    assert {k: h["train"][k] for k in same} == {k: ladder["train"][k] for k in same}
+    rope = run_config(cfg, study, "check_crossrope_yocou", 2048, rates)
+    base = run_config(cfg, study, "yocou_seed0_d2000", 2048, rates)
+    assert rope["model"]["cross_rope"] is True and base["model"]["cross_rope"] is False
+    assert rope["train"]["lr"] == 1.5e-3 and rope["train"]["steps"] == 2000
+    assert {k: v for k, v in rope["model"].items() if k not in ("name", "cross_rope")} == \
+        {k: v for k, v in base["model"].items() if k not in ("name", "cross_rope")}
+
+
+def test_checks_table_judges_the_horizon_rate_and_the_sensitivity_by_hand(tmp_path: Path) -> None:
+    import json
+
+    from yocou.results.summarize.ladder import checks_table
+
+    study = LadderStudy.model_validate({**STUDY, "checks": [
+        {"name": "lo", "variant": "yoco", "budget": 20, "rate": 1e-3},
+        {"name": "hi", "variant": "yoco", "budget": 20, "rate": 1e-2},
+        {"name": "rope", "variant": "yocou", "budget": 40, "assumptions": {"cross_rope": True}}]})
+    pts = pd.DataFrame([{"variant": v, "seed": 0, "steps": d, "tokens": d * 4096, "tokens_per_param": d / 100,
+                         "lr": 3e-3, "book": 5.0, "code": 4.0, "bigram_book": 6.0, "bigram_code": 5.0}
+                        for v, d in (("yoco", 20), ("yocou", 40))])
+    pts.to_csv(tmp_path / "points.csv", index=False)
+    losses = {"check_lo": (5.1, 4.0), "check_hi": (5.0, 4.1), "check_rope": (5.03, 3.99)}
+    for name, (b, c) in losses.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps({"splits": {
+            "heldout_book": {"nats_per_token": b}, "heldout_code": {"nats_per_token": c}}}))
+    df, lines = checks_table(study, tmp_path, tmp_path / "points.csv", {"checks": {"sensitivity_nats": 0.02}})
+    got = df.set_index("check")
+    assert got.loc["check_lo", "score"] == pytest.approx(4.55) and got.loc["check_hi", "ladder_score"] == 4.5
+    assert got.loc["check_rope", "book_minus_ladder"] == pytest.approx(0.03)
+    assert "**interior** at this budget" in lines[0] and "**sensitive**" in lines[1]   # 0.03 > 0.02
+    losses["check_hi"] = (4.9, 4.0)   # a higher rate scores better: not interior
+    (tmp_path / "check_hi.json").write_text(json.dumps({"splits": {
+        "heldout_book": {"nats_per_token": 4.9}, "heldout_code": {"nats_per_token": 4.0}}}))
+    _, lines = checks_table(study, tmp_path, tmp_path / "points.csv", {"checks": {"sensitivity_nats": 0.05}})
+    assert "**not interior**" in lines[0] and "**insensitive**" in lines[1]
