@@ -478,3 +478,36 @@ def test_a_budget_bigram_past_memory_is_refused_before_allocating() -> None:
 
     with pytest.raises(MemoryRefusal, match="the budget bigram's training windows"):
         budget_windows(None, steps=100_000_000, batch_size=100_000, seq_len=32, seed=0)
+
+
+def test_a_json_key_given_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    """A run config with a second "train" (the last would win silently) and a result file with a key twice:
+    one line naming the file and the key, as the YAML loader does."""
+    from yocou.results.readers import ResultFileError, read_json
+    from yocou.utils.io import load_config_file
+
+    rc = tmp_path / "rc.json"
+    rc.write_text('{"model": {}, "train": {"lr": 1e-3}, "train": {"lr": 5.0}}')
+    with pytest.raises(ValueError, match=r"rc\.json: duplicate key 'train'") as e:
+        load_config_file(rc)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="inline JSON config: duplicate key 'a'"):
+        load_config_file('{"a": 1, "b": {"c": 2}, "a": 3}')
+    res = tmp_path / "r.json"
+    res.write_text('{"splits": {"book": {"nats_per_token": 1.0, "nats_per_token": 9.0}}}')
+    with pytest.raises(ResultFileError, match=r"r\.json: duplicate key 'nats_per_token'"):
+        read_json(res)
+    assert load_config_file('{"a": {"a": 1}}') == {"a": {"a": 1}}   # one key per object: nested reuse is fine
+
+
+@pytest.mark.parametrize("name", ["../../../../x", "a/b", "x..y", "/abs", "Yoco"])
+def test_a_variant_name_that_could_leave_the_tree_is_refused_naming_it(name: str) -> None:
+    """A variant names runs/<scale>/<variant>/: a path separator or .. would put a run folder outside the
+    checkout, so the config's schema refuses it before anything is planned."""
+    from yocou.workflow.wfconfig import read_scale_file, resolve_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = read_scale_file(root / "workflows/config/tiny.yaml")
+    cfg["variants"][name] = {"preset": "yoco"}
+    with pytest.raises(ValueError, match=r"variants: '.*' does not match"):
+        resolve_config(cfg, root=root)

@@ -63,11 +63,15 @@ def read_json(path: Pathish, *, what: str = "result file") -> Any:
     s = _read_text(p, what)
     if not s.strip():
         raise ResultFileError(p, "", "empty file; expected JSON (rerun the step that writes it)")
+    from yocou.utils.io import DuplicateKeyError, loads_json
+
     try:
-        return json.loads(s)
+        return loads_json(s)
     except json.JSONDecodeError as e:
         raise ResultFileError(p, f"line {e.lineno} column {e.colno}", f"not valid JSON ({e.msg}); truncated or "
                                                                      "corrupt? rerun the step that writes it") from None
+    except DuplicateKeyError as e:
+        raise ResultFileError(p, "", f"{e}; edited by hand? rerun the step that writes it") from None
 
 
 def read_jsonl(path: Pathish, *, what: str = "result file") -> list[tuple[int, dict]]:

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 __all__ = [
+    "DuplicateKeyError",
+    "loads_json",
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -375,6 +377,28 @@ def provenance(config: dict, seed: int | None, device: str | None = None) -> dic
     }
 
 
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice (``json.loads`` would silently keep the last)."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in seen:
+            raise DuplicateKeyError(f"duplicate key {k!r} (JSON keeps only the last; give each key once)")
+        seen[k] = v
+    return seen
+
+
+def loads_json(text: str) -> Any:
+    """``json.loads`` that refuses an object naming one key twice, as the YAML loader does.
+
+    Raises:
+        json.JSONDecodeError: not JSON. DuplicateKeyError: (a ValueError) a key given twice, naming it.
+    """
+    return json.loads(text, object_pairs_hook=_unique_pairs)
+
+
 def load_config_file(path: str | os.PathLike) -> Any:
     """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file, or an inline JSON object.
 
@@ -387,8 +411,8 @@ def load_config_file(path: str | os.PathLike) -> Any:
     """
     if isinstance(path, str) and path.lstrip().startswith("{"):
         try:
-            data = json.loads(path)
-        except json.JSONDecodeError as e:
+            data = loads_json(path)
+        except (json.JSONDecodeError, DuplicateKeyError) as e:
             raise ValueError(f"inline JSON config: {e}") from None
         if not isinstance(data, dict):
             raise ValueError("inline JSON config: expected a mapping of keys to values at the top level")
@@ -407,7 +431,7 @@ def load_config_file(path: str | os.PathLike) -> Any:
             from yocou.utils.yamlio import loads_yaml
             data = loads_yaml(text, str(p))
         else:
-            data = json.loads(text)
+            data = loads_json(text)
     except Exception as e:  # noqa: BLE001 - re-raised with the file's name
         raise ValueError(f"cannot parse config file {p}: {e}") from None
     if not isinstance(data, dict):
