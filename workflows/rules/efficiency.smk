@@ -115,8 +115,8 @@ rule tables8_9:
 
 
 rule gpu_summarize:
-    """The prepared GPU check's serving.json -> results/gpu/tidy/efficiency_gpu (the audit's GPU rows); planned only
-    where a GPU ran the check (common.smk: measured_elsewhere)."""
+    # The prepared GPU check's serving.json -> results/gpu/tidy/efficiency_gpu (the audit's GPU rows); planned only
+    # where a GPU ran the check (common.smk: measured_elsewhere).
     input:
         serving=GPU_SERVING,
         code=[f"{PKG}/results/summarize/gpu.py", f"{PKG}/results/tidy.py"],
