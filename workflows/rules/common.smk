@@ -410,8 +410,8 @@ LRUN = f"{RUN}/ladder"
 LRES = f"{RES}/ladder"
 LTOK = f"{LRUN}/tokens"  # the ladder's token streams (rule ladder_tokens)
 _LADDER_RE = "|".join(sorted(LADDER_RUNS, key=len, reverse=True)) or "no_ladder_run"
-_STABLE_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind == "stable") or "no_ladder_run"
-_OTHER_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.kind != "stable") or "no_ladder_run"
+_STABLE_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.save_state) or "no_ladder_run"
+_OTHER_RE = "|".join(n for n, p in LADDER_RUNS.items() if not p.save_state) or "no_ladder_run"
 
 
 def ladder_names(kind):
@@ -436,8 +436,12 @@ def ladder_run_plan(w):
 def ladder_bracket_input(w):
     """The bracket's best rates a ladder run's learning rate comes from (none for the bracket's own runs):
     runs/<scale>/ladder/rates.json (the rule ladder_rates), made from the bracket runs' losses alone, so that
-    re-summarizing the bracket (bracket.json: its code changed, or -R bracket_summary) retrains nothing."""
-    return [] if LADDER_RUNS[w.lrun].kind == "bracket" else [f"{LRUN}/rates.json"]
+    re-summarizing the bracket (bracket.json: its code changed, or -R bracket_summary) retrains nothing. The depth
+    control's runs read its own bracket's, runs/<scale>/ladder/depth_rates.json (rule depth_rates)."""
+    kind = LADDER_RUNS[w.lrun].kind
+    if kind in ("bracket", "depth_bracket"):
+        return []
+    return [f"{LRUN}/depth_rates.json"] if kind in ("depth_stable", "depth") else [f"{LRUN}/rates.json"]
 
 
 # The mechanism probe (workflows/rules/probe.smk): its models by name -> `python -m yocou.evaluation.probe train` arguments.

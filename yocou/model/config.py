@@ -206,10 +206,24 @@ def rins(*, n_layers: int, n_loops: int = 3, **kw: Any) -> ModelConfig:
     return _base("rins", stages=(Stage(kind="self", n_layers=h, n_loops=n_loops), Stage(kind="self", n_layers=h)), **kw)
 
 
-def yoco(*, n_layers: int, window: int, **kw: Any) -> ModelConfig:
-    """YOCO: L/2 SWA self-decoder layers, then L/2 cross-decoder layers over one K̂V̂."""
-    h = _halves(n_layers, "yoco")
-    return _base("yoco", stages=(Stage(kind="self", n_layers=h, window=window), Stage(kind="cross", n_layers=h)), **kw)
+def yoco(*, n_layers: int, window: int, n_self_layers: int | None = None, **kw: Any) -> ModelConfig:
+    """YOCO: L/2 SWA self-decoder layers, then L/2 cross-decoder layers over one K̂V̂.
+
+    ``n_self_layers``: self-decoder layers other than L/2 (the cross-decoder gets the other ``n_layers -
+    n_self_layers``), e.g. 9 self + 3 cross, the unshared network that YOCO-U T = 3 ties (the depth control of
+    ``eval/ladder.yaml``, not a configuration of the paper).
+
+    Raises:
+        ValueError: ``n_layers`` odd (without ``n_self_layers``), or ``n_self_layers`` not in [1, n_layers - 1].
+    """
+    if n_self_layers is None:
+        n_self = n_cross = _halves(n_layers, "yoco")
+    elif isinstance(n_self_layers, bool) or not isinstance(n_self_layers, int) or not 1 <= n_self_layers < n_layers:
+        raise ValueError(f"n_self_layers: expected an integer in [1, n_layers - 1 = {n_layers - 1}], got {n_self_layers!r}")
+    else:
+        n_self, n_cross = n_self_layers, n_layers - n_self_layers
+    return _base("yoco", stages=(Stage(kind="self", n_layers=n_self, window=window),
+                                 Stage(kind="cross", n_layers=n_cross)), **kw)
 
 
 def yocou(*, n_layers: int, window: int, n_loops: int = 3, **kw: Any) -> ModelConfig:

@@ -95,6 +95,30 @@ class CheckSpec(BaseModel):
     assumptions: dict[str, Any] = Field(default_factory=dict)
 
 
+class DepthControl(BaseModel):
+    """``depth_control:`` of a scale's ladder section: the positive control for depth (eval/ladder.yaml
+    ``depth_control``), an unshared variant trained by the ladder's protocol beside the ladder, apart from it.
+
+    Attributes:
+        variant: a key of the scale's ``variants`` (e.g. ``yoco_deep9``: YOCO with 9 unshared self layers).
+        seeds: seeds 0..seeds-1, paired with the ladder's seeds of the same index.
+        budgets: annealed budgets in optimizer steps, each one of the ladder's ``budgets``.
+        rates: its own learning-rate bracket at the ladder's ``bracket.steps``; the best (lowest mean of the book and
+            code losses) trains the control.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    variant: str = Field(pattern=r"^[a-z0-9_]+$")
+    seeds: PositiveInt
+    budgets: list[PositiveInt] = Field(min_length=1)
+    rates: list[float] = Field(min_length=3)
+
+    @field_validator("rates")
+    @classmethod
+    def _increasing(cls, v: list[float]) -> list[float]:
+        return BracketSpec._increasing(v)
+
+
 class LadderStudy(BaseModel):
     """One scale's section of ``workflows/studies/ladder.yaml``.
 
@@ -107,6 +131,8 @@ class LadderStudy(BaseModel):
         bracket: the learning-rate grid (:class:`BracketSpec`).
         heldout_plays: the documents held out of the ladder's training stream (:class:`PlaysHoldout`).
         checks: single runs beside the ladder (:class:`CheckSpec`; target ``ladder_checks``, not in ``ladder``).
+        depth_control: the positive control for depth (:class:`DepthControl`; target ``depth_control``, not in
+            ``ladder``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -119,6 +145,7 @@ class LadderStudy(BaseModel):
     bracket: BracketSpec
     heldout_plays: PlaysHoldout
     checks: list[CheckSpec] = Field(default_factory=list)
+    depth_control: DepthControl | None = None
 
     @model_validator(mode="after")
     def _budgets(self) -> "LadderStudy":
@@ -142,6 +169,15 @@ class LadderStudy(BaseModel):
                 raise ValueError(f"checks.{c.name}: budget {c.budget} x cooldown_fraction is not a whole step")
         if len({c.name for c in self.checks}) != len(self.checks):
             raise ValueError("checks: each name once")
+        dc = self.depth_control
+        if dc is not None:
+            if dc.variant in self.variants:
+                raise ValueError(f"depth_control.variant: {dc.variant!r} is one of the ladder's variants; the control "
+                                 "is a variant apart from them")
+            off = [d for d in dc.budgets if d not in self.budgets]
+            if off or any(b <= a for a, b in zip(dc.budgets, dc.budgets[1:])):
+                raise ValueError(f"depth_control.budgets: expected increasing budgets among the ladder's {self.budgets}, "
+                                 f"got {dc.budgets}")
         return self
 
     def stable_step(self, budget: int) -> int:
@@ -193,6 +229,9 @@ def load_study(scale: str, path: str | Path = STUDY_FILE, scales: list[str] | No
     if variants is not None and (missing := [v for v in study.variants if v not in variants]):
         raise ValueError(f"{p}: {scale}.variants: {missing[0]!r} is not a variant of the {scale} config "
                          f"(e.g. {', '.join(list(variants)[:4])})")
+    dc = study.depth_control
+    if variants is not None and dc is not None and dc.variant not in variants:
+        raise ValueError(f"{p}: {scale}.depth_control.variant: {dc.variant!r} is not a variant of the {scale} config")
     return study
 
 
@@ -268,7 +307,8 @@ class PlannedRun:
 
     Attributes:
         name: the run's folder name under ``runs/<scale>/ladder/``.
-        kind: ``bracket``, ``stable``, ``anneal`` or ``check``.
+        kind: ``bracket``, ``stable``, ``anneal`` or ``check``; the depth control's ``depth_bracket``,
+            ``depth_stable`` and ``depth``.
         variant: the scale's variant it trains.
         seed_index: k of ``train.seed = seed + k``.
         steps: its ``train.steps``; cooldown: its ``train.cooldown_steps``.
@@ -290,11 +330,12 @@ class PlannedRun:
     @property
     def save_state(self) -> bool:
         """Stable segments keep their final state for the next segment and the branches."""
-        return self.kind == "stable"
+        return self.kind in ("stable", "depth_stable")
 
 
 def plan(study: LadderStudy) -> dict[str, PlannedRun]:
-    """Every run of the study by name: the bracket, then per variant and seed the stable chain and the branches."""
+    """Every run of the study by name: the bracket, then per variant and seed the stable chain and the branches; the
+    depth control's bracket, chains and branches; the checks."""
     runs: dict[str, PlannedRun] = {}
     b = study.bracket
     cool = round(b.steps * study.cooldown_fraction)
@@ -310,6 +351,20 @@ def plan(study: LadderStudy) -> dict[str, PlannedRun]:
                 stable = f"{v}_seed{k}_s{s}"
                 runs[stable] = PlannedRun(stable, "stable", v, k, s, 0, init_from=prev)
                 runs[f"{v}_seed{k}_d{d}"] = PlannedRun(f"{v}_seed{k}_d{d}", "anneal", v, k, d, d - s, init_from=stable)
+                prev = stable
+    dc = study.depth_control
+    if dc is not None:
+        for r in dc.rates:
+            name = f"{dc.variant}_lr{rate_tag(r)}"
+            runs[name] = PlannedRun(name, "depth_bracket", dc.variant, 0, b.steps, cool, rate=r)
+        for k in range(dc.seeds):
+            prev = None
+            for d in dc.budgets:
+                s = study.stable_step(d)
+                stable = f"{dc.variant}_seed{k}_s{s}"
+                runs[stable] = PlannedRun(stable, "depth_stable", dc.variant, k, s, 0, init_from=prev)
+                runs[f"{dc.variant}_seed{k}_d{d}"] = PlannedRun(f"{dc.variant}_seed{k}_d{d}", "depth", dc.variant, k,
+                                                               d, d - s, init_from=stable)
                 prev = stable
     for c in study.checks:
         name = f"check_{c.name}"

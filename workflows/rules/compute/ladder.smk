@@ -69,6 +69,26 @@ rule ladder_rates:
         "--out {output} > {log} 2>&1"
 
 
+rule depth_rates:
+    # The depth control's best bracketed rate (depth_control of workflows/studies/ladder.yaml), from its own bracket
+    # runs' held-out losses only, as rule ladder_rates.
+    input:
+        ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("depth_bracket")],
+    output:
+        f"{LRUN}/depth_rates.json",
+    log:
+        f"logs/{SCALE}/ladder/depth_rates.log",
+    benchmark:
+        bench("depth_rates")
+    params:
+        scale=SCALE,
+        ppl_root=lambda w, input: os.path.dirname(input.ppl[0]),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.results.summarize.ladder rates --kind depth_bracket --scale {params.scale} "
+        "--ppl-root {params.ppl_root} --out {output} > {log} 2>&1"
+
+
 _LADDER_TRAIN = ("python -m yocou.utils.runlock {params.out} && OMP_NUM_THREADS={threads} {params.launch} train "
                  "--run-config {input.rc} --data {input.data} --out {params.out} {params.init} {params.state} "
                  "> {log} 2>&1")

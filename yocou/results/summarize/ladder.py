@@ -73,11 +73,12 @@ def bigram_losses(baseline: Mapping[str, Any], where: str) -> dict[str, float]:
 # --- the bracket ---------------------------------------------------------------------------------------------
 
 
-def bracket_table(study: LadderStudy, ppl_root: str | Path) -> pd.DataFrame:
-    """One row per bracket run: variant, lr, the held-out loss per split and their mean (the score)."""
+def bracket_table(study: LadderStudy, ppl_root: str | Path, kind: str = "bracket") -> pd.DataFrame:
+    """One row per bracket run (``kind``: the ladder's ``bracket`` or the depth control's ``depth_bracket``):
+    variant, lr, the held-out loss per split and their mean (the score)."""
     rows = []
     for p in plan(study).values():
-        if p.kind != "bracket":
+        if p.kind != kind:
             continue
         path = Path(ppl_root) / f"{p.name}.json"
         ppl = _read(path)
@@ -103,14 +104,15 @@ def bracket_best(df: pd.DataFrame) -> dict[str, dict[str, Any]]:
     return best
 
 
-def write_rates(study: LadderStudy, ppl_root: str | Path, out: str | Path) -> dict[str, Any]:
+def write_rates(study: LadderStudy, ppl_root: str | Path, out: str | Path, kind: str = "bracket") -> dict[str, Any]:
     """``rates.json``: each variant's best bracketed rate (``{"best": {variant: {lr, score, interior, edge}}}``,
     :func:`bracket_best`), the only file the ladder's run configs read from the bracket. Rule ladder_rates makes it
     from the bracket runs' held-out losses alone (no code file among its inputs), so it is rewritten when those runs
-    are re-evaluated, and not when the bracket's summary or its code is."""
+    are re-evaluated, and not when the bracket's summary or its code is. ``kind="depth_bracket"``: the depth
+    control's own bracket (``depth_rates.json``, rule depth_rates)."""
     from yocou.utils.io import atomic_write_json
 
-    doc = {"best": bracket_best(bracket_table(study, ppl_root))}
+    doc = {"best": bracket_best(bracket_table(study, ppl_root, kind))}
     atomic_write_json(out, doc)
     return doc
 
@@ -175,7 +177,7 @@ def check_rates(study: LadderStudy, run_root: str | Path, bracket: Mapping[str, 
     """
     best = best_rates(bracket)
     for p in plan(study).values():
-        if p.kind in ("bracket", "check") or (up_to is not None and p.steps > up_to):
+        if p.kind not in ("stable", "anneal") or (up_to is not None and p.steps > up_to):
             continue
         path = Path(run_root) / p.name / "summary.json"
         lr = float(_read(path)["provenance"]["config"]["train"]["lr"])
@@ -188,14 +190,15 @@ def check_rates(study: LadderStudy, run_root: str | Path, bracket: Mapping[str, 
 
 
 def points_table(study: LadderStudy, run_root: str | Path, res: str | Path, train_tokens: int,
-                 up_to: int | None = None) -> pd.DataFrame:
+                 up_to: int | None = None, kind: str = "anneal") -> pd.DataFrame:
     """One row per annealed model: variant, seed, steps, tokens, parameters (all and without the embedding and head),
     tokens per parameter, training FLOPs, the held-out loss per split and its own budget's bigram, the training
     loss over the cooldown's last 10% of steps, and epochs over the training stream. ``up_to``: only the budgets of
-    at most that many steps (an interim table while the larger ones train)."""
+    at most that many steps (an interim table while the larger ones train). ``kind="depth"``: the depth control's
+    annealed models."""
     rows = []
     for p in plan(study).values():
-        if p.kind != "anneal" or (up_to is not None and p.steps > up_to):
+        if p.kind != kind or (up_to is not None and p.steps > up_to):
             continue
         run = Path(run_root) / p.name
         summ = _read(run / "summary.json")
@@ -292,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--scale", required=True)
     r.add_argument("--study", default=STUDY_FILE, type=reads())
     r.add_argument("--ppl-root", required=True, type=reads())
+    r.add_argument("--kind", choices=("bracket", "depth_bracket"), default="bracket",
+                   help="the ladder's bracket or the depth control's")
     r.add_argument("--out", required=True, type=writes(paths=suffixed(".json")))
     pt = sub.add_parser("points")
     pt.add_argument("--scale", required=True)
@@ -332,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.cmd == "bracket":
         write_bracket(study, a.ppl_root, a.baseline, a.out, a.scale)
     elif a.cmd == "rates":
-        write_rates(study, a.ppl_root, a.out)
+        write_rates(study, a.ppl_root, a.out, a.kind)
     elif a.cmd == "checks":
         from yocou.results.render.common import write_table
         from yocou.results.summarize.ladder_fits import read_rules
