@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STUDY = {"variants": {"yoco": 2, "yocou": 1}, "budgets": [10, 20, 40], "cooldown_fraction": 0.2, "warmup_steps": 2,
          "min_lr_ratio": 0.0, "ckpt_every": 5, "bracket": {"steps": 10, "rates": [1e-3, 3e-3, 1e-2]},
          "heldout_plays": {"source": "shakespeare", "n": 1}}
+DEPTH = {"variant": "deep", "model": {"preset": "yoco"}, "seeds": 2, "budgets": [10], "rates": [1e-3, 3e-3, 1e-2]}
 
 
 def test_plan_chains_stable_segments_and_branches_each_from_its_own_segment() -> None:
@@ -46,7 +47,7 @@ def test_every_branch_is_a_branch_of_its_segment_under_the_tiny_config() -> None
     resolve_config(cfg, root=ROOT)
     study = load_study("tiny", ROOT / "workflows/studies/ladder.yaml")
     runs = plan(study)
-    rates = {v: 3e-3 for v in study.variants}
+    rates = {v: 3e-3 for v in [*study.variants, study.depth_control.variant]}
     for name, p in runs.items():
         if p.init_from is None:
             continue
@@ -83,6 +84,11 @@ def test_a_ladder_run_needs_the_bracketed_rate() -> None:
     ({"checks": [{"name": "x", "variant": "yoco", "budget": 10, "rate": -1}]}, "checks.0.rate"),
     ({"checks": [{"name": "x", "variant": "yoco", "budget": 10}, {"name": "x", "variant": "yoco", "budget": 20}]},
      "checks"),
+    ({"depth_control": {**DEPTH, "variant": "yoco"}}, "depth_control.variant"),
+    ({"depth_control": {**DEPTH, "budgets": [30]}}, "depth_control.budgets"),
+    ({"depth_control": {**DEPTH, "rates": [1e-3, 1e-2]}}, "depth_control.rates"),
+    ({"depth_control": {**DEPTH, "model": {"preset": "yoco", "n_self": 9}}}, "depth_control.model"),
+    ({"depth_control": {**DEPTH, "model": {"preset": "yoco", "train": {"lr": 1.0}}}}, "depth_control.model"),
 ])
 def test_bad_study_sections_are_refused_naming_the_field(tmp_path: Path, change: dict, field: str) -> None:
     p = tmp_path / "ladder.yaml"

@@ -44,16 +44,16 @@ def config_json(*sections):
     return _shell_json({k: config[k] for k in ("scale", *sections) if k in config})
 
 
-def _run_config_doc(variant):
+def _run_config_doc(variant, specs=None):
     """What one run depends on: seed, model, train, its own variant entry and the one its equal_flops_to names, and
-    the scale's sizes those name (a dict)."""
-    spec = config["variants"][variant]
+    the scale's sizes those name (a dict). ``specs``: the variant entries to read (default: the config's)."""
+    specs = config["variants"] if specs is None else specs
+    spec = specs[variant]
     names = [variant] + ([spec["equal_flops_to"]] if spec.get("equal_flops_to") else [])
     own = config.get("sizes") or {}
-    used = {config["variants"][n]["size"] if "size" in config["variants"][n] else config["model"]["size"]
-            for n in names} & set(own)
+    used = {specs[n]["size"] if "size" in specs[n] else config["model"]["size"] for n in names} & set(own)
     return ({k: config[k] for k in ("scale", "seed", "model", "train")}
-            | {"variants": {n: config["variants"][n] for n in names}}
+            | {"variants": {n: specs[n] for n in names}}
             | ({"sizes": {s: own[s] for s in sorted(used)}} if used else {}))
 
 
@@ -65,10 +65,12 @@ def run_config_json(variant):
 def ladder_config_json(variant):
     """What a ladder run depends on in the scale's config: _run_config_doc less the `train` keys the ladder sets
     itself (yocou.training.ladder.LADDER_TRAIN_KEYS: its schedule, rate, steps, seed offset, checkpoints), so that
-    changing the short-budget runs' rate or schedule never retrains the ladder."""
+    changing the short-budget runs' rate or schedule never retrains the ladder. The depth control's model comes from
+    the study file (depth_control.model)."""
     from yocou.training.ladder import LADDER_TRAIN_KEYS
 
-    doc = _run_config_doc(variant)
+    dc = LADDER.depth_control  # the depth control's model lives in the study file, not in `variants`
+    doc = _run_config_doc(variant, {**config["variants"], dc.variant: dc.model} if dc else None)
     return _shell_json(doc | {"train": {k: v for k, v in doc["train"].items() if k not in LADDER_TRAIN_KEYS}})
 
 
@@ -354,7 +356,8 @@ def targets_text():
         f"  tables:  {tables}",
         f"  figures: {figures}",
         "  all of them and the audit: render_all (from the committed results); audit; efficiency",
-        "  studies of their own (reproduce_all runs ladder and bracket too): ladder, bracket, probe, efficiency_paper_shape",
+        "  studies of their own (reproduce_all runs ladder and bracket too): ladder, bracket, probe, efficiency_paper_shape,"
+        " ladder_checks, depth_control",
         "  everything, trained and evaluated: reproduce_all --config mode=compute (hours at tiny)",
         "  the report: snakemake --report report.html"])
 

@@ -56,6 +56,59 @@ rule ladder_fits:
         "--bracket {input.bracket} --out {output.json} --figure {output.png} --dpi {params.dpi} > {log} 2>&1"
 
 
+rule depth_summary:
+    # The depth control beside YOCO and YOCO-U: D_deep, D_loop, the sharing penalty and deep-vs-YOCO at equal FLOPs
+    # per split and budget, decided by eval/ladder.yaml (depth_control); its figure.
+    input:
+        points=f"{LRES}/points.csv",
+        depth=f"{LRES}/depth_points.csv",
+        ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("depth_bracket")],
+        rules=str(_eval_dir() / "ladder.yaml"),
+        code=[f"{PKG}/results/summarize/depth.py", f"{PKG}/results/summarize/ladder.py",
+              f"{PKG}/results/summarize/ladder_fits.py", f"{PKG}/results/render/ladder.py"],
+    output:
+        md=f"{LRES}/depth.md",
+        json=f"{LRES}/depth.json",
+        csv=f"{LRES}/depth.csv",
+        png=f"{FIG}/ladder_depth.png",
+        pdf=f"{FIG}/ladder_depth.pdf",
+    log:
+        f"logs/{SCALE}/ladder/depth.log",
+    benchmark:
+        bench("depth_summary")
+    params:
+        scale=SCALE,
+        dpi=config["render"]["dpi"],
+        ppl_root=f"{LRES}/ppl",
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.results.summarize.ladder depth --scale {params.scale} --points {input.points} "
+        "--depth-points {input.depth} --ppl-root {params.ppl_root} --rules {input.rules} --out {output.csv} "
+        "--figure {output.png} --dpi {params.dpi} > {log} 2>&1"
+
+
+# The ladder's positive control for depth (depth_control of workflows/studies/ladder.yaml): its own target, not in
+# reproduce_all; compute it with --config mode=compute.
+_DEPTH_MISSING = LADDER and LADDER.depth_control and uncommitted([f"{LRES}/depth_points.csv"], "depth_control")
+if not _DEPTH_MISSING:
+
+    rule depth_control:
+        input:
+            f"{LRES}/depth.md" if LADDER and LADDER.depth_control else [],
+
+else:
+
+    rule depth_control:
+        localrule: True
+        log:
+            f"logs/{SCALE}/depth_control.log",
+        conda: CONDA_ENV
+        params:
+            text=_DEPTH_MISSING,
+        shell:
+            "echo {params.text:q} | tee {log} >&2; exit 1"
+
+
 rule bracket:
     input:
         rules.bracket_summary.output if LADDER else [],

@@ -12,13 +12,14 @@ __all__ = ["LABELS", "COLORS", "label", "PAPER_LENGTHS", "len_label", "PAPER_ROW
 # display label of a run or role (the default configs name runs after their roles)
 LABELS = {"transformer": "Transformer", "yoco": "YOCO", "rins": "RINS", "yocou": "YOCO-U", "loop": "Loop/Universal TRM",
           "upper_loop": "Upper Loop", "upper_loop_nokv": "Upper Loop w/o Shared KV",
-          "yoco_deep": "YOCO, Deep (Instead of Wide)", "yocou_deep": "YOCO-U, Deep (Instead of Wide)",
+          "yoco_deep": "YOCO, Deep (Instead of Wide)", "yoco_deep9": "YOCO, 9 unshared self layers", "yocou_deep": "YOCO-U, Deep (Instead of Wide)",
           "yocou_t2": "YOCO-U (T=2)", "yocou_t5": "YOCO-U (T=5)",
           "yoco_moe": "YOCO (MoE)", "yocou_moe": "YOCO-U (MoE, Equal Steps)",
           "yocou_moe_eqflops": "YOCO-U (MoE, Equal FLOPS)",
           "equal_steps": "YOCO-U (Equal Steps)", "equal_flops": "YOCO-U (Equal FLOPS)",
           "T1": "T=1 (YOCO)", "T2": "T=2", "T3": "T=3", "T5": "T=5"}
-COLORS = {"transformer": "#7f7f7f", "yoco": "#1f77b4", "rins": "#2ca02c", "yocou": "#d62728", "loop": "#9467bd"}
+COLORS = {"transformer": "#7f7f7f", "yoco": "#1f77b4", "rins": "#2ca02c", "yocou": "#d62728", "loop": "#9467bd",
+          "yoco_deep9": "#ff7f0e"}
 
 
 def label(name: str) -> str:

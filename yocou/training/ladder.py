@@ -100,7 +100,10 @@ class DepthControl(BaseModel):
     ``depth_control``), an unshared variant trained by the ladder's protocol beside the ladder, apart from it.
 
     Attributes:
-        variant: a key of the scale's ``variants`` (e.g. ``yoco_deep9``: YOCO with 9 unshared self layers).
+        variant: its run names' stem (e.g. ``yoco_deep9``), not one of the scale's ``variants`` (``reproduce_all``
+            trains every one of those; the control is trained by the target ``depth_control`` only).
+        model: its ``variants.<name>`` entry, as a scale config's (e.g. ``{preset: yoco, n_layers: 12,
+            n_self_layers: 9}``: YOCO with 9 unshared self layers and 3 cross layers); checked as one.
         seeds: seeds 0..seeds-1, paired with the ladder's seeds of the same index.
         budgets: annealed budgets in optimizer steps, each one of the ladder's ``budgets``.
         rates: its own learning-rate bracket at the ladder's ``bracket.steps``; the best (lowest mean of the book and
@@ -109,6 +112,7 @@ class DepthControl(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     variant: str = Field(pattern=r"^[a-z0-9_]+$")
+    model: dict[str, Any]
     seeds: PositiveInt
     budgets: list[PositiveInt] = Field(min_length=1)
     rates: list[float] = Field(min_length=3)
@@ -117,6 +121,19 @@ class DepthControl(BaseModel):
     @classmethod
     def _increasing(cls, v: list[float]) -> list[float]:
         return BracketSpec._increasing(v)
+
+    @field_validator("model")
+    @classmethod
+    def _a_variant(cls, v: dict[str, Any]) -> dict[str, Any]:
+        from yocou.workflow.variants import check_variant
+
+        if "equal_flops_to" in v or "train" in v:
+            raise ValueError("expected a model only: no equal_flops_to or train (the ladder sets the training)")
+        try:
+            check_variant("model", v)
+        except ValueError as e:
+            raise ValueError(str(e).removeprefix("variants.model: ").removeprefix("variants.")) from None
+        return v
 
 
 class LadderStudy(BaseModel):
@@ -230,8 +247,9 @@ def load_study(scale: str, path: str | Path = STUDY_FILE, scales: list[str] | No
         raise ValueError(f"{p}: {scale}.variants: {missing[0]!r} is not a variant of the {scale} config "
                          f"(e.g. {', '.join(list(variants)[:4])})")
     dc = study.depth_control
-    if variants is not None and dc is not None and dc.variant not in variants:
-        raise ValueError(f"{p}: {scale}.depth_control.variant: {dc.variant!r} is not a variant of the {scale} config")
+    if variants is not None and dc is not None and dc.variant in variants:
+        raise ValueError(f"{p}: {scale}.depth_control.variant: {dc.variant!r} is a variant of the {scale} config, "
+                         "which reproduce_all trains; name the control apart (its model is depth_control.model)")
     return study
 
 
@@ -413,7 +431,9 @@ def run_config(cfg: Mapping[str, Any], study: LadderStudy, run: str, vocab_size:
     if run not in runs:
         raise ValueError(f"--run {run!r} is not a run of the ladder study (e.g. {', '.join(list(runs)[:3])}, ...)")
     p = runs[run]
-    if p.variant not in cfg.get("variants", {}):
+    dc = study.depth_control
+    variants = {**cfg.get("variants", {}), **({dc.variant: dc.model} if dc is not None else {})}
+    if p.variant not in variants:
         raise ValueError(f"{STUDY_FILE}: variant {p.variant!r} is not in the scale's variants")
     if p.rate is not None:
         lr = p.rate
@@ -425,8 +445,8 @@ def run_config(cfg: Mapping[str, Any], study: LadderStudy, run: str, vocab_size:
              "min_lr_ratio": study.min_lr_ratio, "lr": lr, "seed": int(cfg.get("seed", 0)) + p.seed_index,
              "needle_mix": None, "eval_every": 0, "ckpt_every": study.ckpt_every,
              "snapshot_steps": [], "stop_at_flops": 0.0}
-    spec = {k: v for k, v in cfg["variants"][p.variant].items() if k not in ("train", "equal_flops_to")}
-    spec["train"] = {**(cfg["variants"][p.variant].get("train") or {}), **train}
+    spec = {k: v for k, v in variants[p.variant].items() if k not in ("train", "equal_flops_to")}
+    spec["train"] = {**(variants[p.variant].get("train") or {}), **train}
     model = dict(cfg["model"])
     if p.assumptions:
         model["assumptions"] = {**(model.get("assumptions") or {}), **dict(p.assumptions)}

@@ -234,6 +234,32 @@ rule ladder_points:
         "--data {input.data} --bracket {input.bracket} --out {output.csv} > {log} 2>&1"
 
 
+rule depth_points:
+    # One row per annealed model of the depth control (depth_control of workflows/studies/ladder.yaml), as
+    # ladder_points' rows.
+    input:
+        summaries=lambda w: [f"{LRUN}/{n}/summary.json" for n in ladder_names("depth")],
+        metrics=lambda w: [f"{LRUN}/{n}/metrics.jsonl" for n in ladder_names("depth")],
+        data=f"{LTOK}/train.bin",
+        ppl=lambda w: [f"{LRES}/ppl/{n}.json" for n in ladder_names("depth")],
+        baselines=lambda w: [f"{LRES}/baselines/d{d}.json" for d in LADDER.depth_control.budgets],
+    output:
+        csv=f"{LRES}/depth_points.csv",
+        json=f"{LRES}/depth_points.json",
+    log:
+        f"logs/{SCALE}/ladder/depth_points.log",
+    benchmark:
+        bench("depth_points")
+    params:
+        scale=SCALE,
+        run_root=lambda w, input: os.path.dirname(os.path.dirname(input.summaries[0])),
+        res=lambda w, output: os.path.dirname(output.csv),
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.results.summarize.ladder points --kind depth --scale {params.scale} --run-root {params.run_root} "
+        "--res {params.res} --data {input.data} --out {output.csv} > {log} 2>&1"
+
+
 rule ladder_checks_summary:
     # The ladder's checks (checks: of workflows/studies/ladder.yaml: the horizon bracket, cross_rope) beside the
     # ladder's own seed-0 annealed points, judged by eval/ladder.yaml (checks). Target ladder_checks; not in ladder.

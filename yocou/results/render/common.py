@@ -119,11 +119,12 @@ def save_figure(fig: Any, out_stem: str | Path, *, config: dict[str, Any] | None
 # Paper-like colours and labels, one per variant name used in configs.
 LABELS = {"transformer": "Transformer", "yoco": "YOCO", "rins": "RINS", "yocou": "YOCO-U", "loop": "Loop/Universal TRM",
           "upper_loop": "Upper Loop", "upper_loop_nokv": "Upper Loop w/o Shared KV",
-          "yoco_deep": "YOCO, Deep (Instead of Wide)", "yocou_deep": "YOCO-U, Deep (Instead of Wide)",
+          "yoco_deep": "YOCO, Deep (Instead of Wide)", "yoco_deep9": "YOCO, 9 unshared self layers", "yocou_deep": "YOCO-U, Deep (Instead of Wide)",
           "yocou_t2": "YOCO-U (T=2)", "yocou_t5": "YOCO-U (T=5)",
           "yoco_moe": "YOCO (MoE)", "yocou_moe": "YOCO-U (MoE, Equal Steps)",
           "yocou_moe_eqflops": "YOCO-U (MoE, Equal FLOPS)"}
-COLORS = {"transformer": "#7f7f7f", "yoco": "#1f77b4", "rins": "#2ca02c", "yocou": "#d62728", "loop": "#9467bd"}
+COLORS = {"transformer": "#7f7f7f", "yoco": "#1f77b4", "rins": "#2ca02c", "yocou": "#d62728", "loop": "#9467bd",
+          "yoco_deep9": "#ff7f0e"}
 
 
 def label(variant: str) -> str:

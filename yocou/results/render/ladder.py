@@ -84,3 +84,47 @@ def draw(pts: pd.DataFrame, res: Mapping[str, Any], figure: str | Path, rules: M
     fig.tight_layout()
     save_figure(fig, figure, config={"scale": scale, "rules": dict(rules)})
     plt.close(fig)
+
+
+def draw_depth(pts: pd.DataFrame, deep: pd.DataFrame, figure: str | Path, scale: str,
+               variants: tuple[str, ...] = ("yoco", "yocou")) -> None:
+    """The depth control beside YOCO and YOCO-U (:mod:`yocou.results.summarize.depth`): per decided split, the
+    held-out loss against training tokens (left) and training FLOPs (right), each variant's seed mean at every
+    budget of the ladder (bars: min to max over seeds); the Kneser-Ney bigram of each budget dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from yocou.results.summarize.ladder_fits import SPLITS
+
+    both = pd.concat([pts[pts["variant"].isin(variants)], deep], ignore_index=True)
+    fig, axes = plt.subplots(len(SPLITS), 2, figsize=(11, 4 * len(SPLITS)), squeeze=False)
+    for i, s in enumerate(SPLITS):
+        for j, x_of in enumerate(("tokens", "flops")):
+            ax = axes[i][j]
+            for v in dict.fromkeys(both["variant"]):
+                g = both[both["variant"] == v]
+                fpt = float((g["train_flops"] / g["tokens"]).mean()) if x_of == "flops" else 1.0
+                agg = g.groupby("tokens")[s]
+                d = np.array(sorted(agg.groups), dtype=float)
+                mean, lo, hi = agg.mean().to_numpy(), agg.min().to_numpy(), agg.max().to_numpy()
+                n = int(g["seed"].nunique())
+                ax.errorbar(d * fpt, mean, yerr=[mean - lo, hi - mean], fmt="o-", color=COLORS.get(v), ms=4,
+                            capsize=2, lw=1, label=f"{label(v)} ({n} seed{'s' if n > 1 else ''})")
+            if x_of == "tokens":
+                big = both.groupby("tokens")[f"bigram_{s}"].first()
+                ax.plot(big.index, big.to_numpy(), ls="--", color="0.5", lw=1, label="bigram (the budget's windows)")
+            ax.set_xscale("log")
+            ax.set_xlabel("training tokens" if x_of == "tokens" else "training FLOPs")
+            ax.set_ylabel(f"held-out {s.removeprefix('heldout_')} loss (nats/token)")
+            ax.grid(alpha=0.3, which="both")
+            if i == 0 and j == 0:
+                ax.legend(fontsize=8, loc="upper right")
+            ax.set_title(f"{s.removeprefix('heldout_')}: loss against {'tokens' if x_of == 'tokens' else 'FLOPs'}",
+                         fontsize=10)
+    fig.suptitle(f"Positive control for depth ({scale}, CPU): {label(str(deep['variant'].iloc[0]))} at YOCO-U's "
+                 "FLOPs per token, beside YOCO and YOCO-U; annealed points, bracketed rates", fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, figure, config={"scale": scale})
+    plt.close(fig)

@@ -308,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="bracket.json: check that every run was trained at its variant's best rate")
     pt.add_argument("--up-to", type=int, default=None, metavar="STEPS",
                     help="only the budgets of at most STEPS steps (an interim table while larger ones train)")
+    pt.add_argument("--kind", choices=("anneal", "depth"), default="anneal",
+                    help="the ladder's annealed points or the depth control's")
     pt.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     f = sub.add_parser("fits")
     f.add_argument("--scale", required=True)
@@ -318,6 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
     f.add_argument("--figure", required=True, type=writes(paths=suffixed(".png", ".pdf")))
     f.add_argument("--dpi", type=int, default=150)
+    dp = sub.add_parser("depth", help="the depth control's readouts and decisions (yocou.results.summarize.depth)")
+    dp.add_argument("--scale", required=True)
+    dp.add_argument("--study", default=STUDY_FILE, type=reads())
+    dp.add_argument("--points", required=True, type=reads(), help="the ladder's points.csv")
+    dp.add_argument("--depth-points", required=True, type=reads(), help="the control's depth_points.csv")
+    dp.add_argument("--ppl-root", required=True, type=reads(), help="the held-out losses of the control's bracket")
+    dp.add_argument("--rules", default="eval/ladder.yaml", type=reads())
+    dp.add_argument("--out", required=True, type=writes(paths=suffixed(".json", ".csv", ".md")))
+    dp.add_argument("--figure", required=True, type=writes(paths=suffixed(".png", ".pdf")))
+    dp.add_argument("--dpi", type=int, default=150)
     c = sub.add_parser("checks")
     c.add_argument("--scale", required=True)
     c.add_argument("--study", default=STUDY_FILE, type=reads())
@@ -338,6 +350,18 @@ def main(argv: list[str] | None = None) -> int:
         write_bracket(study, a.ppl_root, a.baseline, a.out, a.scale)
     elif a.cmd == "rates":
         write_rates(study, a.ppl_root, a.out, a.kind)
+    elif a.cmd == "depth":
+        from yocou.results.summarize.depth import write as write_depth
+        from yocou.results.summarize.ladder_fits import read_rules
+
+        if study.depth_control is None:
+            raise ValueError(f"--scale {a.scale}: {a.study} has no depth_control for this scale")
+        rules = read_rules(a.rules)
+        if "depth_control" not in rules:
+            raise ValueError(f"{a.rules}: missing 'depth_control'")
+        planned = [int(x) for x in rules["depth_control"]["budgets"]]
+        write_depth(a.points, a.depth_points, bracket_table(study, a.ppl_root, "depth_bracket"), rules, a.out,
+                    a.figure, a.scale, planned, dpi=a.dpi)
     elif a.cmd == "checks":
         from yocou.results.render.common import write_table
         from yocou.results.summarize.ladder_fits import read_rules
@@ -358,8 +382,9 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError(f"--up-to {a.up_to}: not a budget of the ladder ({study.budgets})")
         if a.bracket:
             check_rates(study, a.run_root, _read(Path(a.bracket)), up_to=a.up_to)
-        df = points_table(study, a.run_root, a.res, len(TokenStream(data)), up_to=a.up_to)
-        write_table(df, Path(a.out).with_suffix(""), title=f"Annealed points of the token ladder ({a.scale}, CPU)",
+        df = points_table(study, a.run_root, a.res, len(TokenStream(data)), up_to=a.up_to, kind=a.kind)
+        what = "the token ladder" if a.kind == "anneal" else "the depth control beside the token ladder"
+        write_table(df, Path(a.out).with_suffix(""), title=f"Annealed points of {what} ({a.scale}, CPU)",
                     notes=["Held-out losses in nats/token (rule ppl); bigram_*: Kneser-Ney fitted on the training "
                            "windows of the point's own budget; train_loss: the mean logged training loss over the last "
                            "10% of steps (in the cooldown); epochs: tokens / the training stream's tokens."],
