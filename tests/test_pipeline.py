@@ -333,7 +333,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A scratch copy of the workflow after the whole smoke DAG ran in it, once for the tests of this module that
     need a finished run (the end-to-end checks and the report, which needs the run's metadata in .snakemake/)."""
     wd = _workdir(tmp_path_factory.mktemp("smoke_run"))
-    _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke")
+    _snakemake(wd, "--cores", "2", "reproduce_all", "depth_control", "--config", "scale=smoke")
     return wd
 
 
@@ -386,6 +386,15 @@ def test_smoke_pipeline_end_to_end(smoke_run: Path) -> None:
     rc = json.loads((wd / "runs/smoke/models/yocou_moe/run_config.json").read_text())
     assert eq["steps"] == rc["equal_flops"]["step"] < rc["train"]["steps"]
     assert eq["train_flops"] <= rc["equal_flops"]["reference_train_flops"]
+    # the depth control (its own target): its bracket's rate, its points paired with YOCO's and YOCO-U's seeds, one
+    # decision per split at its largest budget, and its figure
+    depth = json.loads((res / "ladder/depth.json").read_text())
+    dpts = pd.read_csv(res / "ladder/depth_points.csv")
+    assert set(dpts["variant"]) == {"yoco_deep9"} and sorted(set(dpts["steps"])) == [10, 20]
+    assert set(dpts["lr"]) == {depth["bracket"]["yoco_deep9"]["lr"]}
+    assert [d["split"] for d in depth["decisions"]] == ["book", "code"]
+    assert {d["tokens"] for d in depth["decisions"]} == {int(dpts["tokens"].max())}
+    assert (wd / "figures/smoke/ladder_depth.png").stat().st_size > 1000
     f2 = pd.read_csv(res / "fig2_summary.csv")
     assert list(f2["paper"]) == [0.62, 0.033] and f2["ours"].iloc[1] == f2["ours"].iloc[1]  # gap is a number
     # A second run has nothing to do.
@@ -414,7 +423,7 @@ def test_smoke_pipeline_end_to_end(smoke_run: Path) -> None:
         doc["smoke"]["warmup_steps"] += 1
         study.write_text(yaml.safe_dump(doc))
         out = _snakemake(wd, "--cores", "2", "reproduce_all", "--config", "scale=smoke", "-n").stdout
-        n_runs = len(ladder_plan(load_ladder("smoke", study)))
+        n_runs = sum(p.kind in ("bracket", "stable", "anneal") for p in ladder_plan(load_ladder("smoke", study)).values())
         assert out.count("rule ladder_run_config:") == n_runs and "rule ladder_tokens:" not in out
     finally:
         study.write_text(text)
