@@ -889,3 +889,32 @@ def test_eval_max_length_says_why_it_fell_back_to_the_training_length(tmp_path: 
     assert eval_max_length(tmp_path, None, 256) == (
         256, "train.seq_len (the run folder has no run_config.json naming its scale)")
     assert eval_max_length(tmp_path, {"model": {}}, 128) == (128, "train.seq_len (the run config names no scale)")
+
+
+def test_two_exports_into_one_new_folder_keep_the_first_and_refuse_the_second(runs: dict, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one export writes, another finishes into the same new OUT_DIR: the first's folder stays as it wrote it,
+    the second is refused naming OUT_DIR, and nothing of it is left beside the folder."""
+    import safetensors.torch
+
+    _, run_dir, first = runs["yocou"]
+    out = tmp_path / "hf"
+    real = safetensors.torch.save_file
+
+    def racing(state, path, metadata=None):  # the other export lands while this one writes its weights
+        if not out.exists():
+            shutil.copytree(first, out)
+        return real(state, path, metadata=metadata)
+
+    monkeypatch.setattr(safetensors.torch, "save_file", racing)
+    with pytest.raises(FileExistsError, match=rf"OUT_DIR {out} was written by another writer"):
+        export_hf(run_dir, out)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in first.iterdir())
+    assert (out / "model.safetensors").read_bytes() == (first / "model.safetensors").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["hf"]
+    # an empty OUT_DIR made meanwhile is no export: this one moves onto it
+    monkeypatch.setattr(safetensors.torch, "save_file", real)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    export_hf(run_dir, empty)
+    assert (empty / "yocou_export.json").is_file()

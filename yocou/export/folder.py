@@ -38,6 +38,7 @@ as the special token, where yocou's encodes it as plain text.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -216,7 +217,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         FileNotFoundError: ``run_dir``, the checkpoint or the tokenizer does not exist.
         NotADirectoryError: ``run_dir`` is not a folder.
         FileExistsError: ``out_dir`` is a file, a non-empty folder without ``overwrite``, or ``run_dir`` itself or
-            a folder above it (whatever ``overwrite`` says).
+            a folder above it (whatever ``overwrite`` says); or another writer filled it while this export ran
+            (left as that writer made it).
         ValueError: an unreadable checkpoint, a ``run_config.json`` whose model differs from the
             checkpoint's, a tokenizer with more ids than the model's ``vocab_size``, a
             ``max_position_embeddings`` that is not a positive integer, or an invalid scale config.
@@ -237,7 +239,8 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         raise FileExistsError(f"OUT_DIR {out_dir} exists and is a file")
     if out_dir.is_symlink():
         raise FileExistsError(f"OUT_DIR {out_dir} is a symbolic link; give the folder it points to, or another OUT_DIR")
-    if out_dir.is_dir() and any(out_dir.iterdir()):
+    replace = out_dir.is_dir() and any(out_dir.iterdir())
+    if replace:
         if not overwrite:
             raise FileExistsError(f"OUT_DIR {out_dir} exists and is not empty (pass --overwrite to replace an earlier "
                                   "export)")
@@ -341,7 +344,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         (tmp / "README.md").write_text(model_card(run_dir, record, n_params, max_len, max_len_source,
                                                   out_name=str(out_dir)), encoding="utf-8")
         _readable_by_all(tmp)
-        _move_into_place(tmp, out_dir)
+        _move_into_place(tmp, out_dir, replace)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -509,12 +512,32 @@ def _write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2) + "\n", encoding="utf-8")
 
 
-def _move_into_place(tmp: Path, out_dir: Path) -> None:
-    """Rename the finished folder ``tmp`` to ``out_dir``, replacing an empty or (when allowed) old one."""
+def _move_into_place(tmp: Path, out_dir: Path, replace: bool) -> None:
+    """Rename the finished folder ``tmp`` to ``out_dir``: onto a missing or empty ``out_dir`` in one rename, which
+    fails when another writer filled it meanwhile (two exports into one new folder); with ``replace`` (an earlier
+    export there when this one started, and ``--overwrite``), the old folder is moved aside first, and refused when it
+    is no longer an export.
+
+    Raises:
+        FileExistsError: ``out_dir`` was filled (or became a file) while this export ran; ``tmp`` is left to the
+            caller to remove, ``out_dir`` untouched.
+    """
     old = None
-    if out_dir.is_dir():
+    if replace and out_dir.is_dir() and any(out_dir.iterdir()):
+        if not _is_export(out_dir):
+            raise FileExistsError(f"OUT_DIR {out_dir} changed while exporting and is no longer an earlier export; "
+                                  "nothing of this export was kept")
         old = out_dir.parent / f".{out_dir.name}.old-{os.getpid()}"
         out_dir.rename(old)
-    tmp.rename(out_dir)
+    try:
+        os.rename(tmp, out_dir)  # onto an empty folder or none; ENOTEMPTY/EEXIST/ENOTDIR when another writer got there
+    except OSError as e:
+        if old is not None:
+            old.rename(out_dir)
+        if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+            raise FileExistsError(f"OUT_DIR {out_dir} was written by another writer while this export ran (two "
+                                  "exports into one folder?); it is left as that writer made it, nothing of this "
+                                  "export was kept") from None
+        raise
     if old is not None:
         shutil.rmtree(old)
