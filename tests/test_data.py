@@ -432,3 +432,22 @@ def test_pretrained_tokenizer_by_path_and_reference(tmp_path):
     (tmp_path / "ref.json").write_text(json.dumps({"yocou_tokenizer_ref": "no-such-tokenizer"}))
     with pytest.raises(FileNotFoundError, match="no-such-tokenizer"):
         load_tokenizer(tmp_path / "ref.json")
+
+
+@pytest.mark.parametrize("text, share", [("\x00" * 64, "100%"), ("ab" * 40 + "\x01\x02" * 10, "20%")])
+def test_a_binary_document_is_refused_by_the_readers_and_the_tokenizer_naming_its_line(tmp_path, text, share):
+    """A NUL-only or mostly-control document is binary content: read_jsonl (encoding) and the tokenizer's trainer
+    refuse it naming file:line and the share, and the trainer writes nothing; a text with one stray NUL reads."""
+    _synthetic_corpus(tmp_path)
+    train = tmp_path / "train.jsonl"
+    with open(train, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"id": "syn/bin", "source": "syn", "path": "syn/bin", "text": text}) + "\n")
+    line = len(train.read_text().splitlines())
+    with pytest.raises(ValueError, match=rf"{re.escape(str(train))}:{line}: binary content, not text \({share}"):
+        read_jsonl(train)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(train))}:{line}: binary content"):
+        train_tokenizer(train, 300, tmp_path / "tok.json")
+    assert not (tmp_path / "tok.json").exists()
+    ok = tmp_path / "ok.jsonl"
+    ok.write_text(json.dumps({"id": "x", "text": "a stray \x00 " + "in plain text " * 50}) + "\n", encoding="utf-8")
+    assert read_jsonl(ok)[0]["text"].count("\x00") == 1

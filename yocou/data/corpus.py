@@ -580,12 +580,34 @@ def _jsonl(docs: list[_Doc]) -> str:
                               ensure_ascii=False) + "\n" for d in docs)
 
 
+#: A document with more than this share of control characters (NUL and the other C0 controls but tab, newline,
+#: vertical tab, form feed and carriage return; DEL) is binary content, not text, and is refused.
+BINARY_CONTROL_SHARE = 0.01
+_CONTROL = {c: None for c in (*range(0, 9), *range(14, 32), 127)}
+
+
+def check_text(text: str, where: str) -> str:
+    """``text`` when it reads as text; a document of binary content (a NUL-only file, an image pasted in) refused.
+
+    Raises:
+        ValueError: more than :data:`BINARY_CONTROL_SHARE` of its characters are control characters, naming
+            ``where`` (``file:line``) and the share.
+    """
+    if text:
+        share = (len(text) - len(text.translate(_CONTROL))) / len(text)
+        if share > BINARY_CONTROL_SHARE:
+            raise ValueError(f"{where}: binary content, not text ({share:.0%} control characters such as NUL; at most "
+                             f"{BINARY_CONTROL_SHARE:.0%} expected): remove the document or decode it")
+    return text
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     """Read a corpus split written by :func:`build_corpus` (list of ``{"id","source","path","text"}``).
 
     Raises:
         FileNotFoundError: ``path`` does not exist.
-        ValueError: a line is not valid JSON / lacks ``text`` (message has file and line number).
+        ValueError: a line is not valid JSON / lacks ``text``, or its text is binary content (:func:`check_text`;
+            the message has file and line number).
     """
     path = Path(path)
     if not path.is_file():
@@ -601,6 +623,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
                 raise ValueError(f"{path}:{i}: invalid JSON ({exc})") from None
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
                 raise ValueError(f"{path}:{i}: expected an object with a string 'text' field")
+            check_text(row["text"], f"{path}:{i}")
             rows.append(row)
     return rows
 

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from yocou.data.corpus import check_text
 from yocou.utils.entry import MissingPackage
 from yocou.utils.io import atomic_write_text
 
@@ -76,7 +77,7 @@ def _iter_jsonl_texts(train_jsonl: Path) -> Iterator[str]:
                 raise ValueError(f"{train_jsonl}:{i}: expected a JSON object with a 'text' field") from None
             if not isinstance(text, str):
                 raise ValueError(f"{train_jsonl}:{i}: 'text' must be a string")
-            yield text
+            yield check_text(text, f"{train_jsonl}:{i}")
 
 
 def _iter_texts(train_jsonl: Path, max_chars: int | None) -> Iterator[str]:
