@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -511,3 +512,31 @@ def test_a_variant_name_that_could_leave_the_tree_is_refused_naming_it(name: str
     cfg["variants"][name] = {"preset": "yoco"}
     with pytest.raises(ValueError, match=r"variants: '.*' does not match"):
         resolve_config(cfg, root=root)
+
+
+def test_a_vocabulary_beyond_2_to_the_20_is_refused_before_anything_is_allocated(tmp_path: Path) -> None:
+    """--vocab-size 1000000000 used to abort in a 70 GB allocation inside the trainer: now one line naming the
+    argument and the limit, and nothing written."""
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus/train.jsonl").write_text('{"text": "a b c"}\n', encoding="utf-8")
+    for vocab in ("1000000000", str((1 << 20) + 1)):
+        rc, err = _run(["-m", "yocou.cli", "tokenizer", "--corpus", str(tmp_path / "corpus"), "--vocab-size", vocab,
+                        "--out", str(tmp_path / "tok.json")])
+        assert rc == 2 and len(err.splitlines()) == 1 and "--vocab-size / data.vocab_size" in err, err
+        assert f"[256, {1 << 20}]" in err and not (tmp_path / "tok.json").exists()
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"seeds": {"core": 100000}}, "seeds.core"),
+    ({"seeds": {"runs": {"yoco": 65}}}, "seeds.runs.yoco"),
+    ({"data": {"vocab_size": 1 << 21}}, "data.vocab_size"),
+])
+def test_counts_that_would_plan_for_minutes_or_allocate_gigabytes_are_refused_naming_the_field(
+        change: dict, field: str) -> None:
+    from yocou.workflow.wfconfig import ConfigError, read_scale_file, resolve_config
+
+    cfg = read_scale_file(ROOT / "workflows/config/tiny.yaml")
+    for k, v in change.items():
+        cfg[k] = {**cfg.get(k, {}), **v} if isinstance(v, dict) else v
+    with pytest.raises(ConfigError, match=rf"{re.escape(field)}: .*(maximum|greater than)"):
+        resolve_config(cfg, root=ROOT)

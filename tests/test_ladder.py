@@ -84,6 +84,8 @@ def test_a_ladder_run_needs_the_bracketed_rate() -> None:
     ({"checks": [{"name": "x", "variant": "yoco", "budget": 10, "rate": -1}]}, "checks.0.rate"),
     ({"checks": [{"name": "x", "variant": "yoco", "budget": 10}, {"name": "x", "variant": "yoco", "budget": 20}]},
      "checks"),
+    ({"variants": {"yoco": 65}}, "variants.yoco"),
+    ({"depth_control": {**DEPTH, "seeds": 100000}}, "depth_control.seeds"),
     ({"depth_control": {**DEPTH, "variant": "yoco"}}, "depth_control.variant"),
     ({"depth_control": {**DEPTH, "budgets": [30]}}, "depth_control.budgets"),
     ({"depth_control": {**DEPTH, "rates": [1e-3, 1e-2]}}, "depth_control.rates"),

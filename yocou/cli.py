@@ -221,8 +221,11 @@ def _cmd_tokenizer(a: argparse.Namespace) -> int:
     if a.vocab_size is None and a.config is None:
         raise ValueError("--vocab-size or --config (with data.vocab_size) is required to train a tokenizer")
     vocab = a.vocab_size if a.vocab_size is not None else _pipeline_section(a.config, "data", "vocab_size")
-    if not isinstance(vocab, int) or vocab < 256:
-        raise ValueError(f"--vocab-size / data.vocab_size: expected an integer >= 256 (the byte alphabet), got {vocab!r}")
+    from yocou.data.tokenizer import MAX_VOCAB_SIZE
+
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or not 256 <= vocab <= MAX_VOCAB_SIZE:
+        raise ValueError(f"--vocab-size / data.vocab_size: expected an integer in [256, {MAX_VOCAB_SIZE}] (the byte "
+                         f"alphabet to 2^20 ids), got {vocab!r}")
     train_tokenizer(Path(a.corpus) / "train.jsonl", vocab, Path(a.out))
     print(json.dumps({"tokenizer": a.out, "vocab_size": vocab}))
     return 0

@@ -94,6 +94,11 @@ def _iter_texts(train_jsonl: Path, max_chars: int | None) -> Iterator[str]:
         yield text[: -(-len(text) * max_chars // total)]
 
 
+#: The largest vocabulary a tokenizer is trained to (2^20 ids; the paper's cl100k has 100,277): a larger one is a
+#: slip that would allocate tens of GB before the trainer fails.
+MAX_VOCAB_SIZE = 1 << 20
+
+
 def train_tokenizer(train_jsonl: str | os.PathLike, vocab_size: int, out_path: str | os.PathLike,
                     special_tokens: Iterable[str] = (EOS_TOKEN,), *, max_chars: int | None = None,
                     min_frequency: int = 2, show_progress: bool = False) -> None:
@@ -118,7 +123,8 @@ def train_tokenizer(train_jsonl: str | os.PathLike, vocab_size: int, out_path: s
 
     Raises:
         FileNotFoundError: ``train_jsonl`` does not exist.
-        ValueError: ``vocab_size`` smaller than 256 + number of special tokens, a bad JSONL line, or a corpus
+        ValueError: ``vocab_size`` smaller than 256 + number of special tokens or above :data:`MAX_VOCAB_SIZE`,
+            a bad JSONL line, a binary document, or a corpus
             too small for ``vocab_size`` (fewer distinct merges than it asks for: nothing is written; the message
             names both sizes).
     """
@@ -128,9 +134,9 @@ def train_tokenizer(train_jsonl: str | os.PathLike, vocab_size: int, out_path: s
     if not train_jsonl.is_file():
         raise FileNotFoundError(f"train_tokenizer: training split {train_jsonl} does not exist (run build_corpus)")
     special_tokens = list(special_tokens)
-    if not isinstance(vocab_size, int) or vocab_size < 256 + len(special_tokens):
-        raise ValueError(f"train_tokenizer: vocab_size must be an integer >= {256 + len(special_tokens)} "
-                         f"(256 bytes + special tokens), got {vocab_size!r}")
+    if not isinstance(vocab_size, int) or not 256 + len(special_tokens) <= vocab_size <= MAX_VOCAB_SIZE:
+        raise ValueError(f"train_tokenizer: vocab_size must be an integer in [{256 + len(special_tokens)}, "
+                         f"{MAX_VOCAB_SIZE}] (256 bytes + special tokens, at most 2^20), got {vocab_size!r}")
     if max_chars is not None and (not isinstance(max_chars, int) or max_chars <= 0):
         raise ValueError(f"train_tokenizer: max_chars must be a positive integer or None, got {max_chars!r}")
 

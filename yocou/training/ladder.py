@@ -32,7 +32,7 @@ import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import (
     BaseModel,
@@ -44,6 +44,8 @@ from pydantic import (
     model_validator,
 )
 
+#: The most seeds a variant of the study may have (as the scale config's ``seeds:``, its schema).
+MAX_SEEDS = 64
 #: The study file, relative to the repository root.
 STUDY_FILE = "workflows/studies/ladder.yaml"
 #: The held-out splits every ladder model is scored on: the scale's book and code (decided, eval/ladder.yaml) and the
@@ -113,7 +115,7 @@ class DepthControl(BaseModel):
     model_config = ConfigDict(extra="forbid")
     variant: str = Field(pattern=r"^[a-z0-9_]+$")
     model: dict[str, Any]
-    seeds: PositiveInt
+    seeds: int = Field(ge=1, le=MAX_SEEDS)
     budgets: list[PositiveInt] = Field(min_length=1)
     rates: list[float] = Field(min_length=3)
 
@@ -153,7 +155,7 @@ class LadderStudy(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
-    variants: dict[str, PositiveInt] = Field(min_length=1)
+    variants: dict[str, Annotated[int, Field(ge=1, le=MAX_SEEDS)]] = Field(min_length=1)
     budgets: list[PositiveInt] = Field(min_length=2)
     cooldown_fraction: float = Field(gt=0, lt=1)
     warmup_steps: int = Field(ge=0)
