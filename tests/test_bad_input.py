@@ -540,3 +540,17 @@ def test_counts_that_would_plan_for_minutes_or_allocate_gigabytes_are_refused_na
         cfg[k] = {**cfg.get(k, {}), **v} if isinstance(v, dict) else v
     with pytest.raises(ConfigError, match=rf"{re.escape(field)}: .*(maximum|greater than)"):
         resolve_config(cfg, root=ROOT)
+
+
+def test_training_on_a_held_out_split_is_refused_unless_asked_for(token_dir: Path, tmp_path: Path) -> None:
+    """`yocou train --data heldout_*.bin` trained on a held-out split without a word: refused before anything is
+    written, naming the split and the opt-in; with it, the run trains (and still scores the held-out streams)."""
+    from yocou.training.train import train, train_config_from_dict
+
+    cfg = C.preset("yocou-smoke").replace(vocab_size=300)
+    tc = train_config_from_dict({"steps": 2, "batch_size": 2, "seq_len": 16})
+    with pytest.raises(ValueError, match=r"--data .*heldout_book\.bin: a held-out split \('heldout_book'.*--allow-heldout"):
+        train(cfg, tc, token_dir / "heldout_book.bin", tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+    summary = train(cfg, tc, token_dir / "heldout_book.bin", tmp_path / "out", progress=False, allow_heldout=True)
+    assert summary["steps"] == 2 and (tmp_path / "out/model.pt").is_file()

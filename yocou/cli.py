@@ -124,7 +124,7 @@ def _cmd_train(a: argparse.Namespace) -> int:
     summary = train(config_from_dict(rc["model"]), train_config_from_dict(rc["train"]), a.data, a.out,
                     run_config=rc, progress=not a.no_progress, tokenizer=a.tokenizer,
                     heldout=heldout, init_from=a.init_from,
-                    save_state=a.save_state, dist_timeout_s=a.dist_timeout_s)
+                    save_state=a.save_state, dist_timeout_s=a.dist_timeout_s, allow_heldout=a.allow_heldout)
     print(json.dumps({k: v for k, v in summary.items() if k != "provenance"}, indent=2))
     return 0
 
@@ -344,6 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the run's tokenizer.json (needed when train.needle_mix.fraction > 0)")
     tr.add_argument("--init-from", default=None, metavar="STATE", type=reads(),
                     help="a cooldown branch: start from another run's state.pt (written with --save-state)")
+    tr.add_argument("--allow-heldout", action="store_true",
+                    help="train on a held-out split (its .json names it) on purpose; refused otherwise")
     tr.add_argument("--save-state", action="store_true",
                     help="also write state.pt (model and optimizer state) at the end, for branches to start from")
     tr.add_argument("--dist-timeout-s", type=int_at_least(1), default=DIST_TIMEOUT_S, metavar="S",

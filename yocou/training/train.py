@@ -297,6 +297,14 @@ def _loss(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, aux_weight: 
 # --- setup ---------------------------------------------------------------------------------------------------
 
 
+def _refuse_heldout(stream: Any, data_path: str | os.PathLike, allow: bool) -> None:
+    """ValueError when the training stream is a held-out split (its ``.json`` names one) and ``allow`` is False."""
+    split = str((getattr(stream, "meta", None) or {}).get("split") or "")
+    if split.startswith("heldout") and not allow:
+        raise ValueError(f"--data {data_path}: a held-out split ({split!r} in its .json): train on the training "
+                         "stream (train.bin) and score this one, or pass --allow-heldout to train on it on purpose")
+
+
 def _open_stream(data_path: str | os.PathLike, model_cfg: ModelConfig, tc: TrainConfig, world: int,
                  tokenizer: str | os.PathLike | None = None) -> Any:
     """The :class:`yocou.data.tokens.TokenStream` at ``data_path``, checked against the model and the ranks;
@@ -812,7 +820,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
           run_config: Mapping[str, Any] | None = None, progress: bool = True,
           heldout: Mapping[str, str | os.PathLike] | None = None,
           tokenizer: str | os.PathLike | None = None, init_from: str | os.PathLike | None = None,
-          save_state: bool = False, dist_timeout_s: float = 1800.0) -> dict[str, Any]:
+          save_state: bool = False, dist_timeout_s: float = 1800.0, allow_heldout: bool = False) -> dict[str, Any]:
     """Train ``model_cfg`` on a token stream; resume from ``out_dir/ckpt.pt`` if present.
 
     Args:
@@ -832,6 +840,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
             for branches to start from.
         dist_timeout_s: under torchrun (``WORLD_SIZE`` > 1), seconds a collective of the process group may wait
             for the other ranks before it fails (``torch.distributed.init_process_group(timeout=...)``).
+        allow_heldout: train on a stream whose ``.json`` names a held-out split (refused otherwise: the split
+            would no longer measure generalisation).
 
     Returns:
         The summary dict written to ``summary.json``.
@@ -839,7 +849,8 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
     Raises:
         NonFiniteLossError: (a FloatingPointError and ValueError) the loss became NaN or infinite, naming the
             run folder, the step and the learning rate.
-        ValueError: a token stream's vocabulary exceeds ``model_cfg.vocab_size``; ``tc.eval_every`` without
+        ValueError: ``data_path`` is a held-out split (without ``allow_heldout``), before anything is written; a
+            token stream's vocabulary exceeds ``model_cfg.vocab_size``; ``tc.eval_every`` without
             ``heldout``; ``out_dir`` holds the ``model.pt`` of a run with another config (without ``ckpt.pt``).
     """
 
@@ -848,6 +859,7 @@ def train(model_cfg: ModelConfig, tc: TrainConfig, data_path: str | os.PathLike,
         _TensorBoardLog.writer_class()  # fail before any work when TensorBoard is missing
     out = Path(out_dir)
     stream = _open_stream(data_path, model_cfg, tc, world, tokenizer)  # bad input refused before out exists
+    _refuse_heldout(stream, data_path, allow_heldout)
     evaluator = HeldoutEval.open(heldout, tc, model_cfg)
     created = not out.exists()
     _prepare_out_dir(out, model_cfg, tc)
