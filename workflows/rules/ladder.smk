@@ -87,6 +87,31 @@ rule depth_summary:
         "--figure {output.png} --dpi {params.dpi} > {log} 2>&1"
 
 
+rule context_summary:
+    # Context use beyond the window of the depth control's top-rung models (every seed): the table and the
+    # loss-against-position figure (yocou.evaluation.analysis.context_use).
+    input:
+        runs=lambda w: [f"{LRES}/context/{n}.json" for n in context_runs()],
+        code=[f"{PKG}/evaluation/analysis/context_use.py"],
+    output:
+        md=f"{LRES}/context.md",
+        json=f"{LRES}/context.json",
+        csv=f"{LRES}/context.csv",
+        png=f"{FIG}/ladder_context.png",
+        pdf=f"{FIG}/ladder_context.pdf",
+    log:
+        f"logs/{SCALE}/ladder/context.log",
+    benchmark:
+        bench("context_summary")
+    params:
+        scale=SCALE,
+        dpi=config["render"]["dpi"],
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.evaluation.analysis.context_use summarize --inputs {input.runs} --scale {params.scale} "
+        "--out {output.csv} --figure {output.png} --dpi {params.dpi} > {log} 2>&1"
+
+
 # The ladder's positive control for depth (depth_control of workflows/studies/ladder.yaml): its own target, not in
 # reproduce_all; compute it with --config mode=compute.
 _DEPTH_MISSING = LADDER and LADDER.depth_control and uncommitted([f"{LRES}/depth_points.csv"], "depth_control")
@@ -94,7 +119,7 @@ if not _DEPTH_MISSING:
 
     rule depth_control:
         input:
-            f"{LRES}/depth.md" if LADDER and LADDER.depth_control else [],
+            [f"{LRES}/depth.md", f"{LRES}/context.md"] if LADDER and LADDER.depth_control else [],
 
 else:
 

@@ -260,6 +260,34 @@ rule depth_points:
         "--res {params.res} --data {input.data} --out {output.csv} > {log} 2>&1"
 
 
+rule ladder_context:
+    # Context use beyond the window of one annealed model (yocou.evaluation.analysis.context_use): loss against
+    # position and with the context farther than W shuffled, on rule ppl's held-out windows.
+    input:
+        model=f"{LRUN}/{{lrun}}/model.pt",
+        data=expand(f"{LTOK}/{{split}}.bin", split=["heldout_book", "heldout_code"]),
+    output:
+        f"{LRES}/context/{{lrun}}.json",
+    wildcard_constraints:
+        lrun=_OTHER_RE,
+    log:
+        f"logs/{SCALE}/ladder/context_{{lrun}}.log",
+    benchmark:
+        bench("ladder_context", "lrun")
+    params:
+        seq_len=config["eval"]["ppl"]["seq_len"],
+        window=lambda w: scale_window(),
+        max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
+                              if config["eval"]["ppl"]["max_tokens"] else ""),
+        tokens=lambda w, input: os.path.dirname(input.data[0]),
+    threads: job_threads("ladder_context", "eval")
+    conda: CONDA_ENV
+    shell:
+        "OMP_NUM_THREADS={threads} python -m yocou.evaluation.analysis.context_use measure --model {input.model} "
+        "--data {params.tokens} --splits heldout_book heldout_code --seq-len {params.seq_len} --window {params.window} "
+        "{params.max_tokens} --out {output} > {log} 2>&1"
+
+
 rule ladder_checks_summary:
     # The ladder's checks (checks: of workflows/studies/ladder.yaml: the horizon bracket, cross_rope) beside the
     # ladder's own seed-0 annealed points, judged by eval/ladder.yaml (checks). Target ladder_checks; not in ladder.
