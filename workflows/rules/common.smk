@@ -417,22 +417,6 @@ _STABLE_RE = "|".join(n for n, p in LADDER_RUNS.items() if p.save_state) or "no_
 _OTHER_RE = "|".join(n for n, p in LADDER_RUNS.items() if not p.save_state) or "no_ladder_run"
 
 
-def context_runs():
-    """The annealed models whose context use is measured (rule ladder_context): the depth control's top rung, every
-    seed."""
-    dc = LADDER.depth_control if LADDER else None
-    return [n for n, p in LADDER_RUNS.items() if p.kind == "depth" and p.steps == max(dc.budgets)] if dc else []
-
-
-def scale_window():
-    """W of the scale's model size (its config's sizes, else yocou.model.config.SIZES): the span rule ladder_context
-    keeps intact."""
-    from yocou.model.config import SIZES
-
-    size = config["model"]["size"]
-    return ({**SIZES, **(config.get("sizes") or {})}.get(size) or {}).get("window")
-
-
 def ladder_names(kind):
     """The study's runs of one kind (bracket, stable, anneal)."""
     return [n for n, p in LADDER_RUNS.items() if p.kind == kind]

@@ -91,7 +91,9 @@ rule context_summary:
     # Context use beyond the window of the depth control's top-rung models (every seed): the table and the
     # loss-against-position figure (yocou.evaluation.analysis.context_use).
     input:
-        runs=lambda w: [f"{LRES}/context/{n}.json" for n in context_runs()],
+        # the depth control's top rung, every seed
+        runs=lambda w: [f"{LRES}/context/{n}.json" for n, p in LADDER_RUNS.items()
+                        if p.kind == "depth" and p.steps == max(LADDER.depth_control.budgets)],
         code=[f"{PKG}/evaluation/analysis/context_use.py"],
     output:
         md=f"{LRES}/context.md",

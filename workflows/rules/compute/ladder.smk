@@ -260,6 +260,9 @@ rule depth_points:
         "--res {params.res} --data {input.data} --out {output.csv} > {log} 2>&1"
 
 
+from yocou.model.config import SIZES as _MODEL_SIZES  # noqa: E402
+
+
 rule ladder_context:
     # Context use beyond the window of one annealed model (yocou.evaluation.analysis.context_use): loss against
     # position and with the context farther than W shuffled, on rule ppl's held-out windows.
@@ -276,7 +279,8 @@ rule ladder_context:
         bench("ladder_context", "lrun")
     params:
         seq_len=config["eval"]["ppl"]["seq_len"],
-        window=lambda w: scale_window(),
+        # W of the scale's model size (its config's sizes, else yocou.model.config.SIZES): the span kept intact
+        window=lambda w: ({**_MODEL_SIZES, **(config.get("sizes") or {})}[config["model"]["size"]])["window"],
         max_tokens=lambda w: (f"--max-tokens {config['eval']['ppl']['max_tokens']}"
                               if config["eval"]["ppl"]["max_tokens"] else ""),
         tokens=lambda w, input: os.path.dirname(input.data[0]),
