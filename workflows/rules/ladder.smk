@@ -121,7 +121,10 @@ if not _DEPTH_MISSING:
 
     rule depth_control:
         input:
-            [f"{LRES}/depth.md", f"{LRES}/context.md"] if LADDER and LADDER.depth_control else [],
+            # the readouts, context use, and the seed-0 top-rung weights (committed, yocou.training.weights)
+            [f"{LRES}/depth.md", f"{LRES}/context.md",
+             f"{LRES}/weights/{LADDER.depth_control.variant}_seed0_d{max(LADDER.depth_control.budgets)}.safetensors"]
+            if LADDER and LADDER.depth_control else [],
 
 else:
 

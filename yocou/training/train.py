@@ -1117,10 +1117,22 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu", dtyp
     ``--dtype``: ``bf16`` on CUDA stores the weights in bf16 (half the memory); on CPU the weights stay fp32 and
     ``bf16`` is autocast alone, as the evaluations apply it.
 
+    A ``.safetensors`` file of :mod:`yocou.training.weights` (committed weights) loads the same way, its digest
+    verified.
+
     Raises:
         FileNotFoundError: no such file.
+        ValueError: unreadable, or weights that do not fit their config or (``.safetensors``) their digest.
     """
-    ck = read_checkpoint(path, map_location=device)
+    if str(path).endswith(".safetensors"):
+        from yocou.training.weights import read_weights
+
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"weights {path} not found")
+        state, mc = read_weights(path)
+        ck = {"model": state, "model_config": mc}
+    else:
+        ck = read_checkpoint(path, map_location=device)
     model = new_model(config_from_dict(ck["model_config"])).to(device)
     try:
         model.load_state_dict(ck["model"])

@@ -86,7 +86,7 @@ RULES = frozenset({
     # the token ladder and its learning-rate bracket (workflows/rules/ladder.smk), the mechanism probe (probe.smk)
     "ladder_run_config", "ladder_tokens", "ladder_rates", "depth_rates", "ladder_train_stable", "ladder_train", "ladder_ppl",
     "ladder_baselines", "bracket_summary", "report_pages_ladder", "report_pages_bracket",
-    "ladder_points", "ladder_fits", "ladder_checks_summary", "ladder_checks", "depth_points", "depth_summary", "depth_control", "ladder_context", "context_summary", "gpu_summarize", "bracket", "ladder", "probe_train", "probe_summarize", "probe",
+    "ladder_points", "ladder_fits", "ladder_checks_summary", "ladder_checks", "depth_points", "depth_summary", "depth_control", "ladder_context", "context_summary", "ladder_weights", "gpu_summarize", "bracket", "ladder", "probe_train", "probe_summarize", "probe",
 })
 
 

@@ -292,6 +292,22 @@ rule ladder_context:
         "{params.max_tokens} --out {output} > {log} 2>&1"
 
 
+rule ladder_weights:
+    # An annealed model's weights as a committed .safetensors file (yocou.training.weights: its config and the
+    # tensors' digest in the metadata), so a new evaluation of it needs no retraining.
+    input:
+        f"{LRUN}/{{lrun}}/model.pt",
+    output:
+        f"{LRES}/weights/{{lrun}}.safetensors",
+    wildcard_constraints:
+        lrun=_OTHER_RE,
+    log:
+        f"logs/{SCALE}/ladder/weights_{{lrun}}.log",
+    conda: CONDA_ENV
+    shell:
+        "python -m yocou.training.weights --model {input} --out {output} > {log} 2>&1"
+
+
 rule ladder_checks_summary:
     # The ladder's checks (checks: of workflows/studies/ladder.yaml: the horizon bracket, cross_rope) beside the
     # ladder's own seed-0 annealed points, judged by eval/ladder.yaml (checks). Target ladder_checks; not in ladder.
