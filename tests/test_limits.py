@@ -157,3 +157,33 @@ def test_the_audit_writes_all_its_files_or_none(tmp_path: Path, monkeypatch: pyt
     assert rc == 2 and len(err.splitlines()) == 1 and "ENOSPC" in err, err
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the earlier report, whole
     assert [p.name for p in tmp_path.iterdir()] == ["audit"]  # the staging folder is gone
+
+
+def test_writers_that_report_a_full_disk_without_an_errno_become_enospc_naming_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ndarray.tofile (tokenize) says "N requested and M written" with no errno, and safetensors (export-hf, the
+    committed weights) a Rust "I/O error: ... (os error 28)": both were tracebacks; now ENOSPC naming the file."""
+    import safetensors.torch
+    import torch
+
+    import yocou.utils.io as io
+
+    target = tmp_path / "train.bin"
+    monkeypatch.setattr(io.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1024, 1024))
+    with pytest.raises(OSError) as e:
+        with atomic_path(target) as tmp:
+            Path(tmp).write_bytes(b"part")
+            raise OSError("5841733 requested and 153600 written")
+    assert e.value.errno == errno.ENOSPC and str(target) in str(e.value) and not list(tmp_path.iterdir())
+
+    def full(state, path, metadata=None):
+        Path(path).write_bytes(b"part")
+        raise RuntimeError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    with pytest.raises(OSError) as e:
+        io.save_safetensors({"w": torch.zeros(2)}, tmp_path / "m.safetensors")
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "m.safetensors")
+    monkeypatch.setattr(safetensors.torch, "save_file", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("other")))
+    with pytest.raises(RuntimeError, match="other"):   # not an I/O error: left as it was
+        io.save_safetensors({"w": torch.zeros(2)}, tmp_path / "m.safetensors")

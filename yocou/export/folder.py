@@ -223,12 +223,10 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
             checkpoint's, a tokenizer with more ids than the model's ``vocab_size``, a
             ``max_position_embeddings`` that is not a positive integer, or an invalid scale config.
     """
-    from safetensors.torch import save_file
-
     from yocou.model.hf import is_llama_compatible, llama_state_dict
     from yocou.model.limits import new_model
     from yocou.training.train import read_checkpoint
-    from yocou.utils.io import provenance, remove_stale_temps, sha256_file, writer_tag
+    from yocou.utils.io import provenance, remove_stale_temps, save_safetensors, sha256_file, writer_tag
 
     run_dir, out_dir = Path(run_dir), Path(out_dir)
     if not run_dir.exists():
@@ -331,7 +329,7 @@ def export_hf(run_dir: str | os.PathLike, out_dir: str | os.PathLike, *, model_f
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     try:
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        save_safetensors(state, tmp / "model.safetensors", metadata={"format": "pt"})
         _write_json(tmp / "config.json", config)
         _write_json(tmp / "generation_config.json", gen)
         for name, data in tok_files.items():

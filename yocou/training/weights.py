@@ -37,9 +37,8 @@ def tensors_sha256(state: dict[str, torch.Tensor]) -> str:
 def write_weights(model_pt: str | os.PathLike, out: str | os.PathLike) -> dict[str, Any]:
     """Write the weights of a trained ``model.pt`` to ``out`` (``.safetensors``, fp32 as trained), its metadata
     holding ``format``, ``model_config``, ``train_config``, ``step`` and ``tensors_sha256``; atomic."""
-    from safetensors.torch import save_file
-
     from yocou.training.train import read_checkpoint
+    from yocou.utils.io import save_safetensors
 
     ck = read_checkpoint(model_pt)
     state = {k: v.detach().cpu().contiguous() for k, v in ck["model"].items()}
@@ -50,7 +49,7 @@ def write_weights(model_pt: str | os.PathLike, out: str | os.PathLike) -> dict[s
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
-        save_file(state, str(tmp), metadata=meta)
+        save_safetensors(state, tmp, metadata=meta)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

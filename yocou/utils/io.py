@@ -132,12 +132,14 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 #: Messages of writers that report a failed write as something other than OSError (torch.save's zip writer,
 #: safetensors): read as a full disk when the folder has (almost) no space left.
-_WRITE_FAILURES = ("No space left", "file write failed", "unexpected pos", "iostream error", "PytorchStreamWriter")
+_WRITE_FAILURES = ("No space left", "file write failed", "unexpected pos", "iostream error", "PytorchStreamWriter",
+                   "requested and")  # ndarray.tofile: "OSError: N requested and M written", with no errno
 
 
 def _as_disk_error(e: BaseException, path: Path) -> OSError | None:
-    """An ``OSError(ENOSPC)`` naming ``path`` for a writer's non-OSError report of a full disk, else None."""
-    if isinstance(e, OSError) or not isinstance(e, Exception):
+    """An ``OSError(ENOSPC)`` naming ``path`` for a writer's report of a full disk that is not an ``OSError`` with
+    an errno, else None."""
+    if (isinstance(e, OSError) and e.errno is not None) or not isinstance(e, Exception):
         return None
     msg = str(e)
     if not any(m in msg for m in _WRITE_FAILURES):
@@ -150,6 +152,23 @@ def _as_disk_error(e: BaseException, path: Path) -> OSError | None:
         return None
     return OSError(errno.ENOSPC, f"writing {path} failed, the disk is full ({type(e).__name__}: {msg.strip()})",
                    str(path))
+
+
+def save_safetensors(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+    """``safetensors.torch.save_file``, its Rust I/O error (a full disk: "... (os error 28)") raised as the
+    ``OSError`` it wraps, naming ``path``, so entry points report it in one line (:mod:`yocou.utils.entry`)."""
+    import re
+
+    from safetensors.torch import save_file
+
+    try:
+        save_file(state, str(path), metadata=metadata)
+    except Exception as e:  # noqa: BLE001 - SafetensorError is not an OSError
+        m = re.search(r"os error (\d+)", str(e))
+        if m is None:
+            raise
+        code = int(m.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from None
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
