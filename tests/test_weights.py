@@ -66,7 +66,7 @@ def test_a_damaged_or_edited_weights_file_is_refused_naming_it(tmp_path: Path) -
 
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = "yoco_deep9_seed0_d4000"
+COMMITTED = "yoco_deep9_seed0_d2000"
 
 
 @pytest.mark.slow
