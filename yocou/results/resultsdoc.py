@@ -39,6 +39,8 @@ SECTIONS = (
     ("Figure 2's caption numbers", "results/{scale}/fig2_summary.md"),
     ("Learning-rate sensitivity", "results/{scale}/lr_sensitivity.md"),
     ("Crossover: YOCO-U's gap to YOCO at 8x the tokens", "results/{scale}/crossover.md"),
+    ("The positive control for depth beside the ladder", "results/{scale}/ladder/depth.md"),
+    ("Context use beyond the window (the depth control's top rung)", "results/{scale}/ladder/context.md"),
     ("The mechanism probe: MQAR and k-hop past the window (chance levels beside)", "results/{scale}/probe/probe_table.md"),
     ("Table 4 by seed (retrieval runs)", "results/{scale}/table4_seeds.md"),
     ("Table 3 (downstream tasks, chance levels beside)", "results/{scale}/table3.md"),
