@@ -35,6 +35,7 @@ def test_safetensors_weights_give_the_model_pts_logits(tmp_path: Path) -> None:
     ck = torch.load(pt, weights_only=True)
     assert C.config_from_dict(mc) == C.config_from_dict(ck["model_config"]) and tensors_sha256(state) == tensors_sha256(ck["model"])
     assert [p.name for p in out.parent.iterdir()] == ["m.safetensors"]   # no temporary left
+    assert out.stat().st_mode & 0o044 == 0o044                            # readable by all
 
 
 def test_a_damaged_or_edited_weights_file_is_refused_naming_it(tmp_path: Path) -> None:

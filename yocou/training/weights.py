@@ -38,6 +38,7 @@ def write_weights(model_pt: str | os.PathLike, out: str | os.PathLike) -> dict[s
     """Write the weights of a trained ``model.pt`` to ``out`` (``.safetensors``, fp32 as trained), its metadata
     holding ``format``, ``model_config``, ``train_config``, ``step`` and ``tensors_sha256``; atomic."""
     from yocou.training.train import read_checkpoint
+    from yocou.utils.io import _default_mode as default_mode
     from yocou.utils.io import save_safetensors
 
     ck = read_checkpoint(model_pt)
@@ -50,6 +51,7 @@ def write_weights(model_pt: str | os.PathLike, out: str | os.PathLike) -> dict[s
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
         save_safetensors(state, tmp, metadata=meta)
+        os.chmod(tmp, default_mode())  # safetensors creates it 0600: readable by all, as every other result
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

@@ -117,6 +117,24 @@ def context_use(model: torch.nn.Module, stream: Any, seq_len: int, window: int, 
             "delta": float(d.mean()), "low": float(d.mean() - half), "high": float(d.mean() + half), "level": level}
 
 
+def variant_of(run: str) -> str:
+    """The variant of a ladder run's folder name: ``yoco_deep9_seed1_d2000`` -> ``yoco_deep9``."""
+    import re
+
+    return re.sub(r"_seed\d+(_[sd]\d+)?$", "", run)
+
+
+#: Bin edges of the loss-against-position figure and table (tokens of context, position + 1): 1, 2, 3-4, ... .
+def position_bins(seq_len: int) -> list[tuple[int, int]]:
+    """``[(lo, hi), ...]`` tokens of context per bin, doubling: (1, 1), (2, 2), (3, 4), (5, 8), ... up to seq_len."""
+    bins, lo = [], 1
+    while lo <= seq_len:
+        hi = min(seq_len, max(lo, 2 * lo - 2)) if lo > 2 else lo
+        bins.append((lo, hi))
+        lo = hi + 1
+    return bins
+
+
 def summarize(docs: list[dict[str, Any]], level: float = 0.95) -> tuple[Any, Any]:
     """The per-run table (run, variant, split, reach, global, intact, shuffled, delta with its interval over windows,
     n_windows) and per variant and split the seed mean of delta with a Student t interval over its runs (n - 1 df;
@@ -124,7 +142,8 @@ def summarize(docs: list[dict[str, Any]], level: float = 0.95) -> tuple[Any, Any
     import pandas as pd
     from scipy import stats
 
-    rows = [{"run": Path(d["model"]).parent.name, "variant": d["variant"], "split": s.removeprefix("heldout_"),
+    rows = [{"run": Path(d["model"]).parent.name, "variant": variant_of(Path(d["model"]).parent.name),
+             "split": s.removeprefix("heldout_"),
              "reach": d["reach"], "global": d["global"], "window": r["window"], "seq_len": r["seq_len"],
              "intact": r["intact"], "shuffled": r["shuffled"], "delta": r["delta"], "low": r["low"], "high": r["high"],
              "n_windows": r["n_windows"]}
@@ -154,15 +173,20 @@ def draw(docs: list[dict[str, Any]], figure: str | Path, scale: str) -> None:
     for ax, s in zip(axes[0], splits):
         by_variant: dict[str, list[list[float]]] = {}
         for d in docs:
-            by_variant.setdefault(d["variant"], []).append(d["splits"][s]["position_nll"])
+            by_variant.setdefault(variant_of(Path(d["model"]).parent.name), []).append(d["splits"][s]["position_nll"])
+        bins = position_bins(len(docs[0]["splits"][s]["position_nll"]))
+        x = [math.sqrt(lo * hi) for lo, hi in bins]
         for v, curves in by_variant.items():
-            y = np.mean(np.array(curves), axis=0)
-            ax.plot(np.arange(1, len(y) + 1), y, color=COLORS.get(v), lw=1.2,
-                    label=f"{label(v)} ({len(curves)} run{'s' if len(curves) > 1 else ''})")
+            per_run = np.array([[np.mean(c[lo - 1:hi]) for lo, hi in bins] for c in curves])
+            y = per_run.mean(axis=0)
+            ax.plot(x, y, "o-", color=COLORS.get(v), lw=1.2, ms=3,
+                    label=f"{label(v)} ({len(curves)} run{'s' if len(curves) > 1 else ''}; band: min to max)")
+            if len(curves) > 1:
+                ax.fill_between(x, per_run.min(axis=0), per_run.max(axis=0), color=COLORS.get(v), alpha=0.2, lw=0)
         w = docs[0]["splits"][s]["window"]
         ax.axvline(w, color="0.4", ls="--", lw=1, label=f"W = {w}")
         ax.set_xscale("log")
-        ax.set_xlabel("tokens of context (position + 1)")
+        ax.set_xlabel("tokens of context (position + 1; bins doubling: 1, 2, 3-4, 5-8, ...)")
         ax.set_ylabel(f"held-out {s.removeprefix('heldout_')} loss (nats/token)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
