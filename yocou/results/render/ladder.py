@@ -120,7 +120,7 @@ def draw_depth(pts: pd.DataFrame, deep: pd.DataFrame, figure: str | Path, scale:
             ax.set_ylabel(f"held-out {s.removeprefix('heldout_')} loss (nats/token)")
             ax.grid(alpha=0.3, which="both")
             if i == 0 and j == 0:
-                ax.legend(fontsize=8, loc="upper right")
+                ax.legend(fontsize=8, loc="lower left")
             ax.set_title(f"{s.removeprefix('heldout_')}: loss against {'tokens' if x_of == 'tokens' else 'FLOPs'}",
                          fontsize=10)
     fig.suptitle(f"Positive control for depth ({scale}, CPU): {label(str(deep['variant'].iloc[0]))} at YOCO-U's "
