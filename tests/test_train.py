@@ -238,8 +238,8 @@ def test_tensorboard_events_equal_the_metrics_rows(tmp_path: Path, token_dir: Pa
     ckpts: dict[int, bytes] = {}
     real_save = T._save_ckpt
 
-    def keep(path, model, opt, step, *a):  # the resume state at each checkpoint (a finished run deletes it)
-        real_save(path, model, opt, step, *a)
+    def keep(path, model, opt, step, *a, **k):  # the resume state at each checkpoint (a finished run deletes it)
+        real_save(path, model, opt, step, *a, **k)
         ckpts[step] = path.read_bytes()
 
     monkeypatch.setattr(T, "_save_ckpt", keep)
@@ -317,8 +317,8 @@ def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, token_dir: Pat
     ckpts: dict[tuple[str, int], bytes] = {}
     real_save = T._save_ckpt
 
-    def keep(path, model, opt, step, *a):
-        real_save(path, model, opt, step, *a)
+    def keep(path, model, opt, step, *a, **k):
+        real_save(path, model, opt, step, *a, **k)
         ckpts[path.parent.name, step] = path.read_bytes()
 
     monkeypatch.setattr(T, "_save_ckpt", keep)
@@ -354,8 +354,8 @@ def test_resumed_run_equals_the_uninterrupted_run(tmp_path: Path, token_dir: Pat
 
     c_full, c_res = load(ckpts["full", 4]), load(ckpts["resumed", 4])
     assert list(c_full) == list(c_res) == ["model", "optimizer", "step", "model_config", "train_config",
-                                           "metrics_rows"]
-    for k in ("model", "optimizer", "step", "model_config", "train_config"):
+                                           "metrics_rows", "data"]
+    for k in ("model", "optimizer", "step", "model_config", "train_config", "data"):
         assert_same_tensors(c_full[k], c_res[k])
     assert c_full["metrics_rows"][:2] == c_res["metrics_rows"][:2] == [json.dumps(r) for r in a[:2]]
     for name in ("model_step5.pt", "model.pt"):
@@ -520,3 +520,21 @@ def test_a_checkpoint_with_a_pickle_payload_never_runs_it(tmp_path) -> None:
     with pytest.raises(ValueError, match="model.pt"):
         T.read_checkpoint(bad)
     assert not marker.exists()
+
+
+def test_a_run_records_its_token_stream_and_refuses_to_resume_on_another(tmp_path: Path, token_dir: Path) -> None:
+    """model.pt's provenance names the training stream (its .json's bin_sha256); a checkpoint of a run on another
+    stream is refused on resume, naming both digests, where it was silently continued on the new data."""
+    import json
+
+    tc = TrainConfig(steps=4, batch_size=2, seq_len=8, ckpt_every=2, dtype="fp32")
+    train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)
+    ck = torch.load(tmp_path / "model.pt", weights_only=False)
+    want = json.loads((token_dir / "train.json").read_text())["bin_sha256"]
+    assert ck["provenance"]["data"] == {"bin_sha256": want, "split": "train",
+                                        "n_tokens": json.loads((token_dir / "train.json").read_text())["n_tokens"]}
+    ck["optimizer"], ck["data"] = {}, {"bin_sha256": "f" * 64, "split": "train"}
+    torch.save(ck, tmp_path / "ckpt.pt")
+    with pytest.raises(ValueError, match=r"ckpt\.pt was trained on another token stream \(bin_sha256 ffffffffffff, "
+                                         rf"this --data {want[:12]}\)"):
+        train(MODEL, tc, token_dir / "train.bin", tmp_path, progress=False)

@@ -80,8 +80,8 @@ def test_evaluation_changes_nothing_and_resume_stays_exact(tmp_path: Path, token
     ckpts: dict[int, bytes] = {}
     real_save = T._save_ckpt
 
-    def keep(path, model, opt, step, *a):
-        real_save(path, model, opt, step, *a)
+    def keep(path, model, opt, step, *a, **k):
+        real_save(path, model, opt, step, *a, **k)
         if path.parent == full:
             ckpts[step] = path.read_bytes()
 

@@ -412,6 +412,15 @@ def memory_plan(model_cfg: ModelConfig, tc: TrainConfig, world: int, sharded: bo
                        activation_checkpointing=tc.activation_checkpointing)
 
 
+def _data_identity(stream: Any) -> dict[str, Any] | None:
+    """The training stream's identity as its ``.json`` records it (``bin_sha256``, ``split``, ``n_tokens``), kept in
+    every checkpoint and ``model.pt`` and checked on resume; None for a stream without one (a synthetic stream)."""
+    meta = getattr(stream, "meta", None) or getattr(getattr(stream, "stream", None), "meta", None)
+    if not isinstance(meta, Mapping) or not meta.get("bin_sha256"):
+        return None
+    return {k: meta.get(k) for k in ("bin_sha256", "split", "n_tokens")}
+
+
 def _run_provenance(model_cfg: ModelConfig, tc: TrainConfig, run_config: Mapping[str, Any] | None,
                     world: int) -> dict[str, Any]:
     """:func:`yocou.utils.io.provenance` of the run (``run_config``, or both configs) with the number of processes."""
@@ -514,6 +523,7 @@ class Checkpointer:
             raise ValueError(f"init_from {path}: written with another model config than this run's")
         if why := branch_mismatch(ck["train_config"], self.tc, int(ck["step"])):
             raise ValueError(f"init_from {path}: this run is not a cooldown branch of it: {why}")
+        self._check_data(ck, path)
         if self.tc.fsdp:
             parallel.load_full_state(self.model, self.opt, ck["model"], ck["optimizer"])
         else:
@@ -526,22 +536,32 @@ class Checkpointer:
 
     def save_state(self, step: int, rows: list[str]) -> None:
         """Write ``state.pt`` (the format of ``ckpt.pt``, kept after the run ends): what a branch starts from."""
-        _save_ckpt(self.out / "state.pt", self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
+        _save_ckpt(self.out / "state.pt", self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows,
+                   data=self.prov.get("data"))
 
     def _check_config(self, ck: Mapping[str, Any], path: Path) -> None:
-        """ValueError unless ``ck`` (read from ``path``) was written with this run's configs; a TrainConfig field
-        added after the checkpoint was written counts as its default, and fields that change no result may differ."""
+        """ValueError unless ``ck`` (read from ``path``) was written with this run's configs and token stream; a
+        TrainConfig field added after the checkpoint was written counts as its default, fields that change no result
+        may differ, and a checkpoint that records no stream (written before streams were recorded) is not checked."""
         if _config_differs(ck, self.model_cfg, self.tc):
             raise ValueError(f"{path} was written with a different config; remove {self.out} to start over")
+        self._check_data(ck, path)
+
+    def _check_data(self, ck: Mapping[str, Any], path: Path) -> None:
+        theirs, ours = (ck.get("data") or {}).get("bin_sha256"), (self.prov.get("data") or {}).get("bin_sha256")
+        if theirs and ours and theirs != ours:
+            raise ValueError(f"{path} was trained on another token stream (bin_sha256 {theirs[:12]}, this --data "
+                             f"{ours[:12]}): pass the stream it trained on, or remove {self.out} to start over")
 
     def save(self, step: int, rows: list[str]) -> None:
         """Write ``ckpt.pt`` (with ``tc.fsdp``: ``ckpt.dcp/``): the state after optimizer step ``step`` and the
         ``metrics.jsonl`` rows so far."""
         if self.tc.fsdp:
             _save_ckpt(self.dcp_path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows,
-                       saver=self.saver)
+                       saver=self.saver, data=self.prov.get("data"))
         else:
-            _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows)
+            _save_ckpt(self.path, self.model, self.opt, step, self.model_cfg, self.tc, self.rank, rows,
+                       data=self.prov.get("data"))
         if self.tc.fsdp and self.rank == 0 and self.path.exists():  # a full-tensor state it resumed from
             self.path.unlink()
 
@@ -896,6 +916,7 @@ def _train_locked(model_cfg: ModelConfig, tc: TrainConfig, stream: Any, evaluato
     from tqdm.auto import tqdm
 
     prov = _run_provenance(model_cfg, tc, run_config, world)
+    prov["data"] = _data_identity(stream)
     model = build_model(model_cfg, tc, device, world)
     opt = build_optimizer(model, tc)
     flops_per_token = accounting.train_flops_per_token(model_cfg, tc.seq_len)
@@ -989,14 +1010,16 @@ def wrap_ddp(model: LM, world: int, device: torch.device) -> torch.nn.Module:
 
 
 def _save_ckpt(path: Path, model: LM, opt: torch.optim.Optimizer, step: int, mc: ModelConfig, tc: TrainConfig,
-               rank: int, rows: list[str], saver: parallel.ShardedSaver | None = None) -> None:
+               rank: int, rows: list[str], saver: parallel.ShardedSaver | None = None,
+               data: Mapping[str, Any] | None = None) -> None:
     """Atomically write the resume state, including the metrics rows logged so far (:class:`Checkpointer`).
 
     A ``.dcp`` path is a sharded DCP folder (``saver``'s :meth:`~yocou.training.parallel.ShardedSaver.save`, or
     :func:`yocou.training.parallel.save_sharded`; collective); otherwise one
     file, with ``tc.fsdp`` of full tensors keyed by name (:func:`yocou.training.parallel.full_state`, collective).
     """
-    meta = {"step": step, "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows}
+    meta = {"step": step, "model_config": mc.to_dict(), "train_config": dataclasses.asdict(tc), "metrics_rows": rows,
+            "data": dict(data) if data else None}
     if path.suffix == ".dcp":
         (saver or parallel.ShardedSaver()).save(path, model, opt, meta)
         return
