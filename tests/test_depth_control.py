@@ -130,8 +130,8 @@ def test_decisions_at_the_largest_budget_with_holm_over_the_splits_and_the_gates
     pts, deep = _points(np.random.default_rng(1))
     rules = {"confidence": 0.95, "regime": {"bigram_margin_nats": 0.05},
              "depth_control": {"margin_nats": 0.02, "deep_helps_nats": -0.03}}
-    table, diffs = D.readouts(pts, deep, 0.95)
-    dec = D.decide(table, diffs, pts, deep, rules, bracketed=True)
+    _, diffs = D.readouts(pts, deep, 0.95)
+    dec = D.decide(diffs, pts, deep, rules, bracketed=True)
     assert [d["split"] for d in dec] == ["book", "code"] and {d["tokens"] for d in dec} == {8_192_000}
     for d in dec:
         x = diffs[("D_deep", d["split"], 8_192_000)]
@@ -143,8 +143,8 @@ def test_decisions_at_the_largest_budget_with_holm_over_the_splits_and_the_gates
         assert d["verdict"] == D.TYING_FAILS
     # before the bigram: not comparable; a rate not bracketed caps the verdict
     pre = deep.assign(bigram_book=deep["book"])
-    assert D.decide(table, diffs, pts, pre, rules, True)[0]["verdict"] == D.NOT_COMPARABLE
-    assert D.decide(table, diffs, pts, deep, rules, False)[0]["verdict"] == D.NOT_BRACKETED
+    assert D.decide(diffs, pts, pre, rules, True)[0]["verdict"] == D.NOT_COMPARABLE
+    assert D.decide(diffs, pts, deep, rules, False)[0]["verdict"] == D.NOT_BRACKETED
 
 
 def test_write_refuses_points_trained_off_the_brackets_best_rate(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ Decided at the control's largest budget (every seed there), Holm over the two sp
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -52,7 +53,7 @@ def _by_seed(pts: pd.DataFrame, variant: str, tokens: int, split: str) -> dict[i
 
 def readouts(pts: pd.DataFrame, deep: pd.DataFrame, level: float, yoco: str = "yoco", yocou: str = "yocou"
              ) -> tuple[pd.DataFrame, dict[tuple[str, str, int], list[float]]]:
-    """The four readouts per split and budget of the control (``deep``: its annealed points, one variant; ``pts``:
+    """The four readouts (nats/token) per split and budget of the control (``deep``: its annealed points, one variant; ``pts``:
     the ladder's, with ``yoco`` and ``yocou`` at those budgets).
 
     Returns the table (split, tokens, steps, tokens_per_param, the control's seed-mean loss and its distance from
@@ -122,9 +123,8 @@ def outcome(ivs: Mapping[str, Mapping[str, Any]], margin: float, helps: float) -
     return "inconclusive"
 
 
-def decide(table: pd.DataFrame, diffs: Mapping[tuple[str, str, int], list[float]], pts: pd.DataFrame,
-           deep: pd.DataFrame, rules: Mapping[str, Any], bracketed: bool, yoco: str = "yoco", yocou: str = "yocou"
-           ) -> list[dict[str, Any]]:
+def decide(diffs: Mapping[tuple[str, str, int], list[float]], pts: pd.DataFrame, deep: pd.DataFrame,
+           rules: Mapping[str, Any], bracketed: bool, yoco: str = "yoco", yocou: str = "yocou") -> list[dict[str, Any]]:
     """One decision per split at the control's largest budget with every seed (eval/ladder.yaml, depth_control):
     each decided quantity's interval at its Holm level over the two splits, the regime gate (every side's seed
     mean at least ``regime.bigram_margin_nats`` below its own-budget bigram), the bracket cap, and :func:`outcome`."""
@@ -153,7 +153,7 @@ def decide(table: pd.DataFrame, diffs: Mapping[tuple[str, str, int], list[float]
 
 
 def _iv(x: Mapping[str, Any]) -> str:
-    if x.get("low") is None or x["low"] is None or (isinstance(x["low"], float) and math.isnan(x["low"])):
+    if x.get("low") is None or math.isnan(x["low"]):
         return f"{x['mean']:+.3f} (no interval)"
     return f"{x['mean']:+.3f} [{x['low']:+.3f}, {x['high']:+.3f}]"
 
@@ -178,7 +178,7 @@ def write(points: str | Path, depth_points: str | Path, bracket: pd.DataFrame, r
     if trained != [b["lr"]]:
         raise ValueError(f"{depth_points}: {dv} trained at {trained}, but its bracket's best rate is {b['lr']:g}")
     table, diffs = readouts(pts, deep, level)
-    dec = decide(table, diffs, pts, deep, rules, bool(b["interior"]))
+    dec = decide(diffs, pts, deep, rules, bool(b["interior"]))
     fpt = float((deep["train_flops"] / deep["tokens"]).mean())
     fpt_y = float((pts[pts["variant"] == "yoco"]["train_flops"] / pts[pts["variant"] == "yoco"]["tokens"]).mean())
     left = [t for t in planned if t not in set(int(x) for x in deep["tokens"])]
@@ -201,7 +201,7 @@ def write(points: str | Path, depth_points: str | Path, bracket: pd.DataFrame, r
     write_table(table, Path(out_csv).with_suffix(""), title=f"Positive control for depth beside the token ladder "
                 f"({scale}, CPU)", notes=notes, config=cfg)
     stem = Path(out_csv).with_suffix("")
-    doc = __import__("json").loads(stem.with_suffix(".json").read_text())
+    doc = json.loads(stem.with_suffix(".json").read_text())
     doc = {"decisions": _finite(dec), "bracket": _finite(best), **doc}
     atomic_write_json(stem.with_suffix(".json"), doc)
     from yocou.results.render.ladder import draw_depth
